@@ -1,0 +1,29 @@
+# hasfl-repro: one DAG from raw data to every table and figure of the HAS-FL paper.
+#
+#   snakemake --cores 4 all                                   # the paper preset (config.yaml)
+#   snakemake --cores 2 all --configfile presets/quick.yaml   # offline quick preset
+#
+# The configuration is validated (workflow/schemas/config.schema.json plus
+# cross-key rules in hasfl.config) when this file loads, before any job runs.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+from hasfl.config import validate_config
+
+
+configfile: "config.yaml"
+
+
+validate_config(config)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+
+
+rule all:
+    input:
+        data_outputs(),
+    default_target: True

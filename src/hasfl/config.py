@@ -1,0 +1,187 @@
+"""Configuration: the paper preset, presets merged over it, and validation.
+
+``config.yaml`` (repository root) is the paper preset (Section 4.1). A preset file
+is merged over it key by key -- nested mappings merge, lists and scalars replace --
+exactly as Snakemake merges ``--configfile`` over ``configfile:``. The merged
+mapping is validated against ``workflow/schemas/config.schema.json`` plus the
+cross-key rules JSON Schema cannot express; every violation is reported with the
+dotted key that caused it, before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAPER_CONFIG = REPO_ROOT / "config.yaml"
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.json"
+
+DATASETS = ("cifar10", "emnist", "shakespeare", "digits")
+METHODS = ("hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg", "scaffold", "fedprox")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the offending key."""
+
+
+def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``base`` updated by ``overlay``: mappings merge recursively, anything else replaces."""
+    out = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, with a clear error for a missing file or a non-mapping."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' does not exist")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file '{p}' is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file '{p}' must hold a mapping at top level, got {type(data).__name__}")
+    return data
+
+
+def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG) -> dict[str, Any]:
+    """Load ``base`` (the paper preset), merge ``preset`` over it, validate, return."""
+    config = read_yaml(base)
+    if preset is not None:
+        config = deep_merge(config, read_yaml(preset))
+    validate_config(config)
+    return config
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _key(path: Any) -> str:
+    """Dotted key for a jsonschema path: ``federation.rounds``, ``seeds[0]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+_TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true/false",
+               "array": "a list", "object": "a mapping", "null": "null"}
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = _key(error.absolute_path)
+    v, expected, got = error.validator, error.validator_value, error.instance
+    if v == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(got) - set(allowed))
+        prefix = f"{key}." if error.absolute_path else ""
+        return (f"unknown config key '{prefix}{extra[0]}'" + (f" (and {extra[1:]})" if len(extra) > 1 else "")
+                + f"; allowed keys here: {', '.join(allowed)}")
+    if v == "required":
+        missing = [k for k in expected if k not in got]
+        prefix = f"{key}." if error.absolute_path else ""
+        return f"missing config key '{prefix}{missing[0]}'"
+    if v == "type":
+        kinds = expected if isinstance(expected, list) else [expected]
+        want = " or ".join(_TYPE_NAMES.get(k, k) for k in kinds)
+        return f"config key '{key}': expected {want}, got {type(got).__name__} {got!r}"
+    if v in ("enum", "const"):
+        options = expected if v == "enum" else [expected]
+        what = {"datasets": "dataset", "methods": "method"}.get(str(error.absolute_path[0]) if error.absolute_path else "", "value")
+        return f"config key '{key}': unknown {what} {got!r}; expected one of {', '.join(map(str, options))}"
+    bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+    if v in bounds:
+        return f"config key '{key}': must be {bounds[v]} {expected}, got {got!r}"
+    if v == "minItems":
+        return f"config key '{key}': must not be empty" if expected == 1 else f"config key '{key}': needs at least {expected} items"
+    if v == "uniqueItems":
+        return f"config key '{key}': items must be unique, got {got!r}"
+    if v == "pattern":
+        return f"config key '{key}': {got!r} does not match the pattern {expected}"
+    return f"config key '{key}': {error.message}"
+
+
+def validate_config(config: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming the key of the first violation (all listed)."""
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    messages = [_describe(e) for e in errors]
+    if not messages:
+        messages = _semantic_errors(config)
+    if messages:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(messages))
+
+
+def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
+    """Cross-key rules that JSON Schema cannot express."""
+    errs: list[str] = []
+    fed, cap = config["federation"], config["capacity"]
+    if fed["clients_per_round"] > fed["clients"]:
+        errs.append(f"config key 'federation.clients_per_round': {fed['clients_per_round']} sampled clients per round "
+                    f"exceeds federation.clients = {fed['clients']}")
+    if len(cap["tiers"]) != len(cap["counts"]):
+        errs.append(f"config key 'capacity.counts': {len(cap['counts'])} counts for {len(cap['tiers'])} tiers; "
+                    "expected one count per tier")
+    elif sum(cap["counts"]) != fed["clients"]:
+        errs.append(f"config key 'capacity.counts': counts sum to {sum(cap['counts'])}, expected "
+                    f"federation.clients = {fed['clients']}")
+    if sorted(set(cap["tiers"])) != list(cap["tiers"]):
+        errs.append(f"config key 'capacity.tiers': tiers must be strictly increasing, got {cap['tiers']}")
+    if "shakespeare" in config["datasets"] and config["dataset_params"]["shakespeare"]["top_roles"] != fed["clients"]:
+        errs.append(f"config key 'dataset_params.shakespeare.top_roles': {config['dataset_params']['shakespeare']['top_roles']} "
+                    f"role-clients, expected federation.clients = {fed['clients']} (one client per role)")
+    for ds in config["datasets"]:
+        model = config["dataset_params"][ds]["model"]
+        if model["arch"] == "cnn" and any(i >= len(model["channels"]) for i in model["pool_after"]):
+            errs.append(f"config key 'dataset_params.{ds}.model.pool_after': indices {model['pool_after']} must be "
+                        f"< len(channels) = {len(model['channels'])}")
+    return errs
+
+
+def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) -> dict[str, Any]:
+    """The slice of ``config`` one training job depends on (and nothing else).
+
+    Used both as the Snakemake ``params`` of the job (so that changing one
+    method's hyperparameter reruns only that method's jobs) and by the engine.
+    """
+    return {
+        "dataset": dataset,
+        "method": method,
+        "seed": int(seed),
+        "device": config["device"],
+        "federation": dict(config["federation"]),
+        "capacity": dict(config["capacity"]),
+        "hasfl": dict(config["hasfl"]),
+        "method_params": dict(config["method_params"].get(method, {})),
+        "dataset_params": copy.deepcopy(config["dataset_params"][dataset]),
+    }
+
+
+def data_config(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """The slice of ``config`` the data stage of ``dataset`` depends on."""
+    params = {k: v for k, v in config["dataset_params"][dataset].items() if k not in ("model", "optim")}
+    return {
+        "dataset": dataset,
+        "data_dir": config["data_dir"],
+        "clients": config["federation"]["clients"],
+        "capacity": dict(config["capacity"]),
+        "partition": dict(config["partition"]),
+        "dataset_params": params,
+    }

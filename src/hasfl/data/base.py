@@ -1,0 +1,67 @@
+"""The in-memory dataset every loader returns (paper Section 4.1, Table 2).
+
+Features stay in their compact storage dtype (uint8 pixels, uint8 character
+ids); :meth:`DatasetBundle.inputs` turns a batch into model inputs on the fly,
+so a full dataset never needs a float copy in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class DatasetBundle:
+    """Train/test tensors plus metadata for one dataset.
+
+    Attributes:
+        name: dataset name as used in config and paths (``cifar10``, ...).
+        task: ``"image"`` or ``"text"``.
+        train_x, train_y, test_x, test_y: in-memory tensors. Images are uint8
+            ``(N, C, H, W)``; text samples are uint8 ``(N, seq_len)`` character ids.
+            Labels are int64 ``(N,)``.
+        num_classes: size of the output layer (classes or vocabulary).
+        input_shape: shape of one sample as the model sees it.
+        mean, std: per-channel normalisation for images (applied by :meth:`inputs`).
+        meta: free-form extra facts (e.g. Shakespeare's per-sample client ids).
+    """
+
+    name: str
+    task: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    input_shape: tuple[int, ...]
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """Model inputs for a batch of stored samples ``x``.
+
+        Images: float32, scaled to [0, 1] and standardised per channel.
+        Text: int64 character ids.
+        """
+        if self.task == "text":
+            return x.long()
+        out = x.float().div_(255.0)
+        if self.mean is not None and self.std is not None:
+            mean = torch.tensor(self.mean, dtype=out.dtype, device=out.device).view(1, -1, 1, 1)
+            std = torch.tensor(self.std, dtype=out.dtype, device=out.device).view(1, -1, 1, 1)
+            out = out.sub_(mean).div_(std)
+        return out
+
+    def to(self, device: torch.device | str) -> "DatasetBundle":
+        """Move all tensors to ``device`` (in place); returns self."""
+        for attr in ("train_x", "train_y", "test_x", "test_y"):
+            setattr(self, attr, getattr(self, attr).to(device))
+        return self
+
+
+class DatasetUnavailable(RuntimeError):
+    """A dataset's files are missing or corrupt; the message says what to place where."""

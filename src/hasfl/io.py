@@ -1,0 +1,74 @@
+"""Atomic file output: nothing half-written is ever left looking complete.
+
+Every writer here writes to a temporary file in the destination folder and
+renames it into place (``os.replace`` is atomic on POSIX within one file system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it to ``path`` on success.
+
+    On an exception the temporary file is removed and ``path`` is untouched.
+    """
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, dest)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as sorted, indented JSON, atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Write ``df`` to Parquet atomically, byte-deterministic for equal frames.
+
+    The pandas index is dropped and no creation timestamps are stored, so the
+    same frame always gives the same bytes.
+    """
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
+
+
+def write_parquet_with_digest(df: pd.DataFrame, path: str | os.PathLike[str], sidecar: str | os.PathLike[str]) -> str:
+    """Write ``df`` to ``path`` and its sha256 to the JSON ``sidecar``; return the digest.
+
+    The Parquet file is renamed into place before the sidecar is written, so a
+    sidecar never names a file that does not exist.
+    """
+    write_parquet(df, path)
+    digest = sha256_file(path)
+    write_json(sidecar, {"file": Path(path).name, "sha256": digest, "rows": int(len(df))})
+    return digest
