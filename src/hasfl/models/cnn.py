@@ -1,0 +1,120 @@
+"""Image CNN family with nested channel slicing (paper Algorithm 2, Eq. 2, Table 1).
+
+Architecture: ``Conv3x3(pad 1, bias) -> BatchNorm2d -> ReLU`` per entry of
+``channels``, ``MaxPool2d(2)`` after the conv indices in ``pool_after``, then
+``AdaptiveAvgPool2d(pool_out) -> flatten -> Linear(C_last * pool_out^2, hidden)
+-> ReLU -> Linear(hidden, num_classes)``.
+
+Width ``p`` keeps the leading ``ceil(p * C)`` channels of every conv layer and
+the leading ``ceil(p * hidden)`` hidden units, plus their input connections.
+Input channels and classes are never sliced.  Flattening is channel-major, so
+the first linear layer's inputs for the leading ``k`` channels are its leading
+``k * pool_out^2`` columns.  BatchNorm weight, bias and running statistics are
+sliced with their channels; ``num_batches_tracked`` is shared whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hasfl.models.cost import conv_linear_macs
+from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import SliceRule, width
+
+__all__ = ["CNN", "CNNFamily"]
+
+_ALL = slice(None)
+
+
+class CNN(nn.Module):
+    """Plain VGG-style CNN; every size is explicit so sub-models are just smaller CNNs."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        channels: Sequence[int],
+        pool_after: Sequence[int],
+        pool_out: int,
+        hidden: int,
+        num_classes: int,
+    ) -> None:
+        super().__init__()
+        ins = [in_channels, *channels[:-1]]
+        self.convs = nn.ModuleList(nn.Conv2d(i, o, 3, padding=1, bias=True) for i, o in zip(ins, channels))
+        self.bns = nn.ModuleList(nn.BatchNorm2d(c) for c in channels)
+        self.pool_after = frozenset(pool_after)
+        self.pool = nn.AdaptiveAvgPool2d(pool_out)
+        self.fc1 = nn.Linear(channels[-1] * pool_out * pool_out, hidden)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for i, (conv, bn) in enumerate(zip(self.convs, self.bns)):
+            x = torch.relu(bn(conv(x)))
+            if i in self.pool_after:
+                x = nn.functional.max_pool2d(x, 2)
+        x = torch.flatten(self.pool(x), 1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class CNNFamily(ModelFamily):
+    """Width-p sub-models of :class:`CNN` and their slice rules."""
+
+    ARCH_KWARGS = frozenset({"channels", "pool_after", "pool_out", "hidden"})
+
+    def __init__(
+        self,
+        *,
+        in_shape: tuple[int, ...],
+        num_classes: int,
+        channels: Sequence[int] = (64, 64, 128, 128, 256, 256),
+        pool_after: Sequence[int] = (1, 3),
+        pool_out: int = 4,
+        hidden: int = 512,
+    ) -> None:
+        super().__init__()
+        if len(in_shape) != 3:
+            raise ValueError(f"cnn: in_shape must be (C, H, W), got {tuple(in_shape)}")
+        if not channels:
+            raise ValueError("cnn: channels must be non-empty")
+        if any(not 0 <= i < len(channels) for i in pool_after):
+            raise ValueError(f"cnn: pool_after {tuple(pool_after)} out of range for {len(channels)} convs")
+        self.in_shape = tuple(int(s) for s in in_shape)
+        self.num_classes = int(num_classes)
+        self.channels = tuple(int(c) for c in channels)
+        self.pool_after = tuple(int(i) for i in pool_after)
+        self.pool_out = int(pool_out)
+        self.hidden = int(hidden)
+
+    def widths(self, p: float) -> dict[str, Any]:
+        return {"channels": [width(p, c) for c in self.channels], "hidden": width(p, self.hidden)}
+
+    def build(self, p: float = 1.0) -> CNN:
+        w = self.widths(p)
+        return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes)
+
+    def _make_rules(self, p: float) -> dict[str, SliceRule]:
+        w = self.widths(p)
+        rules: dict[str, SliceRule] = {}
+        keep_in = _ALL  # input image channels are never sliced
+        for i, c in enumerate(w["channels"]):
+            keep = slice(0, c)
+            rules[f"convs.{i}.weight"] = SliceRule(None, (keep, keep_in))
+            rules[f"convs.{i}.bias"] = SliceRule(None, (keep,))
+            for name in ("weight", "bias", "running_mean", "running_var"):
+                rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
+            rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
+            keep_in = keep
+        h = slice(0, w["hidden"])
+        flat = slice(0, w["channels"][-1] * self.pool_out**2)  # channel-major flatten
+        rules["fc1.weight"] = SliceRule(None, (h, flat))
+        rules["fc1.bias"] = SliceRule(None, (h,))
+        rules["fc2.weight"] = SliceRule(None, (_ALL, h))  # every class row kept
+        rules["fc2.bias"] = SliceRule(None, (_ALL,))
+        return rules
+
+    def _macs(self, p: float, module: nn.Module) -> int:
+        return conv_linear_macs(module, torch.zeros(1, *self.in_shape))

@@ -1,0 +1,82 @@
+"""Common interface of a nested-width model family (paper Algorithm 2).
+
+A family knows how to build the global model (``p = 1``), a physically
+width-``p`` sub-model, and the :class:`~hasfl.models.slicing.SliceRule` of every
+state-dict key that maps the sub-model into the global one.  Rules, sub-model
+shapes and costs are cached per ``p``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hasfl.models.cost import Cost
+from hasfl.models.slicing import SliceRule, extract
+
+__all__ = ["ModelFamily"]
+
+
+class ModelFamily(ABC):
+    """Builds width-p models and the slice rules between them and the global model."""
+
+    #: constructor keyword arguments accepted through ``build_family``
+    ARCH_KWARGS: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self._rules: dict[float, dict[str, SliceRule]] = {}
+        self._shapes: dict[float, dict[str, torch.Size]] = {}
+        self._costs: dict[float, Cost] = {}
+
+    # --- to implement per architecture -------------------------------------
+    @abstractmethod
+    def build(self, p: float = 1.0) -> nn.Module:
+        """A freshly initialised, physically width-``p`` module (p=1: global model)."""
+
+    @abstractmethod
+    def widths(self, p: float) -> dict[str, Any]:
+        """Kept sizes of every sliced dimension at width ``p``."""
+
+    @abstractmethod
+    def _make_rules(self, p: float) -> dict[str, SliceRule]: ...
+
+    @abstractmethod
+    def _macs(self, p: float, module: nn.Module) -> int: ...
+
+    # --- shared, cached -------------------------------------------------------
+    def slice_rules(self, p: float) -> dict[str, SliceRule]:
+        """Rule for every state-dict key (parameters and buffers) of ``build(1.0)``."""
+        p = _check_p(p)
+        if p not in self._rules:
+            self._rules[p] = self._make_rules(p)
+        return self._rules[p]
+
+    def sub_shapes(self, p: float) -> dict[str, torch.Size]:
+        """State-dict tensor shapes of ``build(p)``."""
+        p = _check_p(p)
+        if p not in self._shapes:
+            self._shapes[p] = {k: v.shape for k, v in self.build(p).state_dict().items()}
+        return self._shapes[p]
+
+    def extract(self, full_state: dict[str, Tensor], p: float) -> dict[str, Tensor]:
+        """Width-``p`` state dict copied out of a global state dict (Algorithm 2)."""
+        return extract(full_state, self.slice_rules(p), self.sub_shapes(p))
+
+    def cost(self, p: float) -> Cost:
+        """Parameters, per-sample MACs and float32 upload size at width ``p`` (Table 1)."""
+        p = _check_p(p)
+        if p not in self._costs:
+            module = self.build(p)
+            params = sum(t.numel() for t in module.parameters())
+            self._costs[p] = Cost.of(params, self._macs(p, module))
+        return self._costs[p]
+
+
+def _check_p(p: float) -> float:
+    p = float(p)
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"width fraction p must lie in (0, 1], got {p}")
+    return p

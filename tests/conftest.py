@@ -1,0 +1,36 @@
+"""Shared fixtures: the repository root, the merged presets, a venv-aware Snakemake call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hasfl.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture()
+def paper_config() -> dict:
+    return load_config()
+
+
+@pytest.fixture()
+def quick_config() -> dict:
+    return load_config(REPO / "presets" / "quick.yaml")
+
+
+def run_snakemake(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    """Run snakemake with the test's interpreter; returns the completed process (no check)."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

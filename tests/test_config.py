@@ -1,0 +1,135 @@
+"""Config loading, preset merging and validation (issue 2, section 2)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hasfl.config import ConfigError, deep_merge, load_config, run_config, validate_config
+
+from conftest import REPO, run_snakemake
+
+
+def test_paper_preset_values(paper_config):
+    c = paper_config
+    assert c["name"] == "paper"
+    assert c["datasets"] == ["cifar10", "emnist", "shakespeare"]
+    assert c["seeds"] == [42, 43, 44]
+    assert c["federation"] == {"clients": 20, "clients_per_round": 10, "rounds": 200, "eval_every": 1}
+    assert c["partition"]["alpha"] == 0.3
+    assert c["capacity"]["tiers"] == [0.25, 0.5, 0.75, 1.0]
+    assert c["hasfl"] == {"p_min": 0.4, "gamma": 0.25, "beta": 0.9, "t_adapt": 5, "warmup": 10, "t_norm": 20,
+                          "epsilon": 1e-8}
+    cifar, emnist, shk = (c["dataset_params"][d]["optim"] for d in ("cifar10", "emnist", "shakespeare"))
+    assert (cifar["lr"], cifar["lr_decay"], cifar["local_epochs"], cifar["momentum"], cifar["weight_decay"],
+            cifar["clip"]) == (0.01, 0.995, 5, 0.9, 1e-4, 10.0)
+    assert emnist["local_epochs"] == 1
+    assert (shk["local_epochs"], shk["lr"], shk["clip"]) == (1, 0.1, 5.0)
+    assert c["method_params"]["fedprox"]["mu"] == 1.0
+    assert len(c["methods"]) == 9
+
+
+def test_quick_preset_merges_over_paper(quick_config, paper_config):
+    q = quick_config
+    assert q["name"] == "quick"
+    assert q["datasets"] == ["digits", "shakespeare"]
+    assert q["federation"]["clients"] == 20 and q["federation"]["clients_per_round"] == 10
+    assert len(q["seeds"]) == 3
+    # untouched nested keys survive the merge
+    assert q["dataset_params"]["shakespeare"]["seq_len"] == paper_config["dataset_params"]["shakespeare"]["seq_len"]
+    assert q["hasfl"] == paper_config["hasfl"]
+
+
+def test_deep_merge_semantics():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    merged = deep_merge(base, {"a": {"c": [3]}, "e": 2})
+    assert merged == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 1}  # not mutated
+
+
+def _set(cfg: dict, dotted: str, value) -> dict:
+    cfg = copy.deepcopy(cfg)
+    *parents, last = dotted.split(".")
+    node = cfg
+    for p in parents:
+        node = node[p]
+    node[last] = value
+    return cfg
+
+
+BAD = [
+    ("unknown top-level key", "colour", "red", "unknown config key 'colour'"),
+    ("unknown nested key", "federation.round", 5, "unknown config key 'federation.round'"),
+    ("wrong type", "federation.rounds", "200", "config key 'federation.rounds': expected an integer"),
+    ("yaml 1e-4 is a string", "dataset_params.cifar10.optim.weight_decay", "1e-4",
+     "config key 'dataset_params.cifar10.optim.weight_decay': expected a number"),
+    ("alpha zero", "partition.alpha", 0, "config key 'partition.alpha': must be > 0"),
+    ("alpha negative", "partition.alpha", -1.0, "config key 'partition.alpha': must be > 0"),
+    ("rounds zero", "federation.rounds", 0, "config key 'federation.rounds': must be >= 1"),
+    ("tier above one", "capacity.tiers", [0.25, 0.5, 1.5, 1.0], "config key 'capacity.tiers[2]': must be <= 1"),
+    ("tier zero", "capacity.tiers", [0.0, 0.5, 0.75, 1.0], "config key 'capacity.tiers[0]': must be > 0"),
+    ("clients per round", "federation.clients_per_round", 21, "config key 'federation.clients_per_round'"),
+    ("unknown dataset", "datasets", ["cifar10", "mnist"], "config key 'datasets[1]': unknown dataset 'mnist'"),
+    ("unknown method", "methods", ["hasfl", "fedsgd"], "config key 'methods[1]': unknown method 'fedsgd'"),
+    ("empty seeds", "seeds", [], "config key 'seeds': must not be empty"),
+    ("counts vs clients", "capacity.counts", [5, 10, 3, 3], "config key 'capacity.counts': counts sum to 21"),
+    ("counts vs tiers", "capacity.counts", [10, 10], "config key 'capacity.counts': 2 counts for 4 tiers"),
+]
+
+
+@pytest.mark.parametrize("what,key,value,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_config_rejected_with_key(paper_config, what, key, value, message):
+    with pytest.raises(ConfigError) as exc:
+        validate_config(_set(paper_config, key, value))
+    assert message in str(exc.value)
+
+
+def test_missing_config_file_named(tmp_path):
+    with pytest.raises(ConfigError, match="does-not-exist.yaml' does not exist"):
+        load_config(tmp_path / "does-not-exist.yaml")
+
+
+def test_run_config_is_method_specific(paper_config):
+    a = run_config(paper_config, "cifar10", "fedprox", 42)
+    b = run_config(_set(paper_config, "method_params.fedprox.mu", 0.5), "cifar10", "fedprox", 42)
+    c = run_config(_set(paper_config, "method_params.fedprox.mu", 0.5), "cifar10", "hasfl", 42)
+    assert a != b
+    assert c == run_config(paper_config, "cifar10", "hasfl", 42)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("partition.alpha", 0, "partition.alpha"),
+    ("seeds", [], "seeds"),
+    ("methods", ["hasfl", "nope"], "unknown method 'nope'"),
+])
+def test_snakemake_rejects_bad_config_before_any_job(tmp_path, key, value, message):
+    overlay: dict = {}
+    node = overlay
+    *parents, last = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+    preset = tmp_path / "bad.yaml"
+    preset.write_text(yaml.safe_dump(overlay))
+    res = run_snakemake("-n", "all", "--configfile", str(preset), "--directory", str(tmp_path),
+                        "-s", str(REPO / "Snakefile"))
+    assert res.returncode != 0
+    assert message in res.stdout + res.stderr
+    assert "invalid configuration" in res.stdout + res.stderr
+    assert "missing config key" not in res.stdout + res.stderr  # the overlay merged over config.yaml
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("preset", [None, "presets/quick.yaml"])
+def test_snakemake_dry_run(tmp_path, preset):
+    args = ["-n", "all", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    if preset:
+        args += ["--configfile", str(REPO / preset)]
+    res = run_snakemake(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    n_datasets = 2 if preset else 3
+    assert f"data_stage               {3 * n_datasets}" in out or f"data_stage{' ' * 15}{3 * n_datasets}" in out, out[-2000:]
