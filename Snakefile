@@ -6,6 +6,8 @@
 # The configuration is validated (workflow/schemas/config.schema.json plus
 # cross-key rules in hasfl.config) when this file loads, before any job runs.
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -13,7 +15,7 @@ min_version("9.0")
 from hasfl.config import validate_config
 
 
-configfile: "config.yaml"
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 validate_config(config)
@@ -21,9 +23,11 @@ validate_config(config)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:
     input:
         data_outputs(),
+        train_outputs(),
     default_target: True

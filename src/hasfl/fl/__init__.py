@@ -1,0 +1,1 @@
+"""Federated engine: aggregation, estimator, policies, local optimisers, the round loop."""

@@ -1,0 +1,252 @@
+"""Local training (paper Section 4.1, Algorithm 1 lines 6-15) and its method variants.
+
+:class:`LocalSGD` is the shared local optimiser: SGD with momentum, weight decay,
+gradient-norm clipping and a learning rate decayed per round, K local epochs over
+the client's in-memory data in mini-batches drawn by index; optimiser state is
+fresh every round. The baselines change exactly one hook each:
+
+* :class:`FedProx` adds (mu / 2) ||w - w_global||^2 to the loss (Li et al. 2020).
+* :class:`Scaffold` corrects every gradient by c - c_i and updates the control
+  variates with option II (Karimireddy et al. 2020), under plain SGD.
+* :class:`FjordDistill` trains the client's largest width and distils it into the
+  sampled width in the same step (ordered dropout with self-distillation,
+  Horvath et al. 2021).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import SliceRule, region
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Local optimiser settings of one dataset (config ``dataset_params.<d>.optim``)."""
+
+    lr: float
+    lr_decay: float
+    local_epochs: int
+    batch_size: int
+    momentum: float
+    weight_decay: float
+    clip: float
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> OptimConfig:
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__})
+
+    def lr_at(self, t: int) -> float:
+        """Learning rate of round t: lr * decay^t."""
+        return self.lr * self.lr_decay**t
+
+
+@dataclass
+class ClientData:
+    """One client's train samples: indices into the dataset's train tensors."""
+
+    client_id: int
+    index: Tensor
+    x: Tensor
+    y: Tensor
+
+    @property
+    def n(self) -> int:
+        return int(self.index.numel())
+
+
+@dataclass
+class LocalResult:
+    """What a client reports besides its parameters."""
+
+    loss: float
+    steps: int
+    finite: bool
+
+
+class LocalSGD:
+    """The shared local optimiser; subclasses override one hook each."""
+
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, params: Mapping[str, Any] | None = None) -> None:
+        self.optim = optim
+        self.inputs = inputs_fn
+        self.params = dict(params or {})
+
+    # --- hooks --------------------------------------------------------------
+    def momentum(self) -> float:
+        return self.optim.momentum
+
+    def model_width(self, p: float, pmax: float) -> float:
+        """Width of the module the client trains and uploads (default: its allocation)."""
+        return p
+
+    def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
+        """Called once per round before the participants train."""
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        """Called before one client's local training (allocated width p, module width p_trained)."""
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(model(x), y)
+
+    def after_backward(self, model: nn.Module) -> None:
+        """Called between backward and the clipped optimiser step."""
+
+    def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
+        """Called after one client's local training."""
+
+    def end_round(self, global_state: dict[str, Tensor], n_clients: int) -> None:
+        """Called after aggregation (server-side state of the method)."""
+
+    # --- the loop -------------------------------------------------------------
+    def train(self, model: nn.Module, data: ClientData, lr: float, generator: torch.Generator) -> LocalResult:
+        """K local epochs of mini-batch SGD on ``data`` (Algorithm 1 lines 9-13)."""
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=self.momentum(),
+                              weight_decay=self.optim.weight_decay)
+        params = [p for p in model.parameters()]
+        has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+        model.train()
+        total, steps = 0.0, 0
+        bs = self.optim.batch_size
+        for _ in range(self.optim.local_epochs):
+            order = data.index[torch.randperm(data.n, generator=generator, device="cpu").to(data.index.device)]
+            for start in range(0, data.n, bs):
+                batch = order[start:start + bs]
+                if has_bn and batch.numel() < 2:
+                    continue  # batch norm cannot train on a single sample
+                opt.zero_grad(set_to_none=True)
+                loss = self.loss(model, self.inputs(data.x[batch]), data.y[batch])
+                loss.backward()
+                self.after_backward(model)
+                torch.nn.utils.clip_grad_norm_(params, self.optim.clip)
+                opt.step()
+                total += float(loss.detach())
+                steps += 1
+                if not torch.isfinite(loss.detach()):
+                    return LocalResult(loss=float("nan"), steps=steps, finite=False)
+        return LocalResult(loss=total / max(1, steps), steps=steps, finite=True)
+
+
+class FedProx(LocalSGD):
+    """Local loss + (mu / 2) ||w - w_global||^2 on top of the shared optimiser."""
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        self._anchor = [q.detach().clone() for q in model.parameters()]
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        prox = sum((q - a).pow(2).sum() for q, a in zip(model.parameters(), self._anchor, strict=True))
+        return F.cross_entropy(model(x), y) + 0.5 * float(self.params["mu"]) * prox
+
+
+class Scaffold(LocalSGD):
+    """SCAFFOLD, option II control variates, plain local SGD (momentum from method params).
+
+    Local step: g <- g + c - c_i. After K steps: c_i+ = c_i - c + (x - y_i) / (K lr).
+    Server: c <- c + (1/N) sum_{i in S} (c_i+ - c_i).
+    """
+
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, params: Mapping[str, Any] | None = None) -> None:
+        super().__init__(optim, inputs_fn, params)
+        self.c: dict[str, Tensor] | None = None
+        self.c_i: dict[int, dict[str, Tensor]] = {}
+        self._dc: list[dict[str, Tensor]] = []
+
+    def momentum(self) -> float:
+        return float(self.params.get("momentum", 0.0))
+
+    def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
+        self._dc = []
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        names = [n for n, _ in model.named_parameters()]
+        if self.c is None:
+            self.c = {n: torch.zeros_like(q) for n, q in model.named_parameters()}
+        if client not in self.c_i:
+            self.c_i[client] = {n: torch.zeros_like(self.c[n]) for n in names}
+        self._client = client
+        self._start = {n: q.detach().clone() for n, q in model.named_parameters()}
+        self._corr = {n: self.c[n] - self.c_i[client][n] for n in names}
+
+    def after_backward(self, model: nn.Module) -> None:
+        for n, q in model.named_parameters():
+            if q.grad is not None:
+                q.grad.add_(self._corr[n])
+
+    def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
+        assert self.c is not None
+        scale = 1.0 / (max(1, steps) * lr)
+        new = {n: self.c_i[client][n] - self.c[n] + (self._start[n] - q.detach()) * scale
+               for n, q in model.named_parameters()}
+        self._dc.append({n: new[n] - self.c_i[client][n] for n in new})
+        self.c_i[client] = new
+
+    def end_round(self, global_state: dict[str, Tensor], n_clients: int) -> None:
+        if self.c is None:
+            return
+        for dc in self._dc:
+            for n in self.c:
+                self.c[n].add_(dc[n], alpha=1.0 / n_clients)
+
+
+def relative_rule(rule: SliceRule, big_shape: torch.Size) -> SliceRule:
+    """Re-base a global->small rule onto a larger sub-model tensor of shape ``big_shape``.
+
+    Leading-prefix slices do not depend on the source size; a gate-block view
+    ``(4, H, ...)`` becomes ``(4, H_big, ...)``.
+    """
+    if rule.view is None:
+        return rule
+    groups = rule.view[0]
+    return SliceRule((groups, big_shape[0] // groups, *big_shape[1:]), rule.index)
+
+
+class FjordDistill(LocalSGD):
+    """FjORD: the client trains its largest width (pmax) and, in the same step, the
+    sampled width p as a nested sub-network distilled from it.
+
+    loss = CE(z_pmax, y) + KL(softmax(z_pmax).detach() || softmax(z_p)); if p = pmax, CE only.
+    The client uploads its pmax-width update; the allocated (reported) width is p.
+    """
+
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, family: ModelFamily,
+                 params: Mapping[str, Any] | None = None) -> None:
+        super().__init__(optim, inputs_fn, params)
+        self.family = family
+        self._students: dict[tuple[str, str], tuple[nn.Module, dict[str, SliceRule]]] = {}
+
+    def model_width(self, p: float, pmax: float) -> float:
+        return pmax
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        small, large = self.family.widths(p), self.family.widths(p_trained)
+        self._student = None
+        if small == large:
+            return  # the sampled width is the trained width: plain cross-entropy
+        key = (repr(small), repr(large))
+        if key not in self._students:
+            big = model.state_dict()
+            rel = {k: relative_rule(r, big[k].shape) for k, r in self.family.slice_rules(p).items()}
+            self._students[key] = (self.family.build(p), rel)
+        self._student = self._students[key]
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        if self._student is None:
+            return loss
+        student, rel = self._student
+        shapes = {k: v.shape for k, v in student.state_dict().items()}
+        params = dict(model.named_parameters())
+        buffers = dict(model.named_buffers())
+        tensors = {k: region(params[k], rel[k]).reshape(shapes[k]) for k in params}
+        tensors.update({k: region(buffers[k], rel[k]).reshape(shapes[k]).clone() for k in buffers})
+        z = torch.func.functional_call(student, tensors, (x,))
+        kd = F.kl_div(F.log_softmax(z, dim=1), F.softmax(logits.detach(), dim=1), reduction="batchmean")
+        return loss + kd

@@ -1,0 +1,246 @@
+"""The federated round loop (paper Algorithm 1).
+
+:func:`run_federation` follows Algorithm 1 line by line: sample S(t) (line 5),
+extract each participant's nested sub-model (lines 7-8, Algorithm 2), train
+locally (lines 9-13), aggregate coordinate-wise (lines 17-19), and at adaptation
+rounds estimate heterogeneity (Eq. 4), smooth it (Eq. 5) and let the policy
+re-allocate widths (lines 20-29). The estimate is computed for every method as a
+diagnostic; only HAS-FL's policy acts on it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hasfl.data.base import DatasetBundle
+from hasfl.data.partition import rng_for
+from hasfl.fl.aggregation import CoordinateAggregator
+from hasfl.fl.client import ClientData, OptimConfig
+from hasfl.fl.estimator import HeterogeneityTracker, divergence
+from hasfl.fl.methods import MethodContext, build_method
+from hasfl.models import build_family
+from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import SliceRule, region
+
+STREAM_SAMPLING = 3
+STREAM_POLICY = 4
+STREAM_LOCAL = 5
+
+
+@dataclass
+class RunResult:
+    """Everything a training job writes (see hasfl.fl.train for the files)."""
+
+    rounds: pd.DataFrame
+    clients: pd.DataFrame
+    init_state: dict[str, Tensor]
+    final_state: dict[str, Tensor]
+    summary: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def participant_schedule(seed: int, n_clients: int, per_round: int, rounds: int) -> list[np.ndarray]:
+    """S(t) for every round (line 5); identical for every method of one seed."""
+    rng = rng_for(seed, STREAM_SAMPLING)
+    return [np.sort(rng.choice(n_clients, size=per_round, replace=False)) for _ in range(rounds)]
+
+
+def local_generator(seed: int, t: int, client: int) -> torch.Generator:
+    """Mini-batch order of one client in one round, independent of the method."""
+    state = np.random.SeedSequence([seed, STREAM_LOCAL, t, client]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+def family_for(bundle: DatasetBundle, model_cfg: Mapping[str, Any]) -> ModelFamily:
+    """The model family of a dataset from its config block."""
+    kwargs = {k: v for k, v in model_cfg.items() if k != "arch"}
+    return build_family(model_cfg["arch"], in_shape=tuple(bundle.input_shape), num_classes=bundle.num_classes, **kwargs)
+
+
+class SubModels:
+    """One physically sliced module per distinct width (cached), loaded from the global state."""
+
+    def __init__(self, family: ModelFamily, device: torch.device) -> None:
+        self.family, self.device = family, device
+        self._cache: dict[str, tuple[nn.Module, dict[str, SliceRule]]] = {}
+
+    def get(self, p: float) -> tuple[nn.Module, dict[str, SliceRule]]:
+        key = repr(self.family.widths(p))
+        if key not in self._cache:
+            self._cache[key] = (self.family.build(p).to(self.device), self.family.slice_rules(p))
+        return self._cache[key]
+
+    @staticmethod
+    @torch.no_grad()
+    def load(module: nn.Module, rules: Mapping[str, SliceRule], global_state: Mapping[str, Tensor]) -> None:
+        """Copy the sub-model's coordinates out of the global state (Algorithm 2)."""
+        for k, t in module.state_dict().items():
+            src = region(global_state[k], rules[k])
+            t.view(src.shape).copy_(src)
+
+
+@torch.inference_mode()
+def evaluate(model: nn.Module, bundle: DatasetBundle, batch_size: int = 2048) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy of ``model`` on the full test set."""
+    model.eval()
+    correct, loss, n = 0, 0.0, len(bundle.test_y)
+    for s in range(0, n, batch_size):
+        logits = model(bundle.inputs(bundle.test_x[s:s + batch_size]))
+        y = bundle.test_y[s:s + batch_size]
+        loss += float(F.cross_entropy(logits.float(), y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+    return correct / n, loss / n
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks cuda when present."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("config key 'device' is 'cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def run_federation(
+    bundle: DatasetBundle,
+    partition: pd.DataFrame,
+    clients: pd.DataFrame,
+    run_cfg: Mapping[str, Any],
+    *,
+    hasfl_avg_p: float | None = None,
+    progress: Callable[[int, dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Train one method on one dataset x seed; returns per-round and per-client records."""
+    t_start = time.perf_counter()
+    seed, method = int(run_cfg["seed"]), run_cfg["method"]
+    fed, hcfg = run_cfg["federation"], run_cfg["hasfl"]
+    n_clients, rounds = int(fed["clients"]), int(fed["rounds"])
+    device = resolve_device(run_cfg["device"])
+    bundle.to(device)
+    optim = OptimConfig.from_config(run_cfg["dataset_params"]["optim"])
+    family = family_for(bundle, run_cfg["dataset_params"]["model"])
+
+    # Algorithm 1 line 1: w(0), the same for every method of one seed.
+    torch.manual_seed(seed)
+    global_model = family.build(1.0).to(device)
+    global_state = global_model.state_dict()
+    init_state = {k: v.detach().cpu().clone() for k, v in global_state.items()}
+    float_keys = [k for k, v in global_state.items() if v.is_floating_point()]
+    param_keys = [k for k, _ in global_model.named_parameters()]
+
+    pmax = clients.sort_values("client_id")["pmax"].to_numpy(dtype=np.float64)
+    n_train = clients.sort_values("client_id")["n_train"].to_numpy()
+    train_rows = partition[partition["split"] == "train"]
+    data = {
+        int(c): ClientData(int(c), torch.tensor(g["sample_index"].to_numpy(), device=device),
+                           bundle.train_x, bundle.train_y)
+        for c, g in train_rows.groupby("client_id", sort=True)
+    }
+    schedule = participant_schedule(seed, n_clients, int(fed["clients_per_round"]), rounds)
+    policy_rng = rng_for(seed, STREAM_POLICY)
+    ctx = MethodContext(pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=policy_rng, family=family,
+                        optim=optim, inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p)
+    policy, trainer = build_method(method, ctx)
+    tracker = HeterogeneityTracker(n_clients, hcfg["beta"], hcfg["t_norm"])
+    subs = SubModels(family, device)
+
+    records: list[dict[str, Any]] = []
+    p_sum, times_sampled = np.zeros(n_clients), np.zeros(n_clients, dtype=np.int64)
+    avg_p_rounds: list[float] = []
+    status, diverged_round = "completed", None
+    t_train = t_server = t_eval = 0.0
+    for t in range(rounds):
+        participants = schedule[t]                                    # line 5
+        widths = policy.widths(t, participants, policy_rng)
+        lr = optim.lr_at(t)
+        agg = CoordinateAggregator(global_state, float_keys)
+        deltas: dict[int, tuple[dict[str, Tensor], dict[str, SliceRule]]] = {}
+        trainer.begin_round(global_state)
+        losses, finite = [], True
+        for i, p in zip(participants.tolist(), widths.tolist(), strict=True):
+            tic = time.perf_counter()
+            p_trained = trainer.model_width(p, pmax[i])
+            module, rules = subs.get(p_trained)
+            subs.load(module, rules, global_state)                     # lines 7-8
+            trainer.begin_client(i, module, p, p_trained)
+            res = trainer.train(module, data[i], lr, local_generator(seed, t, i))  # lines 9-13
+            trainer.end_client(i, module, res.steps, lr)
+            t_train += time.perf_counter() - tic
+            tic = time.perf_counter()
+            with torch.no_grad():                                      # line 14: Delta_i
+                state = module.state_dict()
+                delta = {k: state[k].view(region(global_state[k], rules[k]).shape)
+                         - region(global_state[k], rules[k]) for k in float_keys}
+            agg.add(delta, rules, n_train[i])
+            deltas[i] = (delta, rules)
+            losses.append(res.loss)
+            finite &= res.finite
+            t_server += time.perf_counter() - tic
+        tic = time.perf_counter()
+        delta_bar = agg.mean()                                         # lines 17-18
+        with torch.no_grad():
+            for k in float_keys:                                       # line 19
+                global_state[k].add_(delta_bar[k])
+        trainer.end_round(global_state, n_clients)
+        finite &= all(bool(torch.isfinite(global_state[k]).all()) for k in param_keys)
+        if t >= int(hcfg["warmup"]) and t % int(hcfg["t_adapt"]) == 0:  # line 20
+            h_hat = np.array([divergence(deltas[i][0], delta_bar, deltas[i][1], param_keys, hcfg["epsilon"])
+                              for i in participants.tolist()])         # line 22
+            tracker.update(participants, h_hat)                        # line 23
+            policy.adapt(tracker.h_tilde)                              # lines 25-29
+        tracker.normalize_if_due(t)
+        t_server += time.perf_counter() - tic
+
+        p_sum[participants] += widths
+        times_sampled[participants] += 1
+        avg_p_rounds.append(float(np.mean(widths)))
+        if not finite:
+            status, diverged_round = "diverged", t + 1
+        if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:
+            tic = time.perf_counter()
+            acc, loss = evaluate(global_model, bundle) if finite else (float("nan"), float("nan"))
+            t_eval += time.perf_counter() - tic
+            row = {"round": t + 1, "test_acc": acc, "test_loss": loss, "avg_p": avg_p_rounds[-1],
+                   "mean_h_tilde": float(tracker.h_tilde.mean()), "n_participants": int(len(participants)),
+                   "train_loss": float(np.mean(losses))}
+            records.append(row)
+            if progress is not None:
+                progress(t + 1, row)
+        if not finite:
+            break
+
+    rounds_df = pd.DataFrame.from_records(records, columns=[
+        "round", "test_acc", "test_loss", "avg_p", "mean_h_tilde", "n_participants", "train_loss"])
+    rounds_df = rounds_df.astype({"round": "int64", "n_participants": "int64"})
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_p = np.where(times_sampled > 0, p_sum / np.maximum(times_sampled, 1), np.nan)
+    clients_df = pd.DataFrame({
+        "client_id": np.arange(n_clients, dtype=np.int64),
+        "pmax": pmax,
+        "p_final": policy.p.astype(np.float64),
+        "h_tilde_final": tracker.h_tilde.copy(),
+        "times_sampled": times_sampled,
+        "mean_p": mean_p,
+    })
+    summary = {
+        "dataset": run_cfg["dataset"], "method": method, "seed": seed, "status": status,
+        "diverged_round": diverged_round, "rounds_completed": len(avg_p_rounds),
+        "avg_p": float(np.mean(avg_p_rounds)) if avg_p_rounds else math.nan,
+        "final_test_acc": float(rounds_df["test_acc"].iloc[-1]) if len(rounds_df) else math.nan,
+        "target_avg_p": hasfl_avg_p,
+    }
+    total = time.perf_counter() - t_start
+    timings = {"total_s": total, "local_training_s": t_train, "server_s": t_server, "evaluation_s": t_eval,
+               "device": str(device), "threads": torch.get_num_threads()}
+    final_state = {k: v.detach().cpu().clone() for k, v in global_state.items()}
+    return RunResult(rounds_df, clients_df, init_state, final_state, summary, timings)

@@ -1,0 +1,122 @@
+"""One training job: method x dataset x seed -> the run files the analysis reads.
+
+Files in the run folder (the contract, issue 3 section 4):
+
+* ``rounds.parquet``  -- per evaluated round: round, test_acc, test_loss, avg_p,
+  mean_h_tilde, n_participants, train_loss.
+* ``clients.parquet`` -- client_id, pmax, p_final, h_tilde_final, times_sampled, mean_p.
+* ``init.pt`` / ``final.pt`` -- the global state_dict at round 0 and at the end.
+* ``run.json``        -- status (completed / diverged), avg_p, final accuracy; written last.
+* ``timings.json``    -- wall times, kept apart so the files above are byte-identical
+  across reruns of the same seed on CPU.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from hasfl.config import data_config, run_config
+from hasfl.data import load_dataset
+from hasfl.data.stage import build_tables
+from hasfl.fl.engine import run_federation
+from hasfl.io import atomic_path, write_json, write_parquet
+
+RUN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
+
+log = logging.getLogger("hasfl.train")
+
+
+def save_state(state: Mapping[str, torch.Tensor], path: str | Path) -> None:
+    """torch.save through a buffer (the archive name stays fixed, so bytes are reproducible), atomically."""
+    buf = io.BytesIO()
+    torch.save(dict(state), buf)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getvalue())
+
+
+def read_hasfl_avg_p(run_json: str | Path) -> float:
+    """The measured average p of a finished hasfl run (random_budget's target)."""
+    import json
+
+    summary = json.loads(Path(run_json).read_text())
+    if summary.get("method") != "hasfl":
+        raise ValueError(f"'{run_json}' is not a hasfl run (method={summary.get('method')!r})")
+    return float(summary["avg_p"])
+
+
+def train_job(
+    config: Mapping[str, Any],
+    dataset: str,
+    method: str,
+    seed: int,
+    out_dir: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    hasfl_run: str | Path | None = None,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """Run one job and write its files to ``out_dir``; returns run.json's content.
+
+    ``data_dir`` holds the data stage's partition.parquet / clients.parquet; without it
+    they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
+    hasfl run.json that random_budget matches its budget to.
+    """
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    out = Path(out_dir)
+    cfg = run_config(config, dataset, method, seed)
+    dcfg = data_config(config, dataset)
+    bundle = load_dataset(dataset, dcfg["data_dir"], dcfg["dataset_params"])
+    if data_dir is not None:
+        partition = pd.read_parquet(Path(data_dir) / "partition.parquet")
+        clients = pd.read_parquet(Path(data_dir) / "clients.parquet")
+    else:
+        partition, clients = build_tables(bundle, dcfg, seed)
+    target = None
+    if method == "random_budget":
+        if hasfl_run is None:
+            raise ValueError("method random_budget needs --hasfl-run (the run.json of hasfl, same dataset and seed)")
+        target = read_hasfl_avg_p(hasfl_run)
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg["federation"]["rounds"], desc=f"{dataset}/{method}/seed{seed}", mininterval=2.0,
+               file=_LogStream(log), ascii=True)
+
+    def progress(rnd: int, row: Mapping[str, Any]) -> None:
+        bar.n = rnd
+        bar.set_postfix(acc=f"{row['test_acc']:.4f}", p=f"{row['avg_p']:.2f}", refresh=False)
+        bar.refresh()
+
+    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, progress=progress)
+    bar.close()
+    write_parquet(result.rounds, out / "rounds.parquet")
+    write_parquet(result.clients, out / "clients.parquet")
+    save_state(result.init_state, out / "init.pt")
+    save_state(result.final_state, out / "final.pt")
+    write_json(out / "timings.json", result.timings)
+    write_json(out / "run.json", result.summary)
+    log.info("run finished: %s", result.summary)
+    return result.summary
+
+
+class _LogStream:
+    """A file-like object that sends tqdm's lines to the job log."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    def write(self, text: str) -> None:
+        text = text.strip("\r\n ")
+        if text:
+            self.logger.info(text)
+
+    def flush(self) -> None:
+        pass

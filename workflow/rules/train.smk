@@ -1,0 +1,36 @@
+# Training stage: one job per method x dataset x seed (paper Section 4.1).
+
+
+def train_inputs(wc):
+    """The data-stage tables of the job's dataset x seed, plus hasfl's run for random_budget."""
+    inputs = {
+        "partition": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/partition.parquet",
+        "clients": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/clients.parquet",
+        "raw": raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
+    }
+    if wc.method == "random_budget":
+        inputs["hasfl_run"] = f"{RESULTS}/runs/{wc.dataset}/hasfl/seed{wc.seed}/run.json"
+    return inputs
+
+
+rule train:
+    """Train one method on one dataset x seed; writes the run files the analysis reads."""
+    input:
+        unpack(train_inputs),
+    output:
+        **{
+            Path(f).stem + ("_pt" if f.endswith(".pt") else ""): f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/{f}"
+            for f in TRAIN_FILES
+        },
+    params:
+        run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
+        data_cfg=lambda wc: data_config(config, wc.dataset),
+    log:
+        f"{RESULTS}/logs/train/{{dataset}}/{{method}}/seed{{seed}}.log",
+    threads: config["threads_per_job"]
+    resources:
+        mem_mb=lambda wc: {"emnist": 12000, "cifar10": 6000}.get(wc.dataset, 2000),
+        runtime=lambda wc: 30 if config["name"] != "paper" else 24 * 60,
+        gpu=1 if config["device"] == "cuda" else 0,
+    script:
+        "../scripts/train.py"
