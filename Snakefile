@@ -24,10 +24,12 @@ validate_config(config)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/analysis.smk"
 
 
 rule all:
     input:
         data_outputs(),
         train_outputs(),
+        analysis_outputs(),
     default_target: True
