@@ -512,6 +512,41 @@ def load_emnist(data_dir: Path | str, *, download: bool = True) -> DatasetBundle
 
 
 # --------------------------------------------------------------------------- digits
+def _read_sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The (1797, 8, 8) pixel values and labels from the ``digits.csv.gz`` inside scikit-learn.
+
+    The file is located without importing scikit-learn (whose import costs seconds in
+    every training job); it is the exact file ``sklearn.datasets.load_digits`` reads.
+    """
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetUnavailable("digits: scikit-learn is not installed (its package ships digits.csv.gz)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+    if not path.is_file():
+        raise DatasetUnavailable(f"digits: '{path}' not found in the scikit-learn installation")
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",")
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+
+
+def stratified_split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded stratified split: per class, ``round(test_fraction * n_k)`` samples go to test.
+
+    Returns sorted (train, test) index arrays.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
+    test: list[np.ndarray] = []
+    for k in np.unique(y):
+        idx = np.flatnonzero(y == k)
+        test.append(rng.permutation(idx)[: int(round(test_fraction * len(idx)))])
+    test_idx = np.sort(np.concatenate(test))
+    train_idx = np.setdiff1d(np.arange(len(y)), test_idx)
+    return train_idx, test_idx
+
+
 def load_digits(*, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetBundle:
     """sklearn's bundled 8x8 digits (1,797 images, 10 classes) with a seeded stratified split.
 
@@ -520,9 +555,8 @@ def load_digits(*, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetBu
     v = 8 -> 127.5, rounds up to 128) so the same uint8 pipeline as CIFAR/EMNIST applies.
 
     Args:
-        test_fraction: fraction of samples in the test split (``sklearn.model_selection.train_test_split``
-            ``test_size``, stratified by label; sklearn rounds the test count up).
-        split_seed: ``random_state`` of the split.
+        test_fraction: fraction of samples in the test split, per class (:func:`stratified_split`).
+        split_seed: seed of the split.
 
     Returns:
         Bundle ``"digits"``: uint8 (N, 1, 8, 8) images, int64 labels; train/test samples
@@ -531,20 +565,12 @@ def load_digits(*, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetBu
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    from sklearn.datasets import load_digits as sk_load_digits
-    from sklearn.model_selection import train_test_split
-
-    ds = sk_load_digits()
-    images = np.asarray(ds.images)
-    y = np.asarray(ds.target, dtype=np.int64)
+    images, y = _read_sklearn_digits()
     v = images.astype(np.int64)
     if not np.array_equal(v, images) or v.min() < 0 or v.max() > 16:
         raise DatasetUnavailable("sklearn digits: expected integer pixel values in 0..16")
     pixels = ((v * 255 + 8) // 16).astype(np.uint8)  # round(v*255/16), half up
-    idx = np.arange(len(y))
-    train_idx, test_idx = train_test_split(idx, test_size=test_fraction, stratify=y, random_state=split_seed)
-    train_idx = np.sort(train_idx)
-    test_idx = np.sort(test_idx)
+    train_idx, test_idx = stratified_split(y, test_fraction, split_seed)
     x = torch.from_numpy(np.ascontiguousarray(pixels[:, None, :, :]))
     yt = torch.from_numpy(y)
     tr, te = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
@@ -557,7 +583,7 @@ def load_digits(*, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetBu
         num_classes=10,
         meta={
             "source": "sklearn.datasets.load_digits",
-            "classes": [str(int(n)) for n in ds.target_names],
+            "classes": [str(n) for n in range(10)],
             "split_seed": int(split_seed),
             "test_fraction": float(test_fraction),
             "train_indices": train_idx.tolist(),

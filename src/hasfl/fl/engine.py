@@ -156,6 +156,7 @@ def run_federation(
 
     records: list[dict[str, Any]] = []
     p_sum, times_sampled = np.zeros(n_clients), np.zeros(n_clients, dtype=np.int64)
+    p_hi_alloc, p_hi_trained = np.zeros(n_clients), np.zeros(n_clients)
     avg_p_rounds: list[float] = []
     status, diverged_round = "completed", None
     t_train = t_server = t_eval = 0.0
@@ -170,6 +171,7 @@ def run_federation(
         for i, p in zip(participants.tolist(), widths.tolist(), strict=True):
             tic = time.perf_counter()
             p_trained = trainer.model_width(p, pmax[i])
+            p_hi_alloc[i], p_hi_trained[i] = max(p_hi_alloc[i], p), max(p_hi_trained[i], p_trained)
             module, rules = subs.get(p_trained)
             subs.load(module, rules, global_state)                     # lines 7-8
             trainer.begin_client(i, module, p, p_trained)
@@ -231,6 +233,8 @@ def run_federation(
         "h_tilde_final": tracker.h_tilde.copy(),
         "times_sampled": times_sampled,
         "mean_p": mean_p,
+        "p_max_allocated": p_hi_alloc,
+        "p_max_trained": p_hi_trained,
     })
     summary = {
         "dataset": run_cfg["dataset"], "method": method, "seed": seed, "status": status,

@@ -4,7 +4,9 @@ Files in the run folder (the contract, issue 3 section 4):
 
 * ``rounds.parquet``  -- per evaluated round: round, test_acc, test_loss, avg_p,
   mean_h_tilde, n_participants, train_loss.
-* ``clients.parquet`` -- client_id, pmax, p_final, h_tilde_final, times_sampled, mean_p.
+* ``clients.parquet`` -- client_id, pmax, p_final, h_tilde_final, times_sampled, mean_p,
+  p_max_allocated (largest width allocated), p_max_trained (largest width of the module
+  it trained and uploaded; differs from the allocation only for FjORD). 0 = never sampled.
 * ``init.pt`` / ``final.pt`` -- the global state_dict at round 0 and at the end.
 * ``run.json``        -- status (completed / diverged), avg_p, final accuracy; written last.
 * ``timings.json``    -- wall times, kept apart so the files above are byte-identical
