@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hasfl import __version__
-from hasfl.config import DATASETS, PAPER_CONFIG, ConfigError, data_config, load_config
+from hasfl.config import DATASETS, METHODS, PAPER_CONFIG, ConfigError, data_config, load_config
 
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
@@ -42,6 +42,19 @@ def _cmd_data(args: argparse.Namespace) -> int:
     manifest = run_data_stage(bundle, cfg, args.seed, args.out)
     print(json.dumps(manifest["files"], indent=2, sort_keys=True))
     return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    """Run one training job (method x dataset x seed) into --out, as the workflow's train rule does."""
+    from hasfl.fl.train import train_job
+    from hasfl.logs import setup_logging
+
+    setup_logging(args.out / "train.log" if args.log else None)
+    config = load_config(args.config, args.base)
+    summary = train_job(config, args.dataset, args.method, args.seed, args.out, data_dir=args.data,
+                        hasfl_run=args.hasfl_run, threads=args.threads)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0 if summary["status"] == "completed" else 3
 
 
 def _cmd_cost(args: argparse.Namespace) -> int:
@@ -78,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--download", action="store_true", help="download CIFAR-10/EMNIST if missing")
     p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("train", help="run one training job (method x dataset x seed)")
+    _add_config_arg(p)
+    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument("--seed", required=True, type=int)
+    p.add_argument("--out", required=True, type=Path, help="run folder (rounds.parquet, clients.parquet, ...)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="data-stage folder with partition.parquet/clients.parquet (default: rebuilt in memory)")
+    p.add_argument("--hasfl-run", type=Path, default=None,
+                   help="run.json of the hasfl run with the same dataset and seed (random_budget only)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--log", action="store_true", help="also log to OUT/train.log")
+    p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")

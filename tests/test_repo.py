@@ -1,0 +1,38 @@
+"""Repository-level promises: CI runs exactly the README's commands; the CLI works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def _ci_commands() -> list[str]:
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    return [ln for ln in lines if ln.strip() and not ln.startswith(("#", "set ", "cd "))]
+
+
+def test_ci_runs_exactly_the_readme_quickstart():
+    readme = (REPO / "README.md").read_text()
+    quick = readme.split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    quick_lines = [ln for ln in quick.splitlines() if ln.strip()]
+    ci = _ci_commands()
+    assert ci == [quick_lines[0], quick_lines[-1]], (ci, quick_lines)
+    assert quick_lines[1] == "snakemake --cores 2 all --configfile presets/quick.yaml"
+    assert quick_lines[2] == "snakemake --cores 4 all"
+
+
+def test_hasfl_help_lists_subcommands():
+    out = subprocess.run([sys.executable, "-m", "hasfl.cli", "--help"], capture_output=True, text=True, check=True)
+    for cmd in ("config", "data", "train", "cost"):
+        assert cmd in out.stdout
+
+
+def test_hasfl_cli_reports_bad_config(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("federation: {rounds: 0}\n")
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "config", "--config", str(bad)],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "config key 'federation.rounds': must be >= 1, got 0" in res.stderr
