@@ -33,3 +33,16 @@ rule all:
         train_outputs(),
         analysis_outputs(),
     default_target: True
+
+
+rule data:
+    """Only the data stage (partitions, capacities, TV) of every dataset x seed."""
+    input:
+        data_outputs(),
+
+
+rule runs:
+    """Only the data and training stages."""
+    input:
+        data_outputs(),
+        train_outputs(),
