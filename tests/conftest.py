@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,11 @@ def run_snakemake(*args: str, cwd: Path = REPO, timeout: int = 900) -> subproces
     """Run snakemake with the test's interpreter; returns the completed process (no check)."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Rule -> number of jobs from Snakemake's "Job stats" table ({} when nothing to do)."""
+    if "Job stats:" not in output:
+        return {}
+    block = output.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M)}

@@ -10,7 +10,7 @@ import yaml
 
 from hasfl.config import ConfigError, deep_merge, load_config, run_config, validate_config
 
-from conftest import REPO, run_snakemake
+from conftest import REPO, job_counts, run_snakemake
 
 
 def test_paper_preset_values(paper_config):
@@ -39,7 +39,8 @@ def test_quick_preset_merges_over_paper(quick_config, paper_config):
     assert q["federation"]["clients"] == 20 and q["federation"]["clients_per_round"] == 10
     assert len(q["seeds"]) == 3
     # untouched nested keys survive the merge
-    assert q["dataset_params"]["shakespeare"]["seq_len"] == paper_config["dataset_params"]["shakespeare"]["seq_len"]
+    assert q["dataset_params"]["shakespeare"]["train_fraction"] == paper_config["dataset_params"]["shakespeare"]["train_fraction"]
+    assert q["dataset_params"]["shakespeare"]["optim"] == paper_config["dataset_params"]["shakespeare"]["optim"]
     assert q["hasfl"] == paper_config["hasfl"]
 
 
@@ -132,4 +133,6 @@ def test_snakemake_dry_run(tmp_path, preset):
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     n_datasets = 2 if preset else 3
-    assert f"data_stage               {3 * n_datasets}" in out or f"data_stage{' ' * 15}{3 * n_datasets}" in out, out[-2000:]
+    counts = job_counts(out)
+    assert counts["data_stage"] == 3 * n_datasets, counts
+    assert counts["train"] == 9 * 3 * n_datasets, counts

@@ -51,6 +51,7 @@ rule data_stage:
         manifest=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/manifest.json",
     params:
         data_cfg=lambda wc: data_config(config, wc.dataset),
+        code=SRC_DATA,
     log:
         f"{RESULTS}/logs/data/{{dataset}}/seed{{seed}}.log",
     threads: 1

@@ -25,6 +25,7 @@ rule train:
     params:
         run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
         data_cfg=lambda wc: data_config(config, wc.dataset),
+        code=SRC_TRAIN,
     log:
         f"{RESULTS}/logs/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     threads: config["threads_per_job"]

@@ -88,6 +88,10 @@ class LocalSGD:
         """Width of the module the client trains and uploads (default: its allocation)."""
         return p
 
+    def server_lr(self) -> float:
+        """Global step size of the server update w <- w + lr_g * Delta_bar (default 1)."""
+        return 1.0
+
     def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
         """Called once per round before the participants train."""
 
@@ -195,6 +199,9 @@ class Scaffold(LocalSGD):
 
     def momentum(self) -> float:
         return float(self.params.get("momentum", 0.0))
+
+    def server_lr(self) -> float:
+        return float(self.params.get("global_lr", 1.0))
 
     def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
         self._dc = []

@@ -192,7 +192,7 @@ def run_federation(
         delta_bar = agg.mean()                                         # lines 17-18
         with torch.no_grad():
             for k in float_keys:                                       # line 19
-                global_state[k].add_(delta_bar[k])
+                global_state[k].add_(delta_bar[k], alpha=trainer.server_lr())
         trainer.end_round(global_state, n_clients)
         finite &= all(bool(torch.isfinite(global_state[k]).all()) for k in param_keys)
         if t >= int(hcfg["warmup"]) and t % int(hcfg["t_adapt"]) == 0:  # line 20

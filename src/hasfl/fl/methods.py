@@ -54,6 +54,11 @@ def _random_budget(ctx: MethodContext) -> Method:
     if ctx.hasfl_avg_p is None:
         raise ValueError("random_budget needs the average p of the hasfl run of the same dataset and seed")
     policy = RandomBudgetPolicy(ctx.pmax, ctx.schedule, ctx.hasfl_avg_p, ctx.rng)
+    tolerance = float(ctx.params["tolerance"])
+    if abs(policy.achieved - ctx.hasfl_avg_p) > tolerance:
+        raise ValueError(
+            f"random_budget cannot reach the hasfl run's average p {ctx.hasfl_avg_p:.4f} with this schedule "
+            f"(closest: {policy.achieved:.4f}); method_params.random_budget.tolerance is {tolerance}")
     return policy, LocalSGD(ctx.optim, ctx.inputs)
 
 

@@ -1,0 +1,98 @@
+"""After a complete run, only what a change invalidates reruns (issue 5, section 2).
+
+A tiny preset is run for real in a copy of the workflow; then sources and config in the
+copy are changed and `snakemake -n` says which jobs would run. Jobs import the installed
+package, which has the same content as the copy at the time of the real run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, job_counts, run_snakemake
+
+UPSTREAM = {"fetch_shakespeare", "fetch_cifar10", "fetch_emnist", "data_stage", "train"}
+TARGETS = {"all", "data", "runs"}
+
+
+def _planned(workdir: Path, *extra: str) -> dict[str, int]:
+    res = run_snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", *extra, cwd=workdir)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return job_counts(res.stdout + res.stderr)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("reruns")
+    for item in ("Snakefile", "config.yaml", "presets", "workflow", "src"):
+        src = REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / item)
+    (work / "tiny.yaml").write_text(yaml.safe_dump({
+        "name": "tiny", "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedprox"],
+        "seeds": [42], "federation": {"rounds": 2},
+    }))
+    res = run_snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", cwd=work,
+                        timeout=1200)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return work
+
+
+def _edit(path: Path, text: str = "\n# content change\n") -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_nothing_to_do_after_complete_run(finished):
+    assert _planned(finished) == {}
+
+
+def test_touch_without_content_change_reruns_nothing(finished):
+    for f in (finished / "src" / "hasfl").rglob("*.py"):
+        f.touch()
+    assert _planned(finished) == {}
+
+
+def test_analysis_change_reruns_only_analysis(finished):
+    modules = sorted((finished / "src/hasfl/analysis").glob("*.py"))
+    target = next(m for m in modules if m.name != "__init__.py")
+    original = target.read_text()
+    _edit(target)
+    try:
+        planned = _planned(finished)
+    finally:
+        target.write_text(original)
+    assert planned, "an analysis change must rerun the analysis"
+    assert not set(planned) & UPSTREAM, planned
+
+
+def test_aggregation_change_reruns_training_not_data(finished):
+    target = finished / "src/hasfl/fl/aggregation.py"
+    original = target.read_text()
+    _edit(target)
+    try:
+        planned = _planned(finished)
+    finally:
+        target.write_text(original)
+    assert planned.get("train") == 3 and "data_stage" not in planned, planned
+
+
+def test_partition_change_reruns_from_data_stage(finished):
+    target = finished / "src/hasfl/data/partition.py"
+    original = target.read_text()
+    _edit(target)
+    try:
+        planned = _planned(finished)
+    finally:
+        target.write_text(original)
+    assert planned.get("data_stage") == 1 and planned.get("train") == 3, planned
+
+
+def test_method_hyperparameter_reruns_only_that_method(finished):
+    planned = _planned(finished, "--config", "method_params={'fedprox': {'mu': 0.5}}")
+    assert planned.get("train") == 1 and "data_stage" not in planned, planned
+    # hasfl's schedule changes hasfl and random_budget (which reads hasfl's run)
+    planned = _planned(finished, "--config", "hasfl={'gamma': 0.3}")
+    assert planned.get("train") == 2, planned
