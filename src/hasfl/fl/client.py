@@ -92,6 +92,13 @@ class LocalSGD:
         """Global step size of the server update w <- w + lr_g * Delta_bar (default 1)."""
         return 1.0
 
+    def state(self) -> dict[str, Any]:
+        """Method state carried across rounds (checkpointed); none by default."""
+        return {}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state`."""
+
     def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
         """Called once per round before the participants train."""
 
@@ -202,6 +209,12 @@ class Scaffold(LocalSGD):
 
     def server_lr(self) -> float:
         return float(self.params.get("global_lr", 1.0))
+
+    def state(self) -> dict[str, Any]:
+        return {"c": self.c, "c_i": self.c_i}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.c, self.c_i = state["c"], dict(state["c_i"])
 
     def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
         self._dc = []

@@ -10,10 +10,16 @@ diagnostic; only HAS-FL's policy acts on it.
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import logging
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +34,7 @@ from hasfl.fl.aggregation import CoordinateAggregator
 from hasfl.fl.client import ClientData, OptimConfig
 from hasfl.fl.estimator import HeterogeneityTracker, divergence
 from hasfl.fl.methods import MethodContext, build_method
+from hasfl.io import atomic_path
 from hasfl.models import build_family
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, region
@@ -35,6 +42,77 @@ from hasfl.models.slicing import SliceRule, region
 STREAM_SAMPLING = 3
 STREAM_POLICY = 4
 STREAM_LOCAL = 5
+
+
+@dataclass
+class LoopState:
+    """Everything the round loop accumulates (checkpointed with the model)."""
+
+    next_round: int
+    records: list[dict[str, Any]]
+    p_sum: np.ndarray
+    times_sampled: np.ndarray
+    p_hi_alloc: np.ndarray
+    p_hi_trained: np.ndarray
+    avg_p_rounds: list[float]
+    status: str = "completed"
+    diverged_round: int | None = None
+    t_train: float = 0.0
+    t_server: float = 0.0
+    t_eval: float = 0.0
+
+    @classmethod
+    def fresh(cls, n_clients: int) -> LoopState:
+        return cls(0, [], np.zeros(n_clients), np.zeros(n_clients, dtype=np.int64), np.zeros(n_clients),
+                   np.zeros(n_clients), [])
+
+
+def run_fingerprint(run_cfg: Mapping[str, Any], hasfl_avg_p: float | None) -> str:
+    """Identity of a run's configuration; a checkpoint resumes only the same run."""
+    blob = json.dumps({"cfg": run_cfg, "target": hasfl_avg_p}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Checkpointer:
+    """Atomic save / load of the loop state every k rounds (k = 0: never)."""
+
+    def __init__(self, path: str | Path | None, every: int, fingerprint: str) -> None:
+        self.path = Path(path) if path is not None else None
+        self.every, self.fingerprint = int(every), fingerprint
+
+    def due(self, rounds_done: int, total: int) -> bool:
+        return self.path is not None and self.every > 0 and rounds_done % self.every == 0 and rounds_done < total
+
+    def save(self, payload: dict[str, Any]) -> None:
+        assert self.path is not None
+        buf = io.BytesIO()
+        torch.save({"fingerprint": self.fingerprint, **payload}, buf)
+        with atomic_path(self.path) as tmp:
+            tmp.write_bytes(buf.getvalue())
+            # fault-injection window for the kill-during-write test (0 in normal use)
+            time.sleep(float(os.environ.get("HASFL_CHECKPOINT_WRITE_DELAY", "0")))
+
+    def load(self) -> dict[str, Any] | None:
+        if self.path is None or self.every <= 0:
+            return None
+        for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):  # a write cut short by a kill
+            stale.unlink()
+        if not self.path.exists():
+            return None
+        try:
+            saved = torch.load(self.path, weights_only=False)
+        except Exception as exc:  # a checkpoint that cannot be read is ignored, never half-used
+            logging.getLogger("hasfl.train").warning("ignoring unreadable checkpoint %s: %s", self.path, exc)
+            return None
+        if saved.get("fingerprint") != self.fingerprint:
+            logging.getLogger("hasfl.train").warning("ignoring checkpoint %s of another configuration", self.path)
+            return None
+        logging.getLogger("hasfl.train").info("resuming from %s after round %d", self.path, saved["loop"].next_round)
+        return saved
+
+    def remove(self) -> None:
+        if self.path is not None and self.path.exists():
+            self.path.unlink()
 
 
 @dataclass
@@ -119,8 +197,15 @@ def run_federation(
     *,
     hasfl_avg_p: float | None = None,
     progress: Callable[[int, dict[str, Any]], None] | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
 ) -> RunResult:
-    """Train one method on one dataset x seed; returns per-round and per-client records."""
+    """Train one method on one dataset x seed; returns per-round and per-client records.
+
+    With ``checkpoint`` and ``checkpoint_every > 0`` the complete loop state is saved
+    atomically every ``checkpoint_every`` rounds, and a run that finds a checkpoint of the
+    same configuration resumes from it; the result is identical to an uninterrupted run.
+    """
     t_start = time.perf_counter()
     seed, method = int(run_cfg["seed"]), run_cfg["method"]
     fed, hcfg = run_cfg["federation"], run_cfg["hasfl"]
@@ -154,13 +239,19 @@ def run_federation(
     tracker = HeterogeneityTracker(n_clients, hcfg["beta"], hcfg["t_norm"])
     subs = SubModels(family, device)
 
-    records: list[dict[str, Any]] = []
-    p_sum, times_sampled = np.zeros(n_clients), np.zeros(n_clients, dtype=np.int64)
-    p_hi_alloc, p_hi_trained = np.zeros(n_clients), np.zeros(n_clients)
-    avg_p_rounds: list[float] = []
-    status, diverged_round = "completed", None
-    t_train = t_server = t_eval = 0.0
-    for t in range(rounds):
+    st = LoopState.fresh(n_clients)
+    ckpt = Checkpointer(checkpoint, checkpoint_every, run_fingerprint(run_cfg, hasfl_avg_p))
+    saved = ckpt.load()
+    if saved is not None:  # resume: every piece of state the remaining rounds depend on
+        st = saved["loop"]
+        with torch.no_grad():
+            for k, v in saved["global_state"].items():
+                global_state[k].copy_(v)
+        policy.p = saved["policy_p"]
+        tracker.h_tilde = saved["h_tilde"]
+        trainer.load_state(saved["trainer"])
+        policy_rng.bit_generator.state = saved["policy_rng"]
+    for t in range(st.next_round, rounds):
         participants = schedule[t]                                    # line 5
         widths = policy.widths(t, participants, policy_rng)
         lr = optim.lr_at(t)
@@ -171,13 +262,13 @@ def run_federation(
         for i, p in zip(participants.tolist(), widths.tolist(), strict=True):
             tic = time.perf_counter()
             p_trained = trainer.model_width(p, pmax[i])
-            p_hi_alloc[i], p_hi_trained[i] = max(p_hi_alloc[i], p), max(p_hi_trained[i], p_trained)
+            st.p_hi_alloc[i], st.p_hi_trained[i] = max(st.p_hi_alloc[i], p), max(st.p_hi_trained[i], p_trained)
             module, rules = subs.get(p_trained)
             subs.load(module, rules, global_state)                     # lines 7-8
             trainer.begin_client(i, module, p, p_trained)
             res = trainer.train(module, data[i], lr, local_generator(seed, t, i))  # lines 9-13
             trainer.end_client(i, module, res.steps, lr)
-            t_train += time.perf_counter() - tic
+            st.t_train += time.perf_counter() - tic
             tic = time.perf_counter()
             with torch.no_grad():                                      # line 14: Delta_i
                 state = module.state_dict()
@@ -187,7 +278,7 @@ def run_federation(
             deltas[i] = (delta, rules)
             losses.append(res.loss)
             finite &= res.finite
-            t_server += time.perf_counter() - tic
+            st.t_server += time.perf_counter() - tic
         tic = time.perf_counter()
         delta_bar = agg.mean()                                         # lines 17-18
         with torch.no_grad():
@@ -201,26 +292,37 @@ def run_federation(
             tracker.update(participants, h_hat)                        # line 23
             policy.adapt(tracker.h_tilde)                              # lines 25-29
         tracker.normalize_if_due(t)
-        t_server += time.perf_counter() - tic
+        st.t_server += time.perf_counter() - tic
 
-        p_sum[participants] += widths
-        times_sampled[participants] += 1
-        avg_p_rounds.append(float(np.mean(widths)))
+        st.p_sum[participants] += widths
+        st.times_sampled[participants] += 1
+        st.avg_p_rounds.append(float(np.mean(widths)))
         if not finite:
-            status, diverged_round = "diverged", t + 1
+            st.status, st.diverged_round = "diverged", t + 1
         if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:
             tic = time.perf_counter()
             acc, loss = evaluate(global_model, bundle) if finite else (float("nan"), float("nan"))
-            t_eval += time.perf_counter() - tic
-            row = {"round": t + 1, "test_acc": acc, "test_loss": loss, "avg_p": avg_p_rounds[-1],
+            st.t_eval += time.perf_counter() - tic
+            if not math.isfinite(loss) and finite:
+                st.status, st.diverged_round, finite = "diverged", t + 1, False
+            row = {"round": t + 1, "test_acc": acc, "test_loss": loss, "avg_p": st.avg_p_rounds[-1],
                    "mean_h_tilde": float(tracker.h_tilde.mean()), "n_participants": int(len(participants)),
                    "train_loss": float(np.mean(losses))}
-            records.append(row)
+            st.records.append(row)
             if progress is not None:
                 progress(t + 1, row)
+        st.next_round = t + 1
         if not finite:
             break
+        if ckpt.due(t + 1, rounds):
+            ckpt.save({"loop": st, "global_state": {k: v.detach().cpu() for k, v in global_state.items()},
+                       "policy_p": policy.p, "h_tilde": tracker.h_tilde, "trainer": trainer.state(),
+                       "policy_rng": policy_rng.bit_generator.state})
 
+    records, avg_p_rounds = st.records, st.avg_p_rounds
+    p_sum, times_sampled, p_hi_alloc, p_hi_trained = st.p_sum, st.times_sampled, st.p_hi_alloc, st.p_hi_trained
+    status, diverged_round = st.status, st.diverged_round
+    t_train, t_server, t_eval = st.t_train, st.t_server, st.t_eval
     rounds_df = pd.DataFrame.from_records(records, columns=[
         "round", "test_acc", "test_loss", "avg_p", "mean_h_tilde", "n_participants", "train_loss"])
     rounds_df = rounds_df.astype({"round": "int64", "n_participants": "int64"})

@@ -11,6 +11,10 @@ Files in the run folder (the contract, issue 3 section 4):
 * ``run.json``        -- status (completed / diverged), avg_p, final accuracy; written last.
 * ``timings.json``    -- wall times, kept apart so the files above are byte-identical
   across reruns of the same seed on CPU.
+
+While the job runs, ``checkpoint.pt`` in the same folder holds the full loop state every
+``checkpoint_every`` rounds (atomic writes); rerunning the same job resumes from it and
+gives the same bytes as an uninterrupted run. It is deleted after success.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from hasfl.data.stage import build_tables
 from hasfl.fl.engine import run_federation
 from hasfl.io import atomic_path, write_json, write_parquet
 
+CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
 RUN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
 
 log = logging.getLogger("hasfl.train")
@@ -97,7 +102,9 @@ def train_job(
         bar.set_postfix(acc=f"{row['test_acc']:.4f}", p=f"{row['avg_p']:.2f}", refresh=False)
         bar.refresh()
 
-    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, progress=progress)
+    checkpoint = out / CHECKPOINT
+    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, progress=progress,
+                            checkpoint=checkpoint, checkpoint_every=int(config["checkpoint_every"]))
     bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")
@@ -105,6 +112,8 @@ def train_job(
     save_state(result.final_state, out / "final.pt")
     write_json(out / "timings.json", result.timings)
     write_json(out / "run.json", result.summary)
+    if checkpoint.exists():
+        checkpoint.unlink()
     log.info("run finished: %s", result.summary)
     return result.summary
 
