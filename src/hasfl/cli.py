@@ -115,10 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hasfl`` console script."""
     args = build_parser().parse_args(argv)
+    from hasfl.data.base import DatasetUnavailable
+    from hasfl.data.partition import PartitionError
+    from hasfl.io import InputFileError
+
     try:
         return int(args.func(args))
-    except ConfigError as exc:
-        print(f"hasfl: {exc}", file=sys.stderr)
+    except (ConfigError, DatasetUnavailable, InputFileError, PartitionError, ValueError) as exc:
+        print(f"hasfl: error: {exc}", file=sys.stderr)
         return 2
 
 

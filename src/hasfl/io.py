@@ -72,3 +72,24 @@ def write_parquet_with_digest(df: pd.DataFrame, path: str | os.PathLike[str], si
     digest = sha256_file(path)
     write_json(sidecar, {"file": Path(path).name, "sha256": digest, "rows": int(len(df))})
     return digest
+
+
+class InputFileError(RuntimeError):
+    """An input file is missing, truncated or not what its manifest recorded."""
+
+
+def read_parquet(path: str | os.PathLike[str], expected_sha256: str | None = None) -> pd.DataFrame:
+    """Read a Parquet file; a missing, corrupt or modified file raises InputFileError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"input file '{p}' does not exist")
+    if expected_sha256 is not None:
+        actual = sha256_file(p)
+        if actual != expected_sha256:
+            raise InputFileError(f"input file '{p}' has sha256 {actual} but its manifest records {expected_sha256} "
+                                 "(truncated or modified); rerun the stage that writes it")
+    try:
+        return pd.read_parquet(p)
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise InputFileError(f"input file '{p}' is not a readable Parquet file ({type(exc).__name__}: {exc}); "
+                             "rerun the stage that writes it") from exc

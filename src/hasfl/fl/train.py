@@ -20,6 +20,7 @@ gives the same bytes as an uninterrupted run. It is deleted after success.
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +33,7 @@ from hasfl.config import data_config, run_config
 from hasfl.data import load_dataset
 from hasfl.data.stage import build_tables
 from hasfl.fl.engine import run_federation
-from hasfl.io import atomic_path, write_json, write_parquet
+from hasfl.io import InputFileError, atomic_path, read_parquet, write_json, write_parquet
 
 CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
 RUN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
@@ -48,11 +49,25 @@ def save_state(state: Mapping[str, torch.Tensor], path: str | Path) -> None:
         tmp.write_bytes(buf.getvalue())
 
 
+def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """partition.parquet and clients.parquet, checked against the data stage's manifest.json."""
+    manifest_path = data_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputFileError(f"input file '{manifest_path}' does not exist; run the data stage first")
+    try:
+        files = json.loads(manifest_path.read_text())["files"]
+    except (ValueError, KeyError) as exc:
+        raise InputFileError(f"input file '{manifest_path}' is not a data-stage manifest ({exc})") from exc
+    return tuple(read_parquet(data_dir / name, files[name]["sha256"])  # type: ignore[return-value]
+                 for name in ("partition.parquet", "clients.parquet"))
+
+
 def read_hasfl_avg_p(run_json: str | Path) -> float:
     """The measured average p of a finished hasfl run (random_budget's target)."""
-    import json
-
-    summary = json.loads(Path(run_json).read_text())
+    path = Path(run_json)
+    if not path.is_file():
+        raise InputFileError(f"input file '{path}' does not exist; run hasfl for the same dataset and seed first")
+    summary = json.loads(path.read_text())
     if summary.get("method") != "hasfl":
         raise ValueError(f"'{run_json}' is not a hasfl run (method={summary.get('method')!r})")
     return float(summary["avg_p"])
@@ -82,8 +97,7 @@ def train_job(
     dcfg = data_config(config, dataset)
     bundle = load_dataset(dataset, dcfg["data_dir"], dcfg["dataset_params"])
     if data_dir is not None:
-        partition = pd.read_parquet(Path(data_dir) / "partition.parquet")
-        clients = pd.read_parquet(Path(data_dir) / "clients.parquet")
+        partition, clients = read_data_stage(Path(data_dir))
     else:
         partition, clients = build_tables(bundle, dcfg, seed)
     target = None

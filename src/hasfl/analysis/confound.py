@@ -1,0 +1,114 @@
+"""Paper Table 5 (Section 4.4) and its positive control (Section 4.7).
+
+For every hasfl run (dataset x seed), over the N clients, with the final smoothed
+estimates H~ (``h_tilde_final``), the final allocation p (``p_final``), the capacity
+pmax and the data stage's ground-truth TV distance:
+
+* the paper's linear statistics r(H~, TV), r(H~, pmax), r(H~, TV | pmax) and
+  r(p, TV | pmax) (partial correlations: correlation of OLS residuals on pmax);
+* a decomposition that does not assume the capacity effect is linear: the OLS R^2
+  (and adjusted R^2) of log H~ on the capacity tier as a categorical factor, on TV,
+  and on both.
+
+The same rows for the fedavg runs, where every client trains the full model, are the
+positive control: with equal widths, can the estimator see the data?
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hasfl.analysis.stats import partial_corr, pearson, variance_decomposition
+
+__all__ = ["CONFOUND_METHODS", "confound_row", "table5_confound"]
+
+#: Methods Table 5 covers: hasfl (the paper's table) and fedavg (the equal-width control).
+CONFOUND_METHODS = ("hasfl", "fedavg")
+
+_DECOMP = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tv_given_tier",
+           "r2_tier_given_tv")
+COLUMNS = ["dataset", "seed", "method", "status", "n_clients", "n_tiers", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax",
+           "pr_p_tv_pmax", *_DECOMP]
+
+
+def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[str, Any]:
+    """Table 5 statistics of one run from the data stage's and the run's clients tables.
+
+    Raises:
+        ValueError: when the two tables disagree on the clients or their pmax.
+    """
+    d = data_clients.sort_values("client_id").reset_index(drop=True)
+    r = run_clients.sort_values("client_id").reset_index(drop=True)
+    if list(d["client_id"]) != list(r["client_id"]):
+        raise ValueError("table5: the run's clients differ from the data stage's clients")
+    if not np.allclose(d["pmax"].to_numpy(float), r["pmax"].to_numpy(float)):
+        raise ValueError("table5: the run's pmax differ from the data stage's pmax")
+    h = r["h_tilde_final"].to_numpy(dtype=np.float64)
+    p = r["p_final"].to_numpy(dtype=np.float64)
+    tv = d["tv"].to_numpy(dtype=np.float64)
+    pmax = d["pmax"].to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_h = np.where(h > 0, np.log(np.where(h > 0, h, 1.0)), np.nan)
+    return {
+        "n_clients": int(len(d)),
+        "n_tiers": int(len(np.unique(pmax))),
+        "r_h_tv": pearson(h, tv),
+        "r_h_pmax": pearson(h, pmax),
+        "pr_h_tv_pmax": partial_corr(h, tv, pmax),
+        "pr_p_tv_pmax": partial_corr(p, tv, pmax),
+        **variance_decomposition(log_h, pmax, tv),
+    }
+
+
+def table5_confound(data_clients: Mapping[tuple[str, int], pd.DataFrame],
+                    run_clients: Mapping[tuple[str, str, int], pd.DataFrame],
+                    run_status: Mapping[tuple[str, str, int], str],
+                    datasets: Sequence[str], methods: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
+    """Table 5 (+ the fedavg control): one row per dataset x seed x method in :data:`CONFOUND_METHODS`.
+
+    ``data_clients[(dataset, seed)]`` is the data stage's clients.parquet,
+    ``run_clients[(dataset, method, seed)]`` the run's clients.parquet and
+    ``run_status`` its run.json status. Methods the preset does not run get
+    ``status = "not run"``; a diverged run keeps its status (its statistics are
+    whatever its final estimates allow, usually NaN).
+    """
+    rows = []
+    for method in CONFOUND_METHODS:
+        for dataset in datasets:
+            for seed in seeds:
+                row: dict[str, Any] = {"dataset": dataset, "seed": int(seed), "method": method}
+                key = (dataset, method, int(seed))
+                if method not in methods or key not in run_clients:
+                    row["status"] = "not run"
+                    rows.append(row)
+                    continue
+                row["status"] = run_status.get(key, "completed")
+                row.update(confound_row(data_clients[(dataset, int(seed))], run_clients[key]))
+                rows.append(row)
+    df = pd.DataFrame.from_records(rows, columns=COLUMNS)
+    for c in COLUMNS[6:]:
+        df[c] = df[c].astype("float64")
+    df["n_clients"] = df["n_clients"].fillna(0).astype("int64")
+    df["n_tiers"] = df["n_tiers"].fillna(0).astype("int64")
+    return df
+
+
+def summarize(table5: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sample std over seeds of every statistic, per method x dataset (for the report)."""
+    stats = COLUMNS[6:]
+    done = table5[table5["status"] == "completed"]
+    rows = []
+    for (method, dataset), g in done.groupby(["method", "dataset"], sort=True):
+        row: dict[str, Any] = {"method": method, "dataset": dataset, "n_runs": int(len(g))}
+        for c in stats:
+            v = g[c].to_numpy(dtype=np.float64)
+            v = v[np.isfinite(v)]
+            row[f"{c}_mean"] = float(v.mean()) if v.size else math.nan
+            row[f"{c}_std"] = float(v.std(ddof=1)) if v.size >= 2 else math.nan
+        rows.append(row)
+    return pd.DataFrame.from_records(rows)

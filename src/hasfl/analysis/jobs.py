@@ -1,0 +1,266 @@
+"""One function per analysis rule: read the listed files, compute, write the outputs.
+
+The Snakemake scripts (workflow/scripts/analysis_*.py) only forward ``snakemake.input``,
+``output`` and ``params`` to these functions, so every job can be run and tested
+without Snakemake. Every job reads exactly the files it is given and writes
+atomically (hasfl.io).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hasfl.analysis import confound, findings as findings_mod, published as pub, report, tables
+from hasfl.analysis.published import comparability_map  # noqa: F401 (re-export)
+from hasfl.analysis.runs import group_data_files, group_run_files, load_run_metrics, read_json
+from hasfl.analysis.specs import FIGURES, METHOD_TABLES, resolve_thresholds, table_datasets
+from hasfl.io import atomic_path, write_json, write_parquet
+
+log = logging.getLogger("hasfl.analysis")
+
+PathLike = str | Path
+
+
+def _write_text(path: PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def _rel(path: PathLike, root: PathLike | None) -> str:
+    """``path`` relative to the results folder ``root`` (for the "read from" lists)."""
+    p = Path(path)
+    if root is not None:
+        try:
+            return p.resolve().relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return p.as_posix()
+
+
+def _source_list(paths: Sequence[PathLike], root: PathLike | None) -> list[str]:
+    return sorted(_rel(p, root) for p in paths)
+
+
+def results_root(output: PathLike) -> Path:
+    """``results/<name>`` from an output path under its ``tables/`` or ``figures/`` folder (or directly in it)."""
+    p = Path(output).parent
+    return p.parent if p.name in ("tables", "figures") else p
+
+
+def _manifest_summaries(manifests: Sequence[PathLike]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (dataset, _seed), files in group_data_files(manifests).items():
+        out.setdefault(dataset, []).append(read_json(files["manifest.json"])["summary"])
+    return out
+
+
+def preset_models(manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{dataset: {model, in_shape, num_classes}}`` from the manifests and the config model blocks."""
+    summaries = _manifest_summaries(manifests)
+    out = {}
+    for dataset, model in models.items():
+        if dataset not in summaries:
+            raise ValueError(f"no data-stage manifest for dataset '{dataset}' among the inputs")
+        s = summaries[dataset][0]
+        out[dataset] = {"model": dict(model), "in_shape": list(s["input_shape"]), "num_classes": int(s["classes"])}
+    return out
+
+
+# --- tables -------------------------------------------------------------------------
+
+
+def job_table1(manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]], out_parquet: PathLike,
+               out_md: PathLike) -> pd.DataFrame:
+    """Table 1 for the paper's three models and the preset's (``models``: dataset -> config model block)."""
+    df = tables.table1_cost(preset_models(manifests, models))
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown("table1_cost", df, _source_list(manifests, root)))
+    return df
+
+
+def job_table2(manifests: Sequence[PathLike], out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 2 from the data-stage manifests."""
+    df = tables.table2_datasets(_manifest_summaries(manifests))
+    write_parquet(df, out_parquet)
+    _write_text(out_md, report.table_markdown("table2_datasets", df, _source_list(manifests, results_root(out_parquet))))
+    return df
+
+
+def job_method_table(table: str, run_files: Sequence[PathLike], datasets: Sequence[str], methods: Sequence[str],
+                     seeds: Sequence[int], out_parquet: PathLike, out_seeds: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Tables 3, 4, 6, 7: aggregate (``out_parquet``) and per-seed rows (``out_seeds``)."""
+    spec = METHOD_TABLES[table]
+    metrics = load_run_metrics(group_run_files(run_files))
+    df = tables.method_table(spec, metrics, datasets, methods, seeds)
+    per_seed = tables.seed_rows(metrics, table_datasets(spec, datasets), spec.methods)
+    write_parquet(df, out_parquet)
+    write_parquet(per_seed, out_seeds)
+    root = results_root(out_parquet)
+    md = report.table_markdown(table, df, _source_list(run_files, root),
+                               extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed})
+    _write_text(out_md, md)
+    return df
+
+
+def _run_status(files: Mapping[tuple[str, str, int], Mapping[str, Path]]) -> dict[tuple[str, str, int], str]:
+    return {k: str(read_json(f["run.json"]).get("status", "completed")) for k, f in files.items() if "run.json" in f}
+
+
+def job_table5(data_clients: Sequence[PathLike], run_files: Sequence[PathLike], datasets: Sequence[str],
+               methods: Sequence[str], seeds: Sequence[int], out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 5 and the fedavg positive control from the data and run clients tables."""
+    data = {k: pd.read_parquet(f["clients.parquet"]) for k, f in group_data_files(data_clients).items()}
+    runs = group_run_files(run_files)
+    clients = {k: pd.read_parquet(f["clients.parquet"]) for k, f in runs.items()}
+    df = confound.table5_confound(data, clients, _run_status(runs), datasets, methods, seeds)
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    summary = confound.summarize(df)
+    _write_text(out_md, report.table_markdown("table5_confound", df, _source_list([*data_clients, *run_files], root),
+                                              extra={"Mean and sample std over seeds": summary}))
+    return df
+
+
+def job_matched_budget(run_files: Sequence[PathLike], datasets: Sequence[str], methods: Sequence[str],
+                       seeds: Sequence[int], level: float, out_parquet: PathLike, out_seeds: PathLike,
+                       out_md: PathLike) -> pd.DataFrame:
+    """hasfl vs random_budget paired by seed."""
+    metrics = load_run_metrics(group_run_files(run_files))
+    summary, per_seed = tables.matched_budget(metrics, datasets, methods, seeds, level)
+    write_parquet(summary, out_parquet)
+    write_parquet(per_seed, out_seeds)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown("matched_budget", summary, _source_list(run_files, root),
+                                              extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed}))
+    return summary
+
+
+def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+              atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json)."""
+    from hasfl.analysis import coverage
+    from hasfl.models import build_family
+
+    specs = preset_models(manifests, models)
+    families = {}
+    rows = []
+    for (dataset, method, seed), f in group_run_files(run_files).items():
+        if dataset not in families:
+            s = specs[dataset]
+            cfg = dict(s["model"])
+            arch = cfg.pop("arch")
+            families[dataset] = build_family(arch, in_shape=tuple(s["in_shape"]), num_classes=s["num_classes"], **cfg)
+        clients = pd.read_parquet(f["clients.parquet"])
+        p_hi = coverage.max_trained_width(clients)
+        res = coverage.prop3_run(coverage.load_state(str(f["init.pt"])), coverage.load_state(str(f["final.pt"])),
+                                 families[dataset], p_hi, atol)
+        status = str(read_json(f["run.json"]).get("status", "completed"))
+        rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status, **res})
+    df = pd.DataFrame.from_records(rows, columns=coverage.COLUMNS)
+    df = df.astype({"seed": "int64", "capped": "bool", "prop3_holds": "bool", "n_coords": "int64",
+                    "n_never_covered": "int64", "n_never_covered_changed": "int64", "n_covered_changed": "int64"})
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown("prop3_coverage", df, _source_list([*run_files, *manifests], root)))
+    return df
+
+
+# --- figures ------------------------------------------------------------------------
+
+
+def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[PathLike], params: Mapping[str, Any],
+               out_png: PathLike, out_pdf: PathLike) -> None:
+    """Figure ``slug`` (see hasfl.analysis.specs.FIGURES) from exactly its run files."""
+    from hasfl.analysis import figures as F
+
+    spec = FIGURES[slug]
+    datasets, seeds = list(params.get("datasets", [])), [int(s) for s in params.get("seeds", [])]
+    runs = group_run_files(run_files)
+    status = _run_status(runs)
+    methods = [m for m in spec.methods if m in params.get("methods", spec.methods)]
+    if slug == "fig2_allocation_rule":
+        fig = F.fig2_allocation_rule(float(params["p_min"]), float(params["gamma"]))
+    elif slug in ("fig3_convergence_allocation", "fig7_convergence_full_model", "fig8_test_loss"):
+        traj = F.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in runs.items()})
+        if slug == "fig8_test_loss":
+            fig = F.trajectory_figure(traj, status, datasets, methods, "test_loss", "Test loss", spec.title)
+        else:
+            fig = F.trajectory_figure(traj, status, datasets, methods, "test_acc_pct", "Test accuracy (%)", spec.title)
+    elif slug == "fig4_heterogeneity_allocation":
+        traj = F.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in runs.items()})
+        pmax: dict[str, list[float]] = {}
+        for (dataset, _seed), f in group_data_files(data_clients).items():
+            pmax.setdefault(dataset, []).append(float(pd.read_parquet(f["clients.parquet"])["pmax"].mean()))
+        fig = F.fig4_heterogeneity_allocation(traj, {d: sum(v) / len(v) for d, v in pmax.items()}, datasets)
+    elif slug == "fig5_final_allocation":
+        clients = {(d, s): pd.read_parquet(f["clients.parquet"]) for (d, _m, s), f in runs.items()}
+        fig = F.fig5_final_allocation(clients, datasets, seeds)
+    elif slug == "fig6_frontier":
+        rows = []
+        for (d, m, s), f in runs.items():
+            j = read_json(f["run.json"])
+            acc = j.get("final_test_acc")
+            rows.append({"dataset": d, "method": m, "seed": s, "status": str(j.get("status", "completed")),
+                         "final_acc_pct": float(acc) * 100.0 if acc is not None else math.nan,
+                         "avg_p": float(j["avg_p"]) if j.get("avg_p") is not None else math.nan})
+        fig = F.fig6_frontier(pd.DataFrame.from_records(
+            rows, columns=["dataset", "method", "seed", "status", "final_acc_pct", "avg_p"]), datasets, methods)
+    else:  # pragma: no cover - guarded by the wildcard constraint
+        raise ValueError(f"unknown figure '{slug}'")
+    F.save_figure(fig, out_png, out_pdf)
+
+
+# --- comparison, findings, report ----------------------------------------------------
+
+
+def _read_tables(paths: Mapping[str, PathLike]) -> dict[str, pd.DataFrame]:
+    return {name: pd.read_parquet(p) for name, p in paths.items()}
+
+
+def job_comparison(table_paths: Mapping[str, PathLike], published_path: PathLike, datasets: Sequence[str],
+                   comparable: Mapping[str, Mapping[str, Any]], k_std: float, out_parquet: PathLike,
+                   out_md: PathLike) -> pd.DataFrame:
+    """comparison.parquet from our tables and published.yaml."""
+    ours = pub.ours_long(_read_tables(table_paths))
+    comp = {tuple(k.split("/", 1)): (bool(v["comparable"]), str(v["reason"])) for k, v in comparable.items()}
+    df = pub.comparison(pub.load_published(published_path), ours, datasets, comp, k_std)
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown("comparison", df, _source_list(list(table_paths.values()), root),
+                                              file_name="comparison.parquet"))
+    return df
+
+
+def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], thresholds: Mapping[str, Any],
+                 out_json: PathLike) -> dict[str, Any]:
+    """findings.json from the tables (``table_paths`` keyed by table name)."""
+    t = _read_tables(table_paths)
+    th = resolve_thresholds(thresholds)
+    items = findings_mod.evaluate_findings(
+        table3=t["table3_allocation"], table4=t["table4_coverage"], table6=t["table6_full_model"],
+        table7=t["table7_shakespeare"], table5=t["table5_confound"], matched=t["matched_budget"],
+        prop3=t["prop3_coverage"], datasets=datasets, thresholds=th)
+    doc = {"thresholds": th, "verdicts": list(findings_mod.VERDICTS), "findings": items}
+    # Round-trip through json to fail here (not in the report) on anything non-serialisable.
+    json.dumps(doc, allow_nan=False)
+    write_json(out_json, doc)
+    return doc
+
+
+def job_report(name: str, config_summary: Mapping[str, Any], table_paths: Mapping[str, PathLike],
+               comparison_path: PathLike, findings_path: PathLike, figure_slugs: Sequence[str],
+               out_md: PathLike) -> str:
+    """report.md (relative links to figures/ and tables/ beside it)."""
+    text = report.report_markdown(name=name, config_summary=config_summary, tables=_read_tables(table_paths),
+                                  comparison=pd.read_parquet(comparison_path), findings=read_json(findings_path),
+                                  figures=figure_slugs)
+    _write_text(out_md, text)
+    return text

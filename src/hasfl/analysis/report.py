@@ -1,0 +1,214 @@
+"""Markdown renderings of the tables and the stand-alone report (report.md).
+
+Numbers are printed from the Parquet tables only (each section names its file), so
+every number in the report traces back to a file under ``results/<name>/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hasfl.analysis.specs import DATASET_LABELS, FIGURES, METHOD_LABELS, METHOD_TABLES
+
+__all__ = ["TABLE_TITLES", "display_table", "md_table", "report_markdown", "table_markdown"]
+
+STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
+            "peak-to-final delta (final - best) in percentage points.")
+
+TABLE_TITLES = {
+    "table1_cost": "Table 1 -- Per-client cost as a function of sub-model width p",
+    "table2_datasets": "Table 2 -- Datasets",
+    "table3_allocation": "Table 3 -- Sub-model allocation strategies",
+    "table4_coverage": "Table 4 -- Coverage-guarantee ablation",
+    "table5_confound": "Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)",
+    "table6_full_model": "Table 6 -- Comparison with full-model methods",
+    "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
+    "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
+    "prop3_coverage": "Proposition 3 -- never-covered coordinates per run",
+}
+
+TABLE_NOTES = {
+    "table1_cost": "Exact counts from the models (hasfl.models): params = trainable parameters of the width-p "
+                   "sub-model, MACs per sample (conv + linear), upload = float32 MB. `paper` rows are the paper's "
+                   "three models; `preset` rows the preset's own model configuration.",
+    "table2_datasets": "From the data stage's manifest.json summaries.",
+    "table5_confound": "Per run, over the clients: Pearson r, partial r given pmax (correlation of OLS residuals), "
+                       "and the OLS R^2 / adjusted R^2 of log H~ on the capacity tier (categorical), on TV and on "
+                       "both. fedavg rows (equal widths) are the positive control.",
+    "matched_budget": "Differences hasfl - random_budget over the seeds where both completed; Student-t interval "
+                      "and paired t-test.",
+    "prop3_coverage": "p_hi = largest width any client trained (clients.parquet p_max_trained); coordinates outside "
+                      "the width-p_hi mask were trained by no client. prop3_holds: all of them equal init.pt.",
+}
+
+
+def fmt(v: Any, digits: int = 4) -> str:
+    """One cell: NaN -> "--", bools -> yes/no, floats to ``digits`` significant digits."""
+    if v is None or v is pd.NA:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int,)) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
+        return str(int(v))
+    if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
+        v = float(v)
+        if not math.isfinite(v):
+            return "--"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def pm(mean: float, std: float, decimals: int = 1) -> str:
+    """``mean +- std`` with fixed decimals (std omitted when NaN, "--" when the mean is)."""
+    if mean is None or not math.isfinite(float(mean)):
+        return "--"
+    s = f"{float(mean):.{decimals}f}"
+    if std is not None and math.isfinite(float(std)):
+        s += f" ± {float(std):.{decimals}f}"
+    return s
+
+
+def md_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of ``df`` (all cells through :func:`fmt`)."""
+    if df.empty:
+        return "_(no rows)_\n"
+    cols = [str(c).replace("|", "\\|") for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _method_display(df: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({
+        "Dataset": df["dataset"].map(lambda d: DATASET_LABELS.get(d, d)),
+        "Method": df["method"].map(lambda m: METHOD_LABELS.get(m, m)),
+        "Status": df["status"],
+        "Seeds": df["n_completed"],
+        "Best acc (%)": [pm(a, b) for a, b in zip(df["best_acc_pct_mean"], df["best_acc_pct_std"], strict=True)],
+        "Final acc (%)": [pm(a, b) for a, b in zip(df["final_acc_pct_mean"], df["final_acc_pct_std"], strict=True)],
+        "Peak->final delta": [pm(a, b) for a, b in zip(df["delta_pct_mean"], df["delta_pct_std"], strict=True)],
+        "Avg p": [pm(a, b, 2) for a, b in zip(df["avg_p_mean"], df["avg_p_std"], strict=True)],
+    })
+    return out
+
+
+def display_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """The reader-facing columns of table ``name`` (the Parquet file keeps every column)."""
+    if df.empty:
+        return df
+    if name in METHOD_TABLES:
+        return _method_display(df)
+    if name == "table1_cost":
+        return pd.DataFrame({"Source": df["source"], "Model": df["model"], "p": df["p"].map(lambda p: f"{p:.2f}"),
+                             "Params (M)": df["params_m"].map(lambda v: f"{v:.2f}"),
+                             "MACs/sample (M)": df["macs_m"].map(lambda v: f"{v:.1f}"),
+                             "Upload (MB)": df["upload_mb"].map(lambda v: f"{v:.2f}"), "Params": df["params"],
+                             "MACs": df["macs"]})
+    if name == "table5_confound":
+        cols = ["dataset", "seed", "method", "status", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax", "pr_p_tv_pmax",
+                "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tier", "r2_tv", "r2_joint"]
+        out = df[cols].copy()
+        for c in cols[4:]:
+            out[c] = out[c].map(lambda v: "--" if not math.isfinite(v) else f"{v:.2f}")
+        return out.rename(columns={"r_h_tv": "r(H~,TV)", "r_h_pmax": "r(H~,pmax)", "pr_h_tv_pmax": "r(H~,TV|pmax)",
+                                   "pr_p_tv_pmax": "r(p,TV|pmax)", "adj_r2_tier": "adjR2 tier",
+                                   "adj_r2_tv": "adjR2 TV", "adj_r2_joint": "adjR2 both", "r2_tier": "R2 tier",
+                                   "r2_tv": "R2 TV", "r2_joint": "R2 both"})
+    if name == "comparison":
+        out = df[["table", "dataset", "method", "metric", "status", "published_mean", "published_std", "ours_mean",
+                  "ours_std", "ours_n", "within", "criterion", "reason"]].copy()
+        return out
+    return df
+
+
+def table_markdown(name: str, df: pd.DataFrame, sources: Sequence[str] = (), extra: Mapping[str, pd.DataFrame] | None = None,
+                   file_name: str | None = None) -> str:
+    """The Markdown rendering written beside ``tables/<name>.parquet``."""
+    parts = [f"# {TABLE_TITLES.get(name, name)}\n\n"]
+    parts.append(f"Data: `{file_name or f'tables/{name}.parquet'}`.")
+    note = TABLE_NOTES.get(name) or (STD_NOTE if name in METHOD_TABLES else "")
+    if note:
+        parts.append(" " + note)
+    parts.append("\n\n")
+    parts.append(md_table(display_table(name, df)))
+    for title, frame in (extra or {}).items():
+        parts.append(f"\n## {title}\n\n{md_table(frame)}")
+    if sources:
+        parts.append("\n## Read from\n\n" + "\n".join(f"- `{s}`" for s in sources) + "\n")
+    return "".join(parts)
+
+
+def _findings_display(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for f in findings:
+        v = f.get("value")
+        rows.append({"ID": f["id"], "Claim": f["claim"], "Statistic": f["statistic"],
+                     "Value": "--" if v is None else fmt(v), "Rule": f["rule"], "Threshold": fmt(f["threshold"]),
+                     "Verdict": f"**{f['verdict']}**", "Why": f["reason"], "Source": f"`{f['files'][0]}`"})
+    return pd.DataFrame.from_records(rows)
+
+
+def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],
+                    comparison: pd.DataFrame, findings: Mapping[str, Any], figures: Sequence[str]) -> str:
+    """report.md: findings, the tables, the comparison and the figures of one preset run.
+
+    ``tables`` maps table names to their frames, ``figures`` lists the figure slugs
+    (PNG beside the report under ``figures/``), ``findings`` is findings.json.
+    """
+    out = [f"# HAS-FL reproduction report -- preset `{name}`\n\n"]
+    out.append("Every number below is printed from a file under this folder; each section names it. "
+               "Run files: `runs/<dataset>/<method>/seed<seed>/`; data-stage files: `data/<dataset>/seed<seed>/`.\n\n")
+    out.append("| Setting | Value |\n|---|---|\n")
+    for k, v in config_summary.items():
+        out.append(f"| {k} | {fmt(v) if not isinstance(v, (list, tuple)) else ', '.join(map(str, v))} |\n")
+
+    out.append("\n## Findings\n\nFrom `findings.json` (thresholds: config block `analysis`, defaults in "
+               "`hasfl.analysis.specs.DEFAULT_THRESHOLDS`).\n\n")
+    out.append(md_table(_findings_display(findings["findings"])))
+    out.append("\nThresholds: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
+
+    out.append("\n## Tables\n\n" + STD_NOTE + "\n")
+    for tname, df in tables.items():
+        out.append(f"\n### {TABLE_TITLES.get(tname, tname)}\n\nFrom `tables/{tname}.parquet`.")
+        if TABLE_NOTES.get(tname):
+            out.append(" " + TABLE_NOTES[tname])
+        out.append("\n\n" + md_table(display_table(tname, df)))
+
+    out.append("\n## Comparison with the published values\n\nFrom `comparison.parquet`; published values from "
+               "`src/hasfl/analysis/published.yaml` (typed in from the paper). `within`: ours inside the published "
+               "mean ± k std (Table 1: ours rounds to the printed value).\n\n")
+    if len(comparison):
+        counts = comparison.groupby("status").size().to_dict()
+        out.append("Rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".\n\n")
+        nc = comparison[comparison["status"] == "not comparable"]
+        if len(nc):
+            out.append("Not comparable (never compared):\n\n")
+            for (ds, method), g in nc.groupby(["dataset", "method"], sort=True):
+                out.append(f"- {ds} / {method}: {g['reason'].iloc[0]}\n")
+            out.append("\n")
+        t1 = comparison[comparison["table"] == 1]
+        if len(t1):
+            n_in = int(t1["within"].fillna(False).astype(bool).sum())
+            out.append(f"Table 1 (model costs): {n_in} of {len(t1)} cells round to the printed value"
+                       + ("." if n_in == len(t1) else "; the others are listed below.") + " All cells: `comparison.md`.\n\n")
+        shown = comparison[(comparison["status"] != "not comparable")
+                           & ((comparison["table"] != 1) | ~comparison["within"].fillna(False).astype(bool))]
+        out.append(md_table(display_table("comparison", shown).drop(columns=["reason"])))
+    else:
+        out.append("_(no published values for the preset's datasets)_\n")
+
+    out.append("\n## Figures\n\n")
+    for slug in figures:
+        spec = FIGURES.get(slug)
+        title = f"Figure {spec.paper_figure} -- {spec.title}" if spec else slug
+        out.append(f"### {title}\n\n![{title}](figures/{slug}.png)\n\nFiles: `figures/{slug}.png`, "
+                   f"`figures/{slug}.pdf`.\n\n")
+    return "".join(out)

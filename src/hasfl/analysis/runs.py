@@ -1,0 +1,114 @@
+"""Reading the files of the data and training stages (the file contract), nothing else.
+
+Layout (``<results>`` = ``<results_dir>/<name>``):
+
+* ``<results>/data/<dataset>/seed<seed>/{partition,clients}.parquet, manifest.json``
+* ``<results>/runs/<dataset>/<method>/seed<seed>/{rounds,clients}.parquet, init.pt, final.pt, run.json``
+
+A run's per-seed summary (:func:`run_metrics`) is what Tables 3, 4, 6 and 7 average:
+best and final test accuracy (in percentage points), the peak-to-final delta
+(final - best, <= 0) and the run's average allocated width ``avg_p`` (from run.json,
+which averages over *every* round, not only the evaluated ones). A diverged run
+keeps its status; its final accuracy is NaN and it is left out of the means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "RunKey",
+    "group_data_files",
+    "group_run_files",
+    "parse_data_path",
+    "parse_run_path",
+    "read_json",
+    "run_metrics",
+    "load_run_metrics",
+]
+
+RunKey = tuple[str, str, int]  # (dataset, method, seed)
+
+_RUN_RE = re.compile(r"runs/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)/(?P<file>[^/]+)$")
+_DATA_RE = re.compile(r"data/(?P<dataset>[^/]+)/seed(?P<seed>\d+)/(?P<file>[^/]+)$")
+
+
+def parse_run_path(path: str | Path) -> tuple[RunKey, str]:
+    """``((dataset, method, seed), file name)`` of a training-stage file path."""
+    m = _RUN_RE.search(Path(path).as_posix())
+    if m is None:
+        raise ValueError(f"'{path}' is not a run file (expected .../runs/<dataset>/<method>/seed<seed>/<file>)")
+    return (m["dataset"], m["method"], int(m["seed"])), m["file"]
+
+
+def parse_data_path(path: str | Path) -> tuple[tuple[str, int], str]:
+    """``((dataset, seed), file name)`` of a data-stage file path."""
+    m = _DATA_RE.search(Path(path).as_posix())
+    if m is None:
+        raise ValueError(f"'{path}' is not a data-stage file (expected .../data/<dataset>/seed<seed>/<file>)")
+    return (m["dataset"], int(m["seed"])), m["file"]
+
+
+def group_run_files(paths: Iterable[str | Path]) -> dict[RunKey, dict[str, Path]]:
+    """Run files grouped by run: ``{(dataset, method, seed): {file name: path}}``."""
+    out: dict[RunKey, dict[str, Path]] = {}
+    for p in paths:
+        key, name = parse_run_path(p)
+        out.setdefault(key, {})[name] = Path(p)
+    return dict(sorted(out.items()))
+
+
+def group_data_files(paths: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, Path]]:
+    """Data-stage files grouped: ``{(dataset, seed): {file name: path}}``."""
+    out: dict[tuple[str, int], dict[str, Path]] = {}
+    for p in paths:
+        key, name = parse_data_path(p)
+        out.setdefault(key, {})[name] = Path(p)
+    return dict(sorted(out.items()))
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A JSON file's content (a mapping)."""
+    return json.loads(Path(path).read_text())
+
+
+def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Best / final accuracy (points), peak-to-final delta, avg p and status of one run.
+
+    ``rounds`` is rounds.parquet, ``summary`` run.json. Best accuracy is the maximum
+    over the evaluated rounds with a finite accuracy; final accuracy is the last
+    evaluated round's (NaN for a diverged run, whose last evaluation is NaN).
+    """
+    status = str(summary.get("status", "completed"))
+    acc = pd.to_numeric(rounds.sort_values("round")["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0
+    finite = acc[np.isfinite(acc)]
+    best = float(finite.max()) if finite.size else math.nan
+    final = float(acc[-1]) if acc.size and status == "completed" else math.nan
+    avg_p = summary.get("avg_p")
+    return {
+        "status": status,
+        "best_acc_pct": best,
+        "final_acc_pct": final,
+        "delta_pct": final - best if math.isfinite(final) and math.isfinite(best) else math.nan,
+        "avg_p": float(avg_p) if avg_p is not None else math.nan,
+        "rounds_completed": int(summary.get("rounds_completed", len(rounds))),
+    }
+
+
+def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame:
+    """One row per run with :func:`run_metrics`, sorted by (dataset, method, seed)."""
+    rows = []
+    for (dataset, method, seed), f in sorted(files.items()):
+        rounds = pd.read_parquet(f["rounds.parquet"])
+        rows.append({"dataset": dataset, "method": method, "seed": seed, **run_metrics(rounds, read_json(f["run.json"]))})
+    cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed"]
+    df = pd.DataFrame.from_records(rows, columns=cols)
+    return df.astype({"seed": "int64", "rounds_completed": "int64"}) if len(df) else df

@@ -1,0 +1,198 @@
+"""Small statistics used by the tables and findings (conventions in docs/decisions.md).
+
+* :func:`mean_std` -- mean and *sample* standard deviation (ddof = 1) over seeds,
+  the convention of "mean +- std over three seeds" (paper Tables 3-7).
+* :func:`pearson`, :func:`partial_corr` -- Table 5. The partial correlation is the
+  correlation of the OLS residuals of both variables on the control (statsmodels);
+  :func:`partial_corr_closed_form` is the textbook formula from the three pairwise
+  correlations, used to cross-check it.
+* :func:`variance_decomposition` -- share of the variance of log H~ explained by the
+  capacity tier (categorical) and by TV, alone and jointly (OLS R^2 and adjusted R^2).
+* :func:`paired_ci` -- matched-budget comparison: paired differences, Student-t
+  confidence interval and paired t-test
+  (a one-sample t-test of the differences, identical to scipy's ttest_rel).
+
+Every function returns NaN (never raises) where a statistic is undefined: fewer
+points than needed, or a constant variable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import statsmodels.api as sm
+from scipy import stats as sps
+
+__all__ = [
+    "PairedCI",
+    "mean_std",
+    "paired_ci",
+    "partial_corr",
+    "partial_corr_closed_form",
+    "pearson",
+    "variance_decomposition",
+]
+
+_NAN = float("nan")
+
+
+def _arr(x: Sequence[float] | np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64).ravel()
+
+
+def mean_std(values: Sequence[float] | np.ndarray) -> tuple[float, float, int]:
+    """``(mean, sample std with ddof=1, n)`` of the finite values; std is NaN for n < 2."""
+    v = _arr(values)
+    v = v[np.isfinite(v)]
+    n = int(v.size)
+    if n == 0:
+        return _NAN, _NAN, 0
+    mean = float(v.mean())
+    std = float(v.std(ddof=1)) if n >= 2 else _NAN
+    return mean, std, n
+
+
+def _constant(v: np.ndarray) -> bool:
+    return bool(np.ptp(v) <= 1e-12 * max(1.0, float(np.abs(v).max())))
+
+
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Pearson correlation; NaN for fewer than 3 points, non-finite values or a constant variable."""
+    a, b = _arr(x), _arr(y)
+    if a.size != b.size:
+        raise ValueError(f"pearson: x has {a.size} values, y has {b.size}")
+    if a.size < 3 or not (np.isfinite(a).all() and np.isfinite(b).all()) or _constant(a) or _constant(b):
+        return _NAN
+    a, b = a - a.mean(), b - b.mean()
+    r = float(a @ b / math.sqrt(float(a @ a) * float(b @ b)))
+    return max(-1.0, min(1.0, r))
+
+
+def _residuals(y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Residuals of the OLS fit y ~ 1 + z (statsmodels)."""
+    design = sm.add_constant(z.reshape(len(z), -1), has_constant="add")
+    return np.asarray(sm.OLS(y, design).fit().resid, dtype=np.float64)
+
+
+def partial_corr(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray,
+                 z: Sequence[float] | np.ndarray) -> float:
+    """r(x, y | z): correlation of the residuals of x and y after OLS regression on z.
+
+    NaN when fewer than 4 points, a non-finite value, or x, y or z is constant.
+    """
+    a, b, c = _arr(x), _arr(y), _arr(z)
+    if not (a.size == b.size == c.size):
+        raise ValueError(f"partial_corr: lengths differ ({a.size}, {b.size}, {c.size})")
+    finite = np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c).all()
+    if a.size < 4 or not finite or _constant(a) or _constant(b) or _constant(c):
+        return _NAN
+    return pearson(_residuals(a, c), _residuals(b, c))
+
+
+def partial_corr_closed_form(r_xy: float, r_xz: float, r_yz: float) -> float:
+    """(r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2)); NaN when undefined."""
+    den = (1.0 - r_xz**2) * (1.0 - r_yz**2)
+    if not math.isfinite(den) or den <= 0.0:
+        return _NAN
+    return (r_xy - r_xz * r_yz) / math.sqrt(den)
+
+
+def _ols_r2(y: np.ndarray, columns: list[np.ndarray]) -> tuple[float, float]:
+    design = sm.add_constant(np.column_stack(columns), has_constant="add")
+    fit = sm.OLS(y, design).fit()
+    return float(fit.rsquared), float(fit.rsquared_adj)
+
+
+def _dummies(levels: np.ndarray) -> list[np.ndarray]:
+    """Treatment coding of a categorical factor: one 0/1 column per level but the first."""
+    cats = np.unique(levels)
+    return [(levels == c).astype(np.float64) for c in cats[1:]]
+
+
+def variance_decomposition(log_h: Sequence[float] | np.ndarray, tier: Sequence[float] | np.ndarray,
+                           tv: Sequence[float] | np.ndarray) -> dict[str, float]:
+    """OLS R^2 (and adjusted R^2) of ``log_h`` on C(tier), on TV, and on both.
+
+    The tier enters as a categorical factor (one indicator per level but the first),
+    so no linear form of the capacity effect is assumed. Keys: ``r2_tier``,
+    ``r2_tv``, ``r2_joint`` and ``adj_r2_*`` likewise, plus ``r2_tv_given_tier``
+    (= r2_joint - r2_tier, what TV adds beyond the tiers) and ``r2_tier_given_tv``.
+    All NaN where log_h is constant or non-finite, or there are too few clients.
+    """
+    y, t, v = _arr(log_h), _arr(tier), _arr(tv)
+    keys = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_joint",
+            "r2_tv_given_tier", "r2_tier_given_tv")
+    out = dict.fromkeys(keys, _NAN)
+    if not (y.size == t.size == v.size):
+        raise ValueError(f"variance_decomposition: lengths differ ({y.size}, {t.size}, {v.size})")
+    tier_cols = _dummies(t)
+    n_joint = 1 + len(tier_cols) + 1
+    if not (np.isfinite(y).all() and np.isfinite(t).all() and np.isfinite(v).all()) or _constant(y) or y.size <= n_joint:
+        return out
+    if tier_cols:
+        out["r2_tier"], out["adj_r2_tier"] = _ols_r2(y, tier_cols)
+    else:  # a single tier explains nothing
+        out["r2_tier"], out["adj_r2_tier"] = 0.0, 0.0
+    if _constant(v):
+        out["r2_tv"], out["adj_r2_tv"] = 0.0, 0.0
+        out["r2_joint"], out["adj_r2_joint"] = out["r2_tier"], out["adj_r2_tier"]
+    else:
+        out["r2_tv"], out["adj_r2_tv"] = _ols_r2(y, [v])
+        out["r2_joint"], out["adj_r2_joint"] = _ols_r2(y, [*tier_cols, v])
+    out["r2_tv_given_tier"] = out["r2_joint"] - out["r2_tier"]
+    out["r2_tier_given_tv"] = out["r2_joint"] - out["r2_tv"]
+    return out
+
+
+@dataclass(frozen=True)
+class PairedCI:
+    """Paired comparison of ``a - b`` over seeds: mean, sample sd, t interval, paired t-test."""
+
+    n: int
+    mean_diff: float
+    sd_diff: float
+    ci_low: float
+    ci_high: float
+    t_stat: float
+    p_value: float
+    level: float
+
+    def covers(self, value: float = 0.0) -> bool | None:
+        """Whether the interval contains ``value``; None when it is undefined."""
+        if not (math.isfinite(self.ci_low) and math.isfinite(self.ci_high)):
+            return None
+        return self.ci_low <= value <= self.ci_high
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def paired_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float = 0.95) -> PairedCI:
+    """Student-t confidence interval of mean(a - b) and the paired t-test.
+
+    mean +- t_{(1+level)/2, n-1} * sd / sqrt(n), sd with ddof = 1. For n < 2 the
+    interval and the test are NaN. When all differences are equal the interval has
+    zero width and the test is NaN (sd = 0).
+    """
+    x, y = _arr(a), _arr(b)
+    if x.size != y.size:
+        raise ValueError(f"paired_ci: {x.size} vs {y.size} values")
+    d = x - y
+    d = d[np.isfinite(d)]
+    n = int(d.size)
+    if n == 0:
+        return PairedCI(0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, level)
+    mean = float(d.mean())
+    if n < 2:
+        return PairedCI(n, mean, _NAN, _NAN, _NAN, _NAN, _NAN, level)
+    sd = float(d.std(ddof=1))
+    half = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) * sd / math.sqrt(n)
+    if sd > 0:
+        res = sps.ttest_1samp(d, 0.0)
+        t_stat, p_value = float(res.statistic), float(res.pvalue)
+    else:
+        t_stat, p_value = _NAN, _NAN
+    return PairedCI(n, mean, sd, mean - half, mean + half, t_stat, p_value, level)

