@@ -28,11 +28,11 @@ include: "workflow/rules/analysis.smk"
 
 
 rule all:
+    default_target: True
     input:
         data_outputs(),
         train_outputs(),
         analysis_outputs(),
-    default_target: True
 
 
 rule data:

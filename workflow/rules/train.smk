@@ -9,7 +9,9 @@ def train_inputs(wc):
         "raw": raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
     }
     if wc.method == "random_budget":
-        inputs["hasfl_run"] = f"{RESULTS}/runs/{wc.dataset}/hasfl/seed{wc.seed}/run.json"
+        inputs["hasfl_run"] = (
+            f"{RESULTS}/runs/{wc.dataset}/hasfl/seed{wc.seed}/run.json"
+        )
     return inputs
 
 
@@ -18,14 +20,7 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        **{
-            Path(f).stem + ("_pt" if f.endswith(".pt") else ""): f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/{f}"
-            for f in TRAIN_FILES
-        },
-    params:
-        run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
-        data_cfg=lambda wc: data_config(config, wc.dataset),
-        code=SRC_TRAIN,
+        **{name: f"{RUN_DIR}/{f}" for name, f in TRAIN_FILES.items()},
     log:
         f"{RESULTS}/logs/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     threads: config["threads_per_job"]
@@ -33,5 +28,9 @@ rule train:
         mem_mb=lambda wc: {"emnist": 12000, "cifar10": 6000}.get(wc.dataset, 2000),
         runtime=lambda wc: 30 if config["name"] != "paper" else 24 * 60,
         gpu=1 if config["device"] == "cuda" else 0,
+    params:
+        run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
+        data_cfg=lambda wc: data_config(config, wc.dataset),
+        code=SRC_TRAIN,
     script:
         "../scripts/train.py"
