@@ -1,6 +1,333 @@
-# Analysis stage: tables, figures, findings and the report (filled in by the analysis work).
+# Analysis stage: tables, figures, comparison with the paper, findings and the report
+# (paper Sections 3.4 and 4). Every rule reads only data-stage and run files -- exactly
+# the ones listed as its input -- and the code lives in hasfl.analysis (jobs.py has one
+# function per rule; workflow/scripts/analysis_*.py only forward input/output/params).
+
+from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
+from hasfl.analysis.specs import (
+    FIGURES,
+    METHOD_TABLES,
+    resolve_thresholds,
+    table_datasets,
+)
+from hasfl.config import load_config
+
+ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
+TABLES = f"{RESULTS}/tables"
+FIGS = f"{RESULTS}/figures"
+# Tables read by the comparison / findings / report (name -> file).
+ANALYSIS_TABLES = {
+    name: f"{TABLES}/{name}.parquet"
+    for name in (
+        "table1_cost",
+        "table2_datasets",
+        "table3_allocation",
+        "table4_coverage",
+        "table5_confound",
+        "table6_full_model",
+        "table7_shakespeare",
+        "matched_budget",
+        "prop3_coverage",
+    )
+}
+
+
+wildcard_constraints:
+    table="|".join(METHOD_TABLES),
+    fig="|".join(FIGURES),
+
+
+def run_files(datasets, methods, files):
+    """Run files of datasets x (methods the preset runs) x seeds."""
+    return [
+        f"{RESULTS}/runs/{d}/{m}/seed{s}/{f}"
+        for d in datasets
+        for m in methods
+        if m in config["methods"]
+        for s in config["seeds"]
+        for f in files
+    ]
+
+
+def data_files(datasets, name, seeds=None):
+    """Data-stage files ``name`` of datasets x seeds (all seeds by default)."""
+    return [
+        f"{RESULTS}/data/{d}/seed{s}/{name}"
+        for d in datasets
+        for s in (seeds or config["seeds"])
+    ]
+
+
+def model_blocks():
+    """The preset's model config block per dataset (Table 1, Proposition 3)."""
+    return {d: dict(config["dataset_params"][d]["model"]) for d in config["datasets"]}
 
 
 def analysis_outputs():
-    """Every analysis output of the preset."""
-    return []
+    """Every analysis output of the preset (rule all)."""
+    tabs = [f"{TABLES}/{n}.{ext}" for n in ANALYSIS_TABLES for ext in ("parquet", "md")]
+    tabs += [f"{TABLES}/{n}_seeds.parquet" for n in (*METHOD_TABLES, "matched_budget")]
+    figs = [f"{FIGS}/{slug}.{ext}" for slug in FIGURES for ext in ("png", "pdf")]
+    return [
+        *tabs,
+        *figs,
+        f"{RESULTS}/comparison.parquet",
+        f"{RESULTS}/comparison.md",
+        f"{RESULTS}/findings.json",
+        f"{RESULTS}/report.md",
+    ]
+
+
+localrules:
+    analysis_table1_cost,
+    analysis_table2_datasets,
+    analysis_method_table,
+    analysis_table5_confound,
+    analysis_matched_budget,
+    analysis_figure,
+    analysis_comparison,
+    analysis_findings,
+    analysis_report,
+
+
+rule analysis_table1_cost:
+    """Table 1: params, MACs/sample, upload MB per width for the paper's models and the preset's."""
+    input:
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+    output:
+        parquet=f"{TABLES}/table1_cost.parquet",
+        md=report(
+            f"{TABLES}/table1_cost.md", category="Tables", subcategory="Table 1 cost"
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/table1_cost.log",
+    params:
+        kind="table1",
+        models=model_blocks(),
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_table2_datasets:
+    """Table 2: dataset summaries of the data stage."""
+    input:
+        manifests=data_files(config["datasets"], "manifest.json"),
+    output:
+        parquet=f"{TABLES}/table2_datasets.parquet",
+        md=report(
+            f"{TABLES}/table2_datasets.md",
+            category="Tables",
+            subcategory="Table 2 datasets",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/table2_datasets.log",
+    params:
+        kind="table2",
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_method_table:
+    """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds)."""
+    input:
+        runs=lambda wc: run_files(
+            table_datasets(METHOD_TABLES[wc.table], config["datasets"]),
+            METHOD_TABLES[wc.table].methods,
+            ("rounds.parquet", "run.json"),
+        ),
+    output:
+        parquet=f"{TABLES}/{{table}}.parquet",
+        seeds=f"{TABLES}/{{table}}_seeds.parquet",
+        md=report(f"{TABLES}/{{table}}.md", category="Tables", subcategory="{table}"),
+    log:
+        f"{RESULTS}/logs/analysis/{{table}}.log",
+    params:
+        kind="method",
+        datasets=config["datasets"],
+        methods=config["methods"],
+        seeds=config["seeds"],
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_table5_confound:
+    """Table 5 (+ fedavg positive control): correlations and R^2 decomposition of the final H~."""
+    input:
+        data_clients=data_files(config["datasets"], "clients.parquet"),
+        runs=run_files(
+            config["datasets"], ("hasfl", "fedavg"), ("clients.parquet", "run.json")
+        ),
+    output:
+        parquet=f"{TABLES}/table5_confound.parquet",
+        md=report(
+            f"{TABLES}/table5_confound.md",
+            category="Tables",
+            subcategory="Table 5 confound",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/table5_confound.log",
+    params:
+        kind="table5",
+        datasets=config["datasets"],
+        methods=config["methods"],
+        seeds=config["seeds"],
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_matched_budget:
+    """Section 4.4: hasfl vs random_budget paired by seed (differences, t interval, paired test)."""
+    input:
+        runs=run_files(
+            config["datasets"],
+            ("hasfl", "random_budget"),
+            ("rounds.parquet", "run.json"),
+        ),
+    output:
+        parquet=f"{TABLES}/matched_budget.parquet",
+        seeds=f"{TABLES}/matched_budget_seeds.parquet",
+        md=report(
+            f"{TABLES}/matched_budget.md",
+            category="Tables",
+            subcategory="Matched budget",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/matched_budget.log",
+    params:
+        kind="matched_budget",
+        datasets=config["datasets"],
+        methods=config["methods"],
+        seeds=config["seeds"],
+        ci_level=ANALYSIS_THRESHOLDS["ci_level"],
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_prop3_coverage:
+    """Proposition 3: never-covered coordinates per run and whether they kept their initial value."""
+    input:
+        runs=run_files(
+            config["datasets"],
+            config["methods"],
+            ("clients.parquet", "init.pt", "final.pt", "run.json"),
+        ),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+    output:
+        parquet=f"{TABLES}/prop3_coverage.parquet",
+        md=report(
+            f"{TABLES}/prop3_coverage.md",
+            category="Tables",
+            subcategory="Proposition 3",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/prop3_coverage.log",
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        kind="prop3",
+        models=model_blocks(),
+        atol=ANALYSIS_THRESHOLDS["f5_atol"],
+    script:
+        "../scripts/analysis_table.py"
+
+
+rule analysis_figure:
+    """Figures 2-8 (PNG + PDF) from exactly the run files each one plots."""
+    input:
+        runs=lambda wc: run_files(
+            config["datasets"], FIGURES[wc.fig].methods, FIGURES[wc.fig].run_files
+        ),
+        data_clients=lambda wc: (
+            data_files(config["datasets"], "clients.parquet")
+            if FIGURES[wc.fig].data_clients
+            else []
+        ),
+    output:
+        png=report(f"{FIGS}/{{fig}}.png", category="Figures", subcategory="{fig}"),
+        pdf=f"{FIGS}/{{fig}}.pdf",
+    log:
+        f"{RESULTS}/logs/analysis/{{fig}}.log",
+    params:
+        fig=lambda wc: {
+            "datasets": config["datasets"],
+            "methods": config["methods"],
+            "seeds": config["seeds"],
+            **(
+                {"p_min": config["hasfl"]["p_min"], "gamma": config["hasfl"]["gamma"]}
+                if wc.fig == "fig2_allocation_rule"
+                else {}
+            ),
+        },
+    script:
+        "../scripts/analysis_figure.py"
+
+
+rule analysis_comparison:
+    """comparison.parquet: ours vs the published Tables 1, 3-7 where the preset ran the paper's configuration."""
+    input:
+        **{
+            k: v
+            for k, v in ANALYSIS_TABLES.items()
+            if k not in ("table2_datasets", "matched_budget", "prop3_coverage")
+        },
+        published=str(PUBLISHED_PATH),
+    output:
+        parquet=f"{RESULTS}/comparison.parquet",
+        md=report(f"{RESULTS}/comparison.md", category="Comparison with the paper"),
+    log:
+        f"{RESULTS}/logs/analysis/comparison.log",
+    params:
+        kind="comparison",
+        datasets=config["datasets"],
+        comparable=comparability_map(config, load_config()),
+        k_std=ANALYSIS_THRESHOLDS["comparison_k_std"],
+    script:
+        "../scripts/analysis_summary.py"
+
+
+rule analysis_findings:
+    """findings.json: the paper's claims F1-F6 as statistics, thresholds and verdicts."""
+    input:
+        **{
+            k: v
+            for k, v in ANALYSIS_TABLES.items()
+            if k not in ("table1_cost", "table2_datasets")
+        },
+    output:
+        json=report(f"{RESULTS}/findings.json", category="Findings"),
+    log:
+        f"{RESULTS}/logs/analysis/findings.log",
+    params:
+        kind="findings",
+        datasets=config["datasets"],
+        thresholds=ANALYSIS_THRESHOLDS,
+    script:
+        "../scripts/analysis_summary.py"
+
+
+rule analysis_report:
+    """report.md: findings, tables, comparison and figures, readable on its own."""
+    input:
+        **ANALYSIS_TABLES,
+        comparison=f"{RESULTS}/comparison.parquet",
+        findings=f"{RESULTS}/findings.json",
+        figures=[f"{FIGS}/{slug}.png" for slug in FIGURES],
+    output:
+        md=report(f"{RESULTS}/report.md", category="Report"),
+    log:
+        f"{RESULTS}/logs/analysis/report.log",
+    params:
+        kind="report",
+        name=config["name"],
+        figures=list(FIGURES),
+        config_summary={
+            "preset": config["name"],
+            "datasets": config["datasets"],
+            "methods": config["methods"],
+            "seeds": config["seeds"],
+            "clients / per round": f"{config['federation']['clients']} / {config['federation']['clients_per_round']}",
+            "rounds": config["federation"]["rounds"],
+        },
+    script:
+        "../scripts/analysis_summary.py"

@@ -79,7 +79,7 @@ def _empty(ax: plt.Axes, text: str = "not run") -> None:
     ax.set_yticks([])
 
 
-def _panels(n: int, width: float = 4.2, height: float = 3.2, squeeze_one: bool = True) -> tuple[Figure, list[plt.Axes]]:
+def _panels(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[plt.Axes]]:
     n = max(1, n)
     fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
     return fig, list(axes[0])
@@ -92,14 +92,14 @@ def fig2_allocation_rule(p_min: float, gamma: float, pmaxes: Sequence[float] = (
     h = np.linspace(0.0, h_max, 301)
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     for pm, color in zip(pmaxes, sns.color_palette("deep", len(pmaxes)), strict=True):
-        ax.plot(h, np.minimum(pm, p_min + gamma * h), color=color, lw=2, label=f"$p^{{max}}_i$ = {pm:g}")
+        ax.plot(h, np.minimum(pm, p_min + gamma * h), color=color, lw=2, label=f"$p^{{max}}_i$ = {pm:.1f}")
     ax.axhline(p_min, color="0.4", ls="--", lw=1, label=f"$p_{{min}}$ = {p_min:g}")
     ax.set_xlabel(r"Heterogeneity $H_i / \bar H$")
     ax.set_ylabel(r"Allocated width $p_i$")
     ax.set_xlim(0, h_max)
     ax.set_ylim(0, 1.05)
     ax.set_title(f"HAS-FL allocation rule ($\\gamma$ = {gamma:g})")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -18,7 +18,6 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis import confound, findings as findings_mod, published as pub, report, tables
-from hasfl.analysis.published import comparability_map  # noqa: F401 (re-export)
 from hasfl.analysis.runs import group_data_files, group_run_files, load_run_metrics, read_json
 from hasfl.analysis.specs import FIGURES, METHOD_TABLES, resolve_thresholds, table_datasets
 from hasfl.io import atomic_path, write_json, write_parquet

@@ -30,6 +30,7 @@ TABLE_TITLES = {
     "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
     "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
     "prop3_coverage": "Proposition 3 -- never-covered coordinates per run",
+    "comparison": "Comparison with the published values (Tables 1, 3-7)",
 }
 
 TABLE_NOTES = {
@@ -201,9 +202,12 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                        + ("." if n_in == len(t1) else "; the others are listed below.") + " All cells: `comparison.md`.\n\n")
         shown = comparison[(comparison["status"] != "not comparable")
                            & ((comparison["table"] != 1) | ~comparison["within"].fillna(False).astype(bool))]
-        out.append(md_table(display_table("comparison", shown).drop(columns=["reason"])))
-    else:
-        out.append("_(no published values for the preset's datasets)_\n")
+        if len(shown):
+            out.append(md_table(display_table("comparison", shown).drop(columns=["reason"])))
+    in_paper = set(comparison.loc[comparison["table"] != 1, "dataset"]) if len(comparison) else set()
+    absent = [d for d in config_summary.get("datasets", []) if d not in in_paper]
+    if absent:
+        out.append(f"\nNot in the paper's Tables 3-7 (nothing to compare): {', '.join(absent)}.\n")
 
     out.append("\n## Figures\n\n")
     for slug in figures:

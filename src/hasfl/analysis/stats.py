@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import statsmodels.api as sm
 from scipy import stats as sps
 
 __all__ = [
@@ -73,6 +72,8 @@ def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) ->
 
 def _residuals(y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Residuals of the OLS fit y ~ 1 + z (statsmodels)."""
+    import statsmodels.api as sm  # ~1 s to import: only when a table needs it
+
     design = sm.add_constant(z.reshape(len(z), -1), has_constant="add")
     return np.asarray(sm.OLS(y, design).fit().resid, dtype=np.float64)
 
@@ -101,6 +102,8 @@ def partial_corr_closed_form(r_xy: float, r_xz: float, r_yz: float) -> float:
 
 
 def _ols_r2(y: np.ndarray, columns: list[np.ndarray]) -> tuple[float, float]:
+    import statsmodels.api as sm
+
     design = sm.add_constant(np.column_stack(columns), has_constant="add")
     fit = sm.OLS(y, design).fit()
     return float(fit.rsquared), float(fit.rsquared_adj)
