@@ -90,9 +90,17 @@ def test_partition_change_reruns_from_data_stage(finished):
     assert planned.get("data_stage") == 1 and planned.get("train") == 3, planned
 
 
+def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    return path.name
+
+
 def test_method_hyperparameter_reruns_only_that_method(finished):
-    planned = _planned(finished, "--config", "method_params={'fedprox': {'mu': 0.5}}")
+    extra = _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}})
+    planned = _planned(finished, extra)
     assert planned.get("train") == 1 and "data_stage" not in planned, planned
-    # hasfl's schedule changes hasfl and random_budget (which reads hasfl's run)
-    planned = _planned(finished, "--config", "hasfl={'gamma': 0.3}")
-    assert planned.get("train") == 2, planned
+    # a HAS-FL hyperparameter changes hasfl and random_budget (which reads hasfl's run)
+    extra = _with_overlay(finished, "gamma", {"hasfl": {"gamma": 0.3}})
+    planned = _planned(finished, extra)
+    assert planned.get("train") == 2 and "data_stage" not in planned, planned
