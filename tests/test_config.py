@@ -40,7 +40,7 @@ def test_quick_preset_merges_over_paper(quick_config, paper_config):
     assert len(q["seeds"]) == 3
     # untouched nested keys survive the merge
     assert q["dataset_params"]["shakespeare"]["train_fraction"] == paper_config["dataset_params"]["shakespeare"]["train_fraction"]
-    assert q["dataset_params"]["shakespeare"]["optim"] == paper_config["dataset_params"]["shakespeare"]["optim"]
+    assert q["dataset_params"]["shakespeare"]["optim"]["lr"] == paper_config["dataset_params"]["shakespeare"]["optim"]["lr"]
     assert q["hasfl"] == paper_config["hasfl"]
 
 
