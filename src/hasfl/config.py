@@ -168,7 +168,9 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         "device": config["device"],
         "federation": dict(config["federation"]),
         "capacity": dict(config["capacity"]),
-        "hasfl": dict(config["hasfl"]),
+        # the estimator (Eqs. 4-5) runs for every method; Eq. 6's p_min / gamma only for HAS-FL's policy
+        "hasfl": {k: v for k, v in config["hasfl"].items()
+                  if method in ("hasfl", "hasfl_nocov") or k not in ("p_min", "gamma")},
         "method_params": dict(config["method_params"].get(method, {})),
         "dataset_params": copy.deepcopy(config["dataset_params"][dataset]),
     }

@@ -102,6 +102,7 @@ rule analysis_table1_cost:
     log:
         f"{RESULTS}/logs/analysis/table1_cost.log",
     params:
+        code=SRC_ANALYSIS,
         kind="table1",
         models=model_blocks(),
     script:
@@ -122,6 +123,7 @@ rule analysis_table2_datasets:
     log:
         f"{RESULTS}/logs/analysis/table2_datasets.log",
     params:
+        code=SRC_ANALYSIS,
         kind="table2",
     script:
         "../scripts/analysis_table.py"
@@ -142,6 +144,7 @@ rule analysis_method_table:
     log:
         f"{RESULTS}/logs/analysis/{{table}}.log",
     params:
+        code=SRC_ANALYSIS,
         kind="method",
         datasets=config["datasets"],
         methods=config["methods"],
@@ -167,6 +170,7 @@ rule analysis_table5_confound:
     log:
         f"{RESULTS}/logs/analysis/table5_confound.log",
     params:
+        code=SRC_ANALYSIS,
         kind="table5",
         datasets=config["datasets"],
         methods=config["methods"],
@@ -194,6 +198,7 @@ rule analysis_matched_budget:
     log:
         f"{RESULTS}/logs/analysis/matched_budget.log",
     params:
+        code=SRC_ANALYSIS,
         kind="matched_budget",
         datasets=config["datasets"],
         methods=config["methods"],
@@ -225,6 +230,7 @@ rule analysis_prop3_coverage:
         mem_mb=4000,
         runtime=30,
     params:
+        code=SRC_ANALYSIS,
         kind="prop3",
         models=model_blocks(),
         atol=ANALYSIS_THRESHOLDS["f5_atol"],
@@ -249,6 +255,7 @@ rule analysis_figure:
     log:
         f"{RESULTS}/logs/analysis/{{fig}}.log",
     params:
+        code=SRC_ANALYSIS,
         fig=lambda wc: {
             "datasets": config["datasets"],
             "methods": config["methods"],
@@ -278,6 +285,7 @@ rule analysis_comparison:
     log:
         f"{RESULTS}/logs/analysis/comparison.log",
     params:
+        code=SRC_ANALYSIS,
         kind="comparison",
         datasets=config["datasets"],
         comparable=comparability_map(config, load_config()),
@@ -299,6 +307,7 @@ rule analysis_findings:
     log:
         f"{RESULTS}/logs/analysis/findings.log",
     params:
+        code=SRC_ANALYSIS,
         kind="findings",
         datasets=config["datasets"],
         thresholds=ANALYSIS_THRESHOLDS,
@@ -318,6 +327,7 @@ rule analysis_report:
     log:
         f"{RESULTS}/logs/analysis/report.log",
     params:
+        code=SRC_ANALYSIS,
         kind="report",
         name=config["name"],
         figures=list(FIGURES),

@@ -73,6 +73,14 @@ def source_digest(*paths):
 SRC_DATA = source_digest(
     "src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py"
 )
+SRC_ANALYSIS = source_digest(
+    "src/hasfl/analysis",
+    "src/hasfl/models",
+    "src/hasfl/io.py",
+    "workflow/scripts/analysis_table.py",
+    "workflow/scripts/analysis_figure.py",
+    "workflow/scripts/analysis_summary.py",
+)
 SRC_TRAIN = source_digest(
     "src/hasfl/data",
     "src/hasfl/models",
