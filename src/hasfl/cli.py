@@ -71,6 +71,34 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmark the engine (issue 6): JSON to stdout, docs/performance.md unless --no-write-doc."""
+    from dataclasses import replace
+
+    from hasfl.bench import FULL, QUICK, run_bench, write_doc
+
+    budget = QUICK if args.quick else FULL
+    overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
+                 "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
+    budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
+    report = run_bench(budget, device=args.device, threads=args.threads, sections=tuple(args.sections.split(",")),
+                       run_quick=args.run_quick, quick_wall_s=args.quick_wall_s, quick_results=args.quick_results,
+                       cores=args.cores, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+    text = json.dumps(report, indent=2, default=str)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(text + "\n")
+    print(text)
+    write = args.write_doc if args.write_doc is not None else not args.quick
+    if write:
+        from hasfl.config import REPO_ROOT
+
+        doc = args.doc or REPO_ROOT / "docs" / "performance.md"
+        write_doc(report, doc)
+        print(f"hasfl bench: wrote {doc}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hasfl`` command."""
     parser = argparse.ArgumentParser(
@@ -109,6 +137,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")
     p.set_defaults(func=_cmd_cost)
+
+    p = sub.add_parser("bench", help="benchmark the engine (issue 6); JSON on stdout, docs/performance.md")
+    p.add_argument("--quick", action="store_true", help="small trials (under 2 minutes on 2 cores), no doc by default")
+    p.add_argument("--sections", default="a,b,c,d,e,p",
+                   help="comma list of a,b,c,d,e and p (speed-up A/B trials and a profile; full mode only) "
+                        "(default: %(default)s)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")
+    p.add_argument("--trials", type=int, default=None, help="trials per number (medians)")
+    p.add_argument("--min-trial-s", type=float, default=None, help="seconds per trial to aim for")
+    p.add_argument("--batch-size", type=int, default=None, help="override the preset batch size (smoke tests)")
+    p.add_argument("--fed-client-n", type=int, default=None, help="samples per client in the synthetic federations")
+    p.add_argument("--fed-rounds", type=int, default=None, help="rounds per instrumented federation")
+    p.add_argument("--eval-n", type=int, default=None, help="test samples for the evaluation throughput")
+    p.add_argument("--run-quick", action="store_true",
+                   help="(e): run the quick preset's DAG in a scratch folder and time it")
+    p.add_argument("--quick-wall-s", type=float, default=None, help="(e): wall seconds of a finished quick run")
+    p.add_argument("--quick-results", type=Path, default=None, help="(e): results folder (default: results/quick)")
+    p.add_argument("--cores", type=int, default=2, help="(e): Snakemake --cores of the quick run (default: %(default)s)")
+    p.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
+    p.add_argument("--doc", type=Path, default=None, help="page to write (default: <repo>/docs/performance.md)")
+    p.add_argument("--write-doc", dest="write_doc", action="store_true", default=None,
+                   help="write --doc (default for full runs)")
+    p.add_argument("--no-write-doc", dest="write_doc", action="store_false", help="do not write --doc")
+    p.set_defaults(func=_cmd_bench)
     return parser
 
 

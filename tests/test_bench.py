@@ -1,0 +1,151 @@
+"""Smoke tests of ``hasfl bench`` (issue 6): the JSON it prints, not how fast anything is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hasfl import bench
+from hasfl.cli import main
+
+TINY = ["bench", "--quick", "--trials", "1", "--min-trial-s", "0", "--batch-size", "8", "--fed-client-n", "8",
+        "--fed-rounds", "2", "--eval-n", "16", "--no-write-doc"]
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and x > 0
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory) -> dict:
+    """One tiny ``hasfl bench --quick`` run through the CLI; its stdout parsed as JSON."""
+    import contextlib
+    import io
+
+    threads = torch.get_num_threads()
+    out = io.StringIO()
+    missing = tmp_path_factory.mktemp("noresults")
+    with contextlib.redirect_stdout(out):
+        rc = main([*TINY, "--quick-results", str(missing)])
+    torch.set_num_threads(threads)
+    assert rc == 0
+    return json.loads(out.getvalue())
+
+
+def test_top_level_keys(tiny_report):
+    for key in ("machine", "budget", "targets", "client_vs_bare", "width_scaling", "server_share", "paper_scale",
+                "quick_preset", "elapsed_s"):
+        assert key in tiny_report, key
+    m = tiny_report["machine"]
+    assert m["cpu_model"] and m["torch_version"] == torch.__version__
+    assert m["torch_threads"] == 1 and m["device"] in ("cpu", "cuda")
+    assert set(tiny_report["targets"]) == {"a_client_vs_bare", "b_cnn_p025_over_p1", "c_server_share", "e_quick_preset"}
+
+
+def test_client_vs_bare_and_widths_positive(tiny_report):
+    rows = tiny_report["client_vs_bare"]["rows"]
+    assert {(r["dataset"], r["p"]) for r in rows} == {("cifar10", 1.0), ("cifar10", 0.25),
+                                                       ("shakespeare", 1.0), ("shakespeare", 0.25)}
+    for r in rows:
+        assert _positive(r["ours_samples_per_s"]) and _positive(r["bare_samples_per_s"]) and _positive(r["ratio"])
+    w = tiny_report["width_scaling"]["rows"]
+    assert {r["p"] for r in w} == {0.25, 0.5, 0.75, 1.0}
+    assert all(_positive(r["step_ms"]) and _positive(r["rel_to_full"]) for r in w)
+    assert all(r["rel_to_full"] == 1.0 for r in w if r["p"] == 1.0)
+
+
+def test_server_share_and_paper_scale_positive(tiny_report):
+    for run in tiny_report["server_share"]["runs"]:
+        med = run["median_round"]
+        assert _positive(med["round_s"]) and _positive(med["local_sgd_s"]) and _positive(med["evaluation_s"])
+        assert 0 < med["server_share_incl_eval"] < 1
+    ps = tiny_report["paper_scale"]
+    assert set(ps["datasets"]) == {"cifar10", "emnist", "shakespeare"}
+    assert _positive(ps["device_hours_total"]) and ps["jobs"] == 81 and ps["rounds"] == 200
+    for d in ps["datasets"].values():
+        assert {r["method"] for r in d["methods"]} == {"hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform",
+                                                       "random_budget", "fedavg", "scaffold", "fedprox"}
+        assert all(_positive(v) for v in d["round_s"].values())
+        # full-width training costs more per round than any sub-model method
+        assert d["round_s"]["fedavg"] >= max(d["round_s"][m] for m in ("hasfl", "heterofl", "uniform"))
+
+
+def test_quick_preset_not_measured_without_results(tiny_report):
+    assert tiny_report["quick_preset"]["status"] == "not measured"
+    assert tiny_report["targets"]["e_quick_preset"]["met"] == "not measured"
+
+
+def test_engine_restored_after_instrumentation():
+    from hasfl.fl import client, engine
+
+    before = (engine.evaluate, engine.divergence, engine.CoordinateAggregator,
+              engine.SubModels.__dict__["load"], client.LocalSGD.train)
+    with bench.instrumented(torch.device("cpu")):
+        assert engine.evaluate is not before[0]
+    after = (engine.evaluate, engine.divergence, engine.CoordinateAggregator,
+             engine.SubModels.__dict__["load"], client.LocalSGD.train)
+    assert after == before
+
+
+LOG = """Config file /x/config.yaml is extended by additional config specified via the command line.
+SNAKEMAKE
+=========
+  Date: 2026-11-29 10:00:00
+  Config file(s): [PosixPath('/x/presets/quick.yaml'), '/x/config.yaml']
+Job stats:
+job      count
+-----  -------
+train        2
+all          1
+total        3
+
+[Sun Nov 29 10:00:05 2026]
+rule train:
+    jobid: 1
+[Sun Nov 29 10:00:05 2026]
+rule train:
+    jobid: 2
+[Sun Nov 29 10:00:15 2026]
+Finished jobid: 1 (Rule: train)
+[Sun Nov 29 10:00:25 2026]
+Finished jobid: 2 (Rule: train)
+[Sun Nov 29 10:00:30 2026]
+localrule all:
+    jobid: 0
+[Sun Nov 29 10:00:30 2026]
+Finished jobid: 0 (Rule: all)
+3 of 3 steps (100%) done
+"""
+
+
+def test_quick_report_from_log(tmp_path: Path):
+    logs = tmp_path / "log"
+    logs.mkdir()
+    (logs / "2026-11-29T100000.snakemake.log").write_text(LOG)
+    info = bench.parse_snakemake_log(logs / "2026-11-29T100000.snakemake.log")
+    assert info["wall_s"] == 30 and info["complete"] and info["job_stats"] == {"train": 2, "all": 1}
+    assert info["job_walls_s"] == {"train": 30.0, "all": 0.0} and info["job_counts"]["train"] == 2
+    for i, (tot, tr) in enumerate([(8.0, 6.0), (16.0, 12.0)]):
+        run = tmp_path / "results" / "runs" / "digits" / "hasfl" / f"seed{i}"
+        run.mkdir(parents=True)
+        (run / "timings.json").write_text(json.dumps({"total_s": tot, "local_training_s": tr, "server_s": 1.0,
+                                                      "evaluation_s": 1.0}))
+    rep = bench.quick_preset_report(tmp_path / "results", cores=2, log_dir=logs)
+    assert rep["status"] == "measured" and rep["wall_s"] == 30 and rep["runs"] == 2
+    assert rep["outside_engine_share"] == pytest.approx(1 - 24 / 60)
+    assert rep["log"]["train_job_overhead_s_mean"] == pytest.approx(3.0)
+    assert rep["met"] is False  # 60 % outside the engine
+    assert bench.quick_preset_report(tmp_path / "results", cores=2, wall_s=48.0)["outside_engine_share"] == \
+        pytest.approx(1 - 24 / 96)
+
+
+def test_write_doc_keeps_hand_written_analysis(tmp_path: Path, tiny_report):
+    doc = tmp_path / "performance.md"
+    doc.write_text("# old\n\n## Analysis\n\nkeep me\n")
+    bench.write_doc(tiny_report, doc)
+    text = doc.read_text()
+    assert text.startswith("# Performance") and "## Machine" in text and "keep me" in text
+    assert "## (a) Client update vs a bare PyTorch loop" in text and "## Analysis" in text
