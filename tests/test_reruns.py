@@ -41,8 +41,14 @@ def finished(tmp_path_factory) -> Path:
     return work
 
 
-def _edit(path: Path, text: str = "\n# content change\n") -> None:
-    path.write_text(path.read_text() + text)
+def _planned_after_edit(workdir: Path, target: Path) -> dict[str, int]:
+    """Jobs `snakemake -n` plans after a content change to ``target`` (restored afterwards)."""
+    original = target.read_text()
+    target.write_text(original + "\n# content change\n")
+    try:
+        return _planned(workdir)
+    finally:
+        target.write_text(original)
 
 
 def test_nothing_to_do_after_complete_run(finished):
@@ -58,35 +64,18 @@ def test_touch_without_content_change_reruns_nothing(finished):
 def test_analysis_change_reruns_only_analysis(finished):
     modules = sorted((finished / "src/hasfl/analysis").glob("*.py"))
     target = next(m for m in modules if m.name != "__init__.py")
-    original = target.read_text()
-    _edit(target)
-    try:
-        planned = _planned(finished)
-    finally:
-        target.write_text(original)
+    planned = _planned_after_edit(finished, target)
     assert planned, "an analysis change must rerun the analysis"
     assert not set(planned) & UPSTREAM, planned
 
 
 def test_aggregation_change_reruns_training_not_data(finished):
-    target = finished / "src/hasfl/fl/aggregation.py"
-    original = target.read_text()
-    _edit(target)
-    try:
-        planned = _planned(finished)
-    finally:
-        target.write_text(original)
+    planned = _planned_after_edit(finished, finished / "src/hasfl/fl/aggregation.py")
     assert planned.get("train") == 3 and "data_stage" not in planned, planned
 
 
 def test_partition_change_reruns_from_data_stage(finished):
-    target = finished / "src/hasfl/data/partition.py"
-    original = target.read_text()
-    _edit(target)
-    try:
-        planned = _planned(finished)
-    finally:
-        target.write_text(original)
+    planned = _planned_after_edit(finished, finished / "src/hasfl/data/partition.py")
     assert planned.get("data_stage") == 1 and planned.get("train") == 3, planned
 
 
