@@ -1237,6 +1237,23 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                                                              ("channels_last_step_ms", "channels_last ms/step"),
                                                              ("speedup", "speed-up")]),
               f"Process start + imports of one job, s: {p['job_start_s']}.", ""]
+        if "engine_ab" in p:
+            rows = []
+            for setup, v in p["engine_ab"].items():
+                rows.append({"setup": setup, **{f"{k}": f"{v[k]['current']} -> {v[k]['proposed']} (x{v[k]['speedup']})"
+                                                for k in ("round_s", "local_sgd_s", "evaluation_s", "run_total_s")},
+                             "diff": v["max_abs_diff_final_state"], "acc": f"{v['final_acc']['current']:.4f} / "
+                                                                          f"{v['final_acc']['proposed']:.4f}"})
+            L += ["Whole `run_federation` runs, current engine vs the proposed one (channels_last image sub-models, "
+                  "evaluation on a channels_last copy in batches of 64), monkeypatched, interleaved:", "",
+                  _table(rows, [("setup", "setup"), ("round_s", "round s"), ("local_sgd_s", "local SGD s"),
+                                ("evaluation_s", "evaluation s"), ("run_total_s", "run total s"),
+                                ("diff", "max abs diff of final state"), ("acc", "final acc current / proposed")])]
+        if "process_batching" in p:
+            pb = p["process_batching"]
+            L += [f"Quick-preset digits jobs ({', '.join(pb['methods'])}), one process per job (as the train rule) vs "
+                  f"all in one process: {pb['one_process_per_job']} vs {pb['one_process_all_jobs']}; identical "
+                  f"rounds.parquet: {pb['identical_rounds_parquet']}.", ""]
     if "profile_quick_digits" in report:
         pr = report["profile_quick_digits"]
         L += [f"## Profile: quick-preset digits, hasfl, {pr['rounds']} rounds ({pr['wall_s']} s, cProfile)", "",

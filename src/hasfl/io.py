@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -56,10 +57,21 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN / inf float replaced by None (standard JSON has neither)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write ``obj`` as sorted, indented JSON, atomically."""
+    """Write ``obj`` as sorted, indented, standard JSON (NaN/inf become null), atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(_finite(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:

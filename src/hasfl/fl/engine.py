@@ -196,6 +196,7 @@ def run_federation(
     run_cfg: Mapping[str, Any],
     *,
     hasfl_avg_p: float | None = None,
+    hasfl_diverged: bool = False,
     progress: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | Path | None = None,
     checkpoint_every: int = 0,
@@ -234,7 +235,8 @@ def run_federation(
     schedule = participant_schedule(seed, n_clients, int(fed["clients_per_round"]), rounds)
     policy_rng = rng_for(seed, STREAM_POLICY)
     ctx = MethodContext(pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=policy_rng, family=family,
-                        optim=optim, inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p)
+                        optim=optim, inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p,
+                        hasfl_diverged=hasfl_diverged)
     policy, trainer = build_method(method, ctx)
     tracker = HeterogeneityTracker(n_clients, hcfg["beta"], hcfg["t_norm"])
     subs = SubModels(family, device)
@@ -344,6 +346,7 @@ def run_federation(
         "avg_p": float(np.mean(avg_p_rounds)) if avg_p_rounds else math.nan,
         "final_test_acc": float(rounds_df["test_acc"].iloc[-1]) if len(rounds_df) else math.nan,
         "target_avg_p": hasfl_avg_p,
+        "target_from_diverged_run": bool(hasfl_diverged) if hasfl_avg_p is not None else None,
     }
     total = time.perf_counter() - t_start
     timings = {"total_s": total, "local_training_s": t_train, "server_s": t_server, "evaluation_s": t_eval,

@@ -36,6 +36,7 @@ class MethodContext:
     optim: OptimConfig
     inputs: Any
     hasfl_avg_p: float | None = None
+    hasfl_diverged: bool = False  # a diverged hasfl run's budget is matched as closely as possible
 
     @property
     def params(self) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def _random_budget(ctx: MethodContext) -> Method:
         raise ValueError("random_budget needs the average p of the hasfl run of the same dataset and seed")
     policy = RandomBudgetPolicy(ctx.pmax, ctx.schedule, ctx.hasfl_avg_p, ctx.rng)
     tolerance = float(ctx.params["tolerance"])
-    if abs(policy.achieved - ctx.hasfl_avg_p) > tolerance:
+    if abs(policy.achieved - ctx.hasfl_avg_p) > tolerance and not ctx.hasfl_diverged:
         raise ValueError(
             f"random_budget cannot reach the hasfl run's average p {ctx.hasfl_avg_p:.4f} with this schedule "
             f"(closest: {policy.achieved:.4f}); method_params.random_budget.tolerance is {tolerance}")

@@ -62,15 +62,15 @@ def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                  for name in ("partition.parquet", "clients.parquet"))
 
 
-def read_hasfl_avg_p(run_json: str | Path) -> float:
-    """The measured average p of a finished hasfl run (random_budget's target)."""
+def read_hasfl_avg_p(run_json: str | Path) -> tuple[float, bool]:
+    """The measured average p of a finished hasfl run (random_budget's target) and whether it diverged."""
     path = Path(run_json)
     if not path.is_file():
         raise InputFileError(f"input file '{path}' does not exist; run hasfl for the same dataset and seed first")
     summary = json.loads(path.read_text())
     if summary.get("method") != "hasfl":
         raise ValueError(f"'{run_json}' is not a hasfl run (method={summary.get('method')!r})")
-    return float(summary["avg_p"])
+    return float(summary["avg_p"]), summary.get("status") == "diverged"
 
 
 def train_job(
@@ -100,11 +100,11 @@ def train_job(
         partition, clients = read_data_stage(Path(data_dir))
     else:
         partition, clients = build_tables(bundle, dcfg, seed)
-    target = None
+    target, target_diverged = None, False
     if method == "random_budget":
         if hasfl_run is None:
             raise ValueError("method random_budget needs --hasfl-run (the run.json of hasfl, same dataset and seed)")
-        target = read_hasfl_avg_p(hasfl_run)
+        target, target_diverged = read_hasfl_avg_p(hasfl_run)
 
     from tqdm import tqdm
 
@@ -117,7 +117,8 @@ def train_job(
         bar.refresh()
 
     checkpoint = out / CHECKPOINT
-    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, progress=progress,
+    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, hasfl_diverged=target_diverged,
+                            progress=progress,
                             checkpoint=checkpoint, checkpoint_every=int(config["checkpoint_every"]))
     bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
