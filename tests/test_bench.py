@@ -149,3 +149,38 @@ def test_write_doc_keeps_hand_written_analysis(tmp_path: Path, tiny_report):
     text = doc.read_text()
     assert text.startswith("# Performance") and "## Machine" in text and "keep me" in text
     assert "## (a) Client update vs a bare PyTorch loop" in text and "## Analysis" in text
+
+
+def _conc(label: str, rates: dict[str, dict[int, float]]) -> dict:
+    rows = [{"dataset": ds, "p": 0.5, "jobs": k, "steps_per_s_total": v, "steps_per_s_per_job": v / k,
+             "speedup_vs_one_job": v / by_k[1]} for ds, by_k in rates.items() for k, v in by_k.items()]
+    return {"label": label, "rows": rows}
+
+
+def test_packed_device_hours_and_merge(tiny_report):
+    """(k) packing: serial hours x one-job rate (of the base run) / best aggregate rate."""
+    import copy
+
+    report = copy.deepcopy(tiny_report)
+    paper = report["paper_scale"]
+    for ds, hours in (("cifar10", 12.0), ("emnist", 30.0)):
+        paper["datasets"][ds]["device_hours"] = hours
+    paper["datasets"].pop("shakespeare", None)
+    paper["device_hours_total"] = 42.0
+    plain = _conc("no MPS", {"cifar10": {1: 100.0, 4: 200.0, 8: 150.0}, "emnist": {1: 50.0, 8: 100.0}})
+    packed = bench.packed_device_hours(paper, plain)
+    assert packed["datasets"]["cifar10"] == {"jobs_at_once": 4, "speedup_vs_one_job_alone": 2.0, "device_hours": 6.0}
+    assert packed["datasets"]["emnist"]["device_hours"] == 15.0 and packed["device_hours_total"] == 21.0
+    mps = {"concurrency": _conc("MPS", {"cifar10": {1: 80.0, 8: 600.0}, "emnist": {1: 40.0, 16: 500.0}})}
+    report["machine"]["device"] = "cuda"
+    paper["packed"], report["concurrency"] = packed, plain
+    merged = bench.merge_concurrency(report, mps)
+    extra = merged["paper_scale"]["packed_extra"][0]
+    # relative to the no-MPS single job (100 and 50 steps/s), not MPS's own (80 and 40)
+    assert extra["datasets"]["cifar10"]["device_hours"] == 2.0 and extra["datasets"]["emnist"]["device_hours"] == 3.0
+    target = merged["targets"]["d_paper_device_hours"]
+    assert target["value"] == 5.0 and target["met"] is True and target["serial"] == 42.0
+    text = bench.render_markdown(merged)
+    assert "## (k) Concurrent jobs on one device" in text and "| MPS | emnist | 16 |" in text
+    with pytest.raises(ValueError, match="concurrency"):
+        bench.merge_concurrency(report, {"paper_scale": {}})

@@ -661,6 +661,111 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
     }
 
 
+# --------------------------------------------------------------------------- (k) concurrent jobs
+def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batch_size: int | None = None) -> None:
+    """One job of :func:`bench_concurrency`: warm up, print ``ready``, wait for a line on stdin,
+    then run local SGD steps for ``seconds`` and print ``{"steps": n, "elapsed_s": t}``."""
+    torch.set_num_threads(1)
+    dev = resolve_device(device)
+    config = load_config(PAPER_CONFIG)
+    budget = replace(FULL, batch_size=batch_size)
+    optim = _optim(config, dataset, budget)
+    steps_per_call = 32
+    bundle = synthetic_bundle(dataset, steps_per_call * optim.batch_size, 8, dev)
+    client = _Client(_family(config, dataset, bundle), p, bundle, optim, dev)
+    client.steps = steps_per_call
+    client.ours()  # warm-up (kernels, allocator)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    steps, tic = 0, time.perf_counter()
+    while time.perf_counter() - tic < seconds:
+        client.ours()  # synchronises at its end
+        steps += steps_per_call
+    print(json.dumps({"steps": steps, "elapsed_s": time.perf_counter() - tic}), flush=True)
+
+
+def bench_concurrency(config: Mapping[str, Any], device: torch.device, procs: Sequence[int] = (1, 4, 8, 16),
+                      datasets: Sequence[str] = ("cifar10", "emnist", "shakespeare"), p: float = 0.5,
+                      seconds: float = 5.0, label: str = "") -> dict[str, Any]:
+    """(k) aggregate local-SGD throughput of K concurrent one-thread jobs sharing one device.
+
+    Snakemake runs one process per training job; on a GPU, K such jobs at once share the
+    device. Each job trains the paper model of ``dataset`` at width ``p`` (about HAS-FL's
+    average width) for ``seconds`` after a common start; speed-up = aggregate steps/s over
+    the steps/s of one job alone.
+    """
+    rows = []
+    src = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
+    for ds in datasets:
+        base = None
+        for k in procs:
+            cmd = [sys.executable, "-c", "import sys; from hasfl.bench import concurrency_worker as w; "
+                   f"w({ds!r}, {p!r}, {seconds!r}, {device.type!r})"]
+            workers = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                       for _ in range(k)]
+            try:
+                for w in workers:
+                    line = w.stdout.readline().strip() if w.stdout else ""
+                    if line != "ready":
+                        raise RuntimeError(f"bench worker for {ds} did not start (said {line!r})")
+                for w in workers:
+                    assert w.stdin is not None
+                    w.stdin.write("go\n")
+                    w.stdin.flush()
+                outs = [json.loads(w.communicate(timeout=seconds * 10 + 120)[0].strip().splitlines()[-1])
+                        for w in workers]
+            finally:
+                for w in workers:
+                    if w.poll() is None:
+                        w.kill()
+            steps_s = sum(o["steps"] / o["elapsed_s"] for o in outs)
+            base = steps_s if base is None else base
+            rows.append({"dataset": ds, "p": p, "jobs": k, "steps_per_s_total": _r(steps_s, 1),
+                         "steps_per_s_per_job": _r(steps_s / k, 1), "speedup_vs_one_job": _r(steps_s / base, 3)})
+    best = {ds: max((r for r in rows if r["dataset"] == ds), key=lambda r: r["speedup_vs_one_job"]) for ds in datasets}
+    return {"rows": rows, "label": label, "seconds_per_trial": seconds,
+            "best": {ds: {"jobs": r["jobs"], "speedup": r["speedup_vs_one_job"]} for ds, r in best.items()},
+            "loadavg": _loadavg()}
+
+
+def packed_device_hours(paper: Mapping[str, Any], conc: Mapping[str, Any],
+                        base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """(d) with (k): device-hours when each dataset's jobs run ``jobs`` at a time on one device.
+
+    Serial device-hours (d) x (steps/s of one job alone in ``base``, default ``conc``) /
+    (aggregate steps/s of the best job count in ``conc``) for that dataset's model.
+    """
+    base = base or conc
+    out: dict[str, Any] = {}
+    total = 0.0
+    for ds, v in paper["datasets"].items():
+        rows = [r for r in conc["rows"] if r["dataset"] == ds]
+        one = [r for r in base["rows"] if r["dataset"] == ds and r["jobs"] == 1]
+        if not rows or not one:
+            continue
+        best = max(rows, key=lambda r: r["steps_per_s_total"])
+        speedup = float(best["steps_per_s_total"]) / float(one[0]["steps_per_s_total"])
+        hours = float(v["device_hours"]) / speedup
+        total += hours
+        out[ds] = {"jobs_at_once": best["jobs"], "speedup_vs_one_job_alone": _r(speedup, 3),
+                   "device_hours": _r(hours, 2)}
+    return {"label": conc.get("label", ""), "datasets": out, "device_hours_total": _r(total, 2)}
+
+
+def merge_concurrency(report: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Add another run's (k) section (e.g. with CUDA MPS on) to ``report``, packed against
+    ``report``'s one-job rates, so both appear on one page."""
+    if "concurrency" not in extra:
+        raise ValueError("the extra bench report has no 'concurrency' section (run it with --sections k)")
+    report.setdefault("concurrency_extra", []).append(extra["concurrency"])
+    if "paper_scale" in report and "concurrency" in report:
+        report["paper_scale"].setdefault("packed_extra", []).append(
+            packed_device_hours(report["paper_scale"], extra["concurrency"], report["concurrency"]))
+    report["targets"] = summarize_targets(report)
+    return report
+
+
 # --------------------------------------------------------------------------- (e) quick preset
 _TS = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?rule (\w+):$")
@@ -1030,7 +1135,8 @@ def profile_quick_digits(quick_config: Mapping[str, Any], device: torch.device, 
 def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
               sections: Sequence[str] = ("a", "b", "c", "d", "e", "p"), run_quick: bool = False,
               quick_wall_s: float | None = None, quick_results: Path | None = None,
-              quick_log_dir: Path | None = None, cores: int = 2,
+              quick_log_dir: Path | None = None, cores: int = 2, concurrency_jobs: Sequence[int] = (1, 4, 8, 16),
+              concurrency_s: float = 5.0, label: str = "",
               log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the benchmark sections; returns the JSON-ready report."""
     say = log or (lambda s: None)
@@ -1039,7 +1145,7 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
     config = load_config(PAPER_CONFIG)
     quick_config = load_config(REPO_ROOT / "presets" / "quick.yaml")
     dev = resolve_device(device)
-    report: dict[str, Any] = {"bench_version": 1, "mode": budget.name, "machine": machine_info(dev),
+    report: dict[str, Any] = {"bench_version": 1, "mode": budget.name, "label": label, "machine": machine_info(dev),
                               "budget": asdict(budget), "targets": {}}
     width = None
     if "a" in sections:
@@ -1071,6 +1177,11 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
             factors = {k: float(v) for k, v in mf["factors"].items()}
         say("(d) paper scale: instrumented rounds")
         report["paper_scale"] = bench_paper_scale(config, budget, dev, width, eval_s, factors)
+    if "k" in sections:
+        say(f"(k) concurrent jobs on one {dev.type} device: {list(concurrency_jobs)}")
+        report["concurrency"] = bench_concurrency(config, dev, concurrency_jobs, seconds=concurrency_s, label=label)
+        if "paper_scale" in report:
+            report["paper_scale"]["packed"] = packed_device_hours(report["paper_scale"], report["concurrency"])
     if "e" in sections:
         say("(e) quick preset" + (" (running it)" if run_quick else ""))
         if run_quick:
@@ -1119,6 +1230,14 @@ def summarize_targets(report: Mapping[str, Any]) -> dict[str, Any]:
         else:
             c["met"] = bool(max(c["bench_runs_incl_eval"]) <= TARGETS["server_share_max"])
         t["c_server_share"] = c
+    if "paper_scale" in report and report["machine"]["device"].startswith("cuda"):
+        d = report["paper_scale"]
+        packs = [d["packed"], *d.get("packed_extra", [])] if "packed" in d else []
+        best = min([d["device_hours_total"], *(pk["device_hours_total"] for pk in packs)])
+        t["d_paper_device_hours"] = {
+            "value": best, "target": "<= 8 device-hours on one GPU (best of one job at a time and the (k) packings)",
+            "serial": d["device_hours_total"], "packed": {pk["label"]: pk["device_hours_total"] for pk in packs},
+            "met": bool(best <= 8.0)}
     if "quick_preset" in report:
         e = report["quick_preset"]
         t["e_quick_preset"] = {"wall_s": e.get("wall_s"), "outside_share": e.get("outside_engine_share"),
@@ -1138,7 +1257,8 @@ def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[tuple[str, str]]) -
 def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
     """docs/performance.md from a report (``notes``: hand-written analysis appended verbatim)."""
     m = report["machine"]
-    L = ["# Performance (`hasfl bench`)", "",
+    title = "# Performance (`hasfl bench`)" + (f": {report['label']}" if report.get("label") else "")
+    L = [title, "",
          "Generated by `hasfl bench` (issue 6); rerun it to refresh the numbers. Every number is the median of "
          "repeated, interleaved trials in one process, on random uint8 tensors of the real shapes.", "",
          "## Machine", "",
@@ -1156,6 +1276,8 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
             value = (f"paper scale, worst method: {v.get('paper_scale_worst_excl_eval')} without evaluation, "
                      f"{v.get('paper_scale_worst_incl_eval')} with; bench rounds with evaluation "
                      f"{v.get('bench_runs_incl_eval')}")
+        elif k == "d_paper_device_hours":
+            value = f"{v['value']} h (one job at a time {v['serial']} h; packed {v['packed']})"
         elif k == "e_quick_preset":
             value = f"wall {v.get('wall_s')} s, outside share {v.get('outside_share')}"
         trows.append({"target": k, "goal": v.get("target"), "value": value, "met": v.get("met")})
@@ -1211,6 +1333,26 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                   _table(v["methods"], [("method", "method"), ("round_s", "s/round"), ("train_s", "train s"),
                                         ("eval_s", "eval s"), ("server_s", "server s"), ("eval_share", "eval share"),
                                         ("server_share_excl_eval", "server share"), ("run_h", "h per run")])]
+    if "concurrency" in report:
+        runs = [report["concurrency"], *report.get("concurrency_extra", [])]
+        rows = [{"label": c["label"], **r} for c in runs for r in c["rows"]]
+        L += ["## (k) Concurrent jobs on one device", "",
+              "K one-thread processes, each training the paper model of the dataset at p = 0.5 (about HAS-FL's "
+              "average width) with `LocalSGD`, started together; steps/s summed over the K jobs. This is what "
+              "Snakemake does with `--cores K` and several train jobs on one GPU.", "",
+              _table(rows, [("label", "run"), ("dataset", "dataset"), ("jobs", "jobs at once"),
+                            ("steps_per_s_total", "steps/s, all jobs"), ("steps_per_s_per_job", "steps/s per job"),
+                            ("speedup_vs_one_job", "vs one job (same run)")])]
+        d = report.get("paper_scale", {})
+        packs = [d["packed"], *d.get("packed_extra", [])] if "packed" in d else []
+        if packs:
+            prow = [{"label": pk["label"], "dataset": ds, **v} for pk in packs for ds, v in pk["datasets"].items()]
+            prow += [{"label": pk["label"], "dataset": "**all**", "device_hours": f"**{pk['device_hours_total']}**"}
+                     for pk in packs]
+            L += ["Paper preset device-hours with the jobs of each dataset packed at the best measured K "
+                  "(serial device-hours (d) x steps/s of one job alone without MPS / steps/s of K jobs):", "",
+                  _table(prow, [("label", "run"), ("dataset", "dataset"), ("jobs_at_once", "jobs at once"),
+                                ("speedup_vs_one_job_alone", "speed-up"), ("device_hours", "device-hours")])]
     if "quick_preset" in report:
         e = report["quick_preset"]
         L += ["## (e) Quick preset", ""]

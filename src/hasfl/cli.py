@@ -77,13 +77,32 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     from hasfl.bench import FULL, QUICK, run_bench, write_doc
 
+    if args.from_json:
+        from hasfl.bench import merge_concurrency, packed_device_hours, summarize_targets
+
+        report = json.loads(args.from_json[0].read_text())
+        if "concurrency" in report and "paper_scale" in report:  # recompute with the current code
+            report["paper_scale"]["packed"] = packed_device_hours(report["paper_scale"], report["concurrency"])
+            report["paper_scale"].pop("packed_extra", None)
+            report.pop("concurrency_extra", None)
+            report["targets"] = summarize_targets(report)
+        for extra in args.from_json[1:]:
+            report = merge_concurrency(report, json.loads(extra.read_text()))
+        text = json.dumps(report, indent=2, default=str)
+        if args.json_out is not None:
+            args.json_out.write_text(text + "\n")
+        if args.doc is not None:
+            write_doc(report, args.doc)
+            print(f"hasfl bench: wrote {args.doc}", file=sys.stderr)
+        return 0
     budget = QUICK if args.quick else FULL
     overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
                  "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
     budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
     report = run_bench(budget, device=args.device, threads=args.threads, sections=tuple(args.sections.split(",")),
                        run_quick=args.run_quick, quick_wall_s=args.quick_wall_s, quick_results=args.quick_results,
-                       cores=args.cores, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+                       cores=args.cores, concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
+                       concurrency_s=args.concurrency_s, label=args.label, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
     text = json.dumps(report, indent=2, default=str)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark the engine (issue 6); JSON on stdout, docs/performance.md")
     p.add_argument("--quick", action="store_true", help="small trials (under 2 minutes on 2 cores), no doc by default")
     p.add_argument("--sections", default="a,b,c,d,e,p",
-                   help="comma list of a,b,c,d,e and p (speed-up A/B trials and a profile; full mode only) "
+                   help="comma list of a,b,c,d,e, k (concurrent jobs on one device; not in the default) and p (speed-up "
+                        "A/B trials and a profile; full mode only) "
                         "(default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")
@@ -156,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick-wall-s", type=float, default=None, help="(e): wall seconds of a finished quick run")
     p.add_argument("--quick-results", type=Path, default=None, help="(e): results folder (default: results/quick)")
     p.add_argument("--cores", type=int, default=2, help="(e): Snakemake --cores of the quick run (default: %(default)s)")
+    p.add_argument("--concurrency-jobs", default="1,4,8,16",
+                   help="(k): numbers of one-thread jobs run at once on the device (default: %(default)s)")
+    p.add_argument("--concurrency-s", type=float, default=5.0, help="(k): seconds per trial (default: %(default)s)")
+    p.add_argument("--label", default="", help="free text stored in the report (e.g. 'MPS on')")
+    p.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="JSON",
+                   help="measure nothing: re-render saved reports (the first; the (k) sections of the others, "
+                        "e.g. a run with CUDA MPS, are added) to --doc / --json-out")
     p.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
     p.add_argument("--doc", type=Path, default=None, help="page to write (default: <repo>/docs/performance.md)")
     p.add_argument("--write-doc", dest="write_doc", action="store_true", default=None,

@@ -26,8 +26,10 @@ from hasfl.models.slicing import SliceRule, region
 def divergence(delta: Mapping[str, Tensor], delta_bar: Mapping[str, Tensor], rules: Mapping[str, SliceRule],
                keys: Iterable[str], eps: float) -> float:
     """Eq. 4 for one client: its update vs the aggregate on its own coordinates."""
-    num = torch.zeros((), dtype=torch.float64)
-    den = torch.zeros((), dtype=torch.float64)
+    keys = list(keys)
+    device = delta_bar[keys[0]].device if keys else None
+    num = torch.zeros((), dtype=torch.float64, device=device)
+    den = torch.zeros((), dtype=torch.float64, device=device)
     for k in keys:
         bar = region(delta_bar[k], rules[k])
         d = delta[k].view(bar.shape)

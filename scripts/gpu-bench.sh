@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# GPU measurements of `hasfl bench` (issue 6 (d) and (k)) on a machine with CUDA and a
+# Python that has torch, numpy, pandas, pyarrow and pyyaml (jsonschema may come as wheels
+# in .whl/). Writes to ${OUT:-bench-gpu}/: h200.json (+ .md), mps.json when MPS is available.
+set -u
+OUT=${OUT:-bench-gpu}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+{ nvidia-smi -L; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.cuda.get_device_name())"; nproc; } 2>&1 | tee "$OUT/machine.txt"
+# One real training job end to end on the GPU (quick preset, digits, hasfl), then the bench.
+sed 's/^name: quick/name: quick-gpu/' presets/quick.yaml > /tmp/quick-gpu.yaml && echo "device: cuda" >> /tmp/quick-gpu.yaml
+( time ( python3 -m hasfl.cli data --config /tmp/quick-gpu.yaml --dataset digits --seed 42 --out /tmp/d >/dev/null &&
+  timeout 120 python3 -m hasfl.cli train --config /tmp/quick-gpu.yaml --dataset digits --method hasfl --seed 42 \
+    --data /tmp/d --out /tmp/run > "$OUT/train_job.json" ) ) 2>&1 | tail -4
+echo "train rc=$?"; cp /tmp/run/timings.json "$OUT/train_timings.json" 2>/dev/null
+timeout ${BENCH_TIMEOUT:-330} python3 -m hasfl.cli bench --device cuda --sections b,d,k --fed-client-n 1024 \
+  --concurrency-jobs 1,4,8,16 --concurrency-s 4 --label "one H200, no MPS" \
+  --json-out "$OUT/h200.json" --doc "$OUT/h200.md" --write-doc >/dev/null 2>"$OUT/h200.log"
+echo "bench rc=$?"; tail -5 "$OUT/h200.log"
+if command -v nvidia-cuda-mps-control >/dev/null && [ "${MPS:-1}" = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p /tmp/mps /tmp/mps-log
+  nvidia-cuda-mps-control -d && echo "MPS started"
+  timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --sections k --concurrency-jobs 1,8,16 \
+    --concurrency-s 4 --label "one H200, MPS on" --json-out "$OUT/mps.json" --no-write-doc >/dev/null 2>"$OUT/mps.log"
+  echo "mps rc=$?"; tail -3 "$OUT/mps.log"
+  echo quit | nvidia-cuda-mps-control
+else
+  echo "MPS skipped (MPS=0 or no nvidia-cuda-mps-control)"
+fi
