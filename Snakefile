@@ -12,6 +12,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from hasfl import worker as hasfl_worker
 from hasfl.config import validate_config
 
 
@@ -19,6 +20,25 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 validate_config(config)
+
+
+# Local runs: one warm process (torch imported) forks the train and data-stage jobs
+# (hasfl.worker); each is still its own Snakemake job with its own log and outputs.
+WARM_WORKER = {"socket": None}
+
+
+onstart:
+    if config["warm_worker"] and workflow.local_exec and workflow.is_main_process:
+        WARM_WORKER["socket"] = hasfl_worker.start_server(parent_pid=os.getpid())
+        os.environ[hasfl_worker.ENV_SOCKET] = WARM_WORKER["socket"]
+
+
+onsuccess:
+    hasfl_worker.stop_server(WARM_WORKER["socket"])
+
+
+onerror:
+    hasfl_worker.stop_server(WARM_WORKER["socket"])
 
 
 include: "workflow/rules/common.smk"

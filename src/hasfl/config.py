@@ -17,7 +17,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +84,7 @@ _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a strin
                "array": "a list", "object": "a mapping", "null": "null"}
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error: Any) -> str:
     key = _key(error.absolute_path)
     v, expected, got = error.validator, error.validator_value, error.instance
     if v == "additionalProperties":
@@ -120,6 +119,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` naming the key of the first violation (all listed)."""
+    import jsonschema  # here, not at module level: training jobs load configs already validated (0.2 s)
+
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     messages = [_describe(e) for e in errors]

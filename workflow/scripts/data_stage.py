@@ -1,18 +1,18 @@
-"""Snakemake glue for rule data_stage: load the dataset, write the partition tables."""
+"""Snakemake glue for rule data_stage: load the dataset, write the partition tables.
+
+Runs in a child of the warm worker when the workflow started one (hasfl.worker).
+"""
 
 from pathlib import Path
 
-from hasfl.data import load_dataset
-from hasfl.data.stage import run_data_stage
-from hasfl.logs import setup_logging
+from hasfl.worker import call
 
-log = setup_logging(snakemake.log[0])  # noqa: F821 (injected by Snakemake)
-cfg = snakemake.params.data_cfg  # noqa: F821
-seed = int(snakemake.wildcards.seed)  # noqa: F821
-try:
-    bundle = load_dataset(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"])
-    manifest = run_data_stage(bundle, cfg, seed, Path(snakemake.output.manifest).parent)  # noqa: F821
-    log.info("wrote %s", manifest)
-except Exception:
-    log.exception("data stage failed")
-    raise
+call(
+    "hasfl.data.stage:stage_job",
+    {
+        "data_cfg": snakemake.params.data_cfg,  # noqa: F821 (injected by Snakemake)
+        "seed": int(snakemake.wildcards.seed),  # noqa: F821
+        "out_dir": str(Path(snakemake.output.manifest).parent),  # noqa: F821
+    },
+    snakemake.log[0],  # noqa: F821
+)

