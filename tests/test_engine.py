@@ -637,3 +637,36 @@ def test_fjord_uploads_pmax_width(all_method_runs) -> None:
     sampled = clients[clients["times_sampled"] > 0]
     assert (sampled["p_max_trained"] == sampled["pmax"]).all()
     assert (sampled["p_max_allocated"] <= sampled["pmax"]).all()
+
+
+@pytest.mark.parametrize("batch_stats", [False, True])
+def test_evaluator_matches_plain_evaluation(base_cfg, digits, batch_stats: bool) -> None:
+    """The CPU evaluator (channels_last copy, batches of 64) gives the accuracy of evaluating the
+    global model itself in one batch, the loss to float precision, and leaves the RNG alone."""
+    from hasfl.fl.engine import Evaluator, evaluate
+
+    bundle = digits[0]
+    family = digits_family(base_cfg, bundle)
+    torch.manual_seed(3)
+    model = family.build(1.0)
+    for m in model.modules():  # non-trivial running statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    state = torch.random.get_rng_state()
+    ev = Evaluator(family, torch.device("cpu"), image=True, batch_stats=batch_stats)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    if batch_stats:
+        assert ev.copy is None and ev.batch_size == Evaluator.BATCH
+    else:
+        assert ev.batch_size == Evaluator.CPU_BATCH and ev.batch_size < len(bundle.test_y)
+        assert next(ev.copy.parameters()).dim() == 4
+        conv = next(m for m in ev.copy.modules() if isinstance(m, nn.Conv2d))
+        assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    acc, loss = ev(model, bundle)
+    ref_acc, ref_loss = evaluate(model, bundle, batch_size=len(bundle.test_y))
+    assert acc == ref_acc and loss == pytest.approx(ref_loss, rel=1e-5, abs=1e-6)
+    # the copy follows the global model: change the model, evaluate again
+    with torch.no_grad():
+        next(model.parameters()).mul_(0.0)
+    assert ev(model, bundle) == pytest.approx(evaluate(model, bundle, batch_size=len(bundle.test_y)), rel=1e-5)
