@@ -835,7 +835,8 @@ def find_quick_log(log_dir: Path, n_runs: int) -> dict[str, Any] | None:
 
 
 def quick_preset_report(results: Path, cores: int, wall_s: float | None = None,
-                        log: dict[str, Any] | None = None, log_dir: Path | None = None) -> dict[str, Any]:
+                        log: dict[str, Any] | None = None, log_dir: Path | None = None,
+                        wall_source: str = "given with --quick-wall-s (`time snakemake ...`)") -> dict[str, Any]:
     """(e) wall time and outside-engine share of a finished quick-preset run."""
     files = sorted(results.glob("runs/*/*/seed*/timings.json"))
     if not files:
@@ -844,7 +845,7 @@ def quick_preset_report(results: Path, cores: int, wall_s: float | None = None,
     sums = {k: float(sum(t.get(k, 0.0) for t in tim)) for k in ("total_s", "local_training_s", "server_s", "evaluation_s")}
     if log is None and log_dir is not None and log_dir.is_dir():
         log = find_quick_log(log_dir, len(files))
-    source = "timed around the snakemake call (--run-quick)" if wall_s is not None else None
+    source = wall_source if wall_s is not None else None
     if wall_s is None and log is not None:
         wall_s, source = log["wall_s"], f"Snakemake log {log['path']} (Date: to last stamp, 1-s resolution)"
     if wall_s is None:
@@ -897,7 +898,8 @@ def run_quick_preset(cores: int, keep: bool = False) -> dict[str, Any]:
             return {"status": "failed", "returncode": proc.returncode, "stderr_tail": proc.stderr[-2000:]}
         logs = sorted((tmp / ".snakemake" / "log").glob("*.log"))
         log = parse_snakemake_log(logs[-1]) if logs else None
-        out = quick_preset_report(tmp / "results" / quick["name"], cores, wall_s=wall, log=log)
+        out = quick_preset_report(tmp / "results" / quick["name"], cores, wall_s=wall, log=log,
+                                  wall_source="timed around the snakemake call (--run-quick)")
         out["command"] = f"snakemake --cores {cores} all --configfile presets/quick.yaml (scratch folder)"
         out["sdist_preseeded"] = seeded
         out["loadavg_after"] = _loadavg()
