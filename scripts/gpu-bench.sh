@@ -12,15 +12,25 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi -L; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.cuda.get_device_name())"; nproc; } 2>&1 | tee "$OUT/machine.txt"
 # One real training job end to end on the GPU (quick preset, digits, hasfl), then the bench.
+# Steps: TRAIN=0 / BENCH=0 / GRAPH=0 / MPS=0 skip one.
+if [ "${TRAIN:-1}" = 1 ]; then
 sed 's/^name: quick/name: quick-gpu/' presets/quick.yaml > /tmp/quick-gpu.yaml && echo "device: cuda" >> /tmp/quick-gpu.yaml
 ( time ( python3 -m hasfl.cli data --config /tmp/quick-gpu.yaml --dataset digits --seed 42 --out /tmp/d >/dev/null &&
   timeout 120 python3 -m hasfl.cli train --config /tmp/quick-gpu.yaml --dataset digits --method hasfl --seed 42 \
     --data /tmp/d --out /tmp/run > "$OUT/train_job.json" ) ) 2>&1 | tail -4
 echo "train rc=$?"; cp /tmp/run/timings.json "$OUT/train_timings.json" 2>/dev/null
+fi
+if [ "${BENCH:-1}" = 1 ]; then
 timeout ${BENCH_TIMEOUT:-330} python3 -m hasfl.cli bench --device cuda --sections b,d,k --fed-client-n 1024 \
   --concurrency-jobs 1,4,8,16 --concurrency-s 4 --label "one H200, no MPS" \
   --json-out "$OUT/h200.json" --doc "$OUT/h200.md" --write-doc >/dev/null 2>"$OUT/h200.log"
 echo "bench rc=$?"; tail -5 "$OUT/h200.log"
+fi
+if [ "${GRAPH:-1}" = 1 ]; then
+  timeout ${GRAPH_TIMEOUT:-240} python3 -m hasfl.cli bench --device cuda --sections g --label "one H200, CUDA graph" \
+    --json-out "$OUT/graph.json" --no-write-doc >/dev/null 2>"$OUT/graph.log"
+  echo "graph rc=$?"; tail -3 "$OUT/graph.log"
+fi
 if command -v nvidia-cuda-mps-control >/dev/null && [ "${MPS:-1}" = 1 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p /tmp/mps /tmp/mps-log

@@ -78,16 +78,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from hasfl.bench import FULL, QUICK, run_bench, write_doc
 
     if args.from_json:
-        from hasfl.bench import merge_concurrency, packed_device_hours, summarize_targets
+        from hasfl.bench import combine_reports
 
-        report = json.loads(args.from_json[0].read_text())
-        if "concurrency" in report and "paper_scale" in report:  # recompute with the current code
-            report["paper_scale"]["packed"] = packed_device_hours(report["paper_scale"], report["concurrency"])
-            report["paper_scale"].pop("packed_extra", None)
-            report.pop("concurrency_extra", None)
-            report["targets"] = summarize_targets(report)
-        for extra in args.from_json[1:]:
-            report = merge_concurrency(report, json.loads(extra.read_text()))
+        report = combine_reports([json.loads(path.read_text()) for path in args.from_json])
         text = json.dumps(report, indent=2, default=str)
         if args.json_out is not None:
             args.json_out.write_text(text + "\n")
@@ -160,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark the engine (issue 6); JSON on stdout, docs/performance.md")
     p.add_argument("--quick", action="store_true", help="small trials (under 2 minutes on 2 cores), no doc by default")
     p.add_argument("--sections", default="a,b,c,d,e,p",
-                   help="comma list of a,b,c,d,e, k (concurrent jobs on one device; not in the default) and p (speed-up "
-                        "A/B trials and a profile; full mode only) "
+                   help="comma list of a,b,c,d,e; k (concurrent jobs on one device) and g (a local step as a CUDA "
+                        "graph; CUDA only), both not in the default; p (speed-up A/B trials and a profile; full mode "
+                        "only) "
                         "(default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")

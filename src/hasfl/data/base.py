@@ -40,6 +40,8 @@ class DatasetBundle:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    _norm: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def inputs(self, x: torch.Tensor) -> torch.Tensor:
         """Model inputs for a batch of stored samples ``x``.
@@ -51,9 +53,12 @@ class DatasetBundle:
             return x.long()
         out = x.float().div_(255.0)
         if self.mean is not None and self.std is not None:
-            mean = torch.tensor(self.mean, dtype=out.dtype, device=out.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, dtype=out.dtype, device=out.device).view(1, -1, 1, 1)
-            out = out.sub_(mean).div_(std)
+            norm = self._norm.get(out.device)
+            if norm is None:  # once per device: no host-to-device copy per batch (CUDA graphs forbid it)
+                norm = (torch.tensor(self.mean, dtype=torch.float32, device=out.device).view(1, -1, 1, 1),
+                        torch.tensor(self.std, dtype=torch.float32, device=out.device).view(1, -1, 1, 1))
+                self._norm[out.device] = norm
+            out = out.sub_(norm[0]).div_(norm[1])
         return out
 
     def to(self, device: torch.device | str) -> "DatasetBundle":
