@@ -12,7 +12,7 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi -L; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.cuda.get_device_name())"; nproc; } 2>&1 | tee "$OUT/machine.txt"
 # One real training job end to end on the GPU (quick preset, digits, hasfl), then the bench.
-# Steps: TRAIN=0 / BENCH=0 / GRAPH=0 / MPS=0 skip one.
+# Steps: TRAIN=0 / BENCH=0 / GRAPH=0 / MPS=0 (MPS_PLAIN=0, MPS_GRAPH=0) skip one.
 if [ "${TRAIN:-1}" = 1 ]; then
 sed 's/^name: quick/name: quick-gpu/' presets/quick.yaml > /tmp/quick-gpu.yaml && echo "device: cuda" >> /tmp/quick-gpu.yaml
 ( time ( python3 -m hasfl.cli data --config /tmp/quick-gpu.yaml --dataset digits --seed 42 --out /tmp/d >/dev/null &&
@@ -35,9 +35,15 @@ if command -v nvidia-cuda-mps-control >/dev/null && [ "${MPS:-1}" = 1 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p /tmp/mps /tmp/mps-log
   nvidia-cuda-mps-control -d && echo "MPS started"
-  timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --sections k --concurrency-jobs 1,8,16 \
+  [ "${MPS_PLAIN:-1}" = 1 ] && timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --sections k --concurrency-jobs 1,8,16 \
     --concurrency-s 4 --label "one H200, MPS on" --json-out "$OUT/mps.json" --no-write-doc >/dev/null 2>"$OUT/mps.log"
   echo "mps rc=$?"; tail -3 "$OUT/mps.log"
+  if [ "${MPS_GRAPH:-1}" = 1 ]; then  # the same, each job replaying its step as a CUDA graph
+    timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --sections k --concurrency-jobs 1,8,16 \
+      --concurrency-s 4 --concurrency-graph --label "one H200, MPS on, CUDA graphs" --json-out "$OUT/mps-graph.json" \
+      --no-write-doc >/dev/null 2>"$OUT/mps-graph.log"
+    echo "mps graph rc=$?"; tail -3 "$OUT/mps-graph.log"
+  fi
   echo quit | nvidia-cuda-mps-control
 else
   echo "MPS skipped (MPS=0 or no nvidia-cuda-mps-control)"

@@ -664,31 +664,45 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
 
 
 # --------------------------------------------------------------------------- (k) concurrent jobs
-def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batch_size: int | None = None) -> None:
+def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batch_size: int | None = None,
+                       graph: bool = False) -> None:
     """One job of :func:`bench_concurrency`: warm up, print ``ready``, wait for a line on stdin,
-    then run local SGD steps for ``seconds`` and print ``{"steps": n, "elapsed_s": t}``."""
+    then run local SGD steps for ``seconds`` and print ``{"steps": n, "elapsed_s": t}``.
+    With ``graph`` each step is a replayed CUDA graph (:class:`_GraphStep`)."""
     torch.set_num_threads(1)
     dev = resolve_device(device)
     config = load_config(PAPER_CONFIG)
-    budget = replace(FULL, batch_size=batch_size)
-    optim = _optim(config, dataset, budget)
     steps_per_call = 32
-    bundle = synthetic_bundle(dataset, steps_per_call * optim.batch_size, 8, dev)
-    client = _Client(_family(config, dataset, bundle), p, bundle, optim, dev)
-    client.steps = steps_per_call
-    client.ours()  # warm-up (kernels, allocator)
+    if graph:
+        st = _GraphStep(config, dataset, p, dev, steps_per_call)
+        st.capture()
+
+        def run() -> None:
+            for b in st.batches:
+                st.replay(b)
+            _sync(dev)
+    else:
+        budget = replace(FULL, batch_size=batch_size)
+        optim = _optim(config, dataset, budget)
+        bundle = synthetic_bundle(dataset, steps_per_call * optim.batch_size, 8, dev)
+        client = _Client(_family(config, dataset, bundle), p, bundle, optim, dev)
+        client.steps = steps_per_call
+
+        def run() -> None:
+            client.ours()  # synchronises at its end
+    run()  # warm-up (kernels, allocator)
     print("ready", flush=True)
     sys.stdin.readline()
     steps, tic = 0, time.perf_counter()
     while time.perf_counter() - tic < seconds:
-        client.ours()  # synchronises at its end
+        run()
         steps += steps_per_call
     print(json.dumps({"steps": steps, "elapsed_s": time.perf_counter() - tic}), flush=True)
 
 
 def bench_concurrency(config: Mapping[str, Any], device: torch.device, procs: Sequence[int] = (1, 4, 8, 16),
                       datasets: Sequence[str] = ("cifar10", "emnist", "shakespeare"), p: float = 0.5,
-                      seconds: float = 5.0, label: str = "") -> dict[str, Any]:
+                      seconds: float = 5.0, label: str = "", graph: bool = False) -> dict[str, Any]:
     """(k) aggregate local-SGD throughput of K concurrent one-thread jobs sharing one device.
 
     Snakemake runs one process per training job; on a GPU, K such jobs at once share the
@@ -703,7 +717,7 @@ def bench_concurrency(config: Mapping[str, Any], device: torch.device, procs: Se
         base = None
         for k in procs:
             cmd = [sys.executable, "-c", "import sys; from hasfl.bench import concurrency_worker as w; "
-                   f"w({ds!r}, {p!r}, {seconds!r}, {device.type!r})"]
+                   f"w({ds!r}, {p!r}, {seconds!r}, {device.type!r}, graph={graph!r})"]
             workers = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
                        for _ in range(k)]
             try:
@@ -726,78 +740,93 @@ def bench_concurrency(config: Mapping[str, Any], device: torch.device, procs: Se
             rows.append({"dataset": ds, "p": p, "jobs": k, "steps_per_s_total": _r(steps_s, 1),
                          "steps_per_s_per_job": _r(steps_s / k, 1), "speedup_vs_one_job": _r(steps_s / base, 3)})
     best = {ds: max((r for r in rows if r["dataset"] == ds), key=lambda r: r["speedup_vs_one_job"]) for ds in datasets}
-    return {"rows": rows, "label": label, "seconds_per_trial": seconds,
+    return {"rows": rows, "label": label, "seconds_per_trial": seconds, "cuda_graph_steps": graph,
             "best": {ds: {"jobs": r["jobs"], "speedup": r["speedup_vs_one_job"]} for ds, r in best.items()},
             "loadavg": _loadavg()}
 
 
+class _GraphStep:
+    """Scratch: one local step (SGDState, fixed lr) of ``dataset``'s paper model at width p,
+    eager (:meth:`eager`) or replayed from a captured CUDA graph (:meth:`replay`).
+
+    PyTorch's whole-network recipe: three warm-up steps on a side stream, gradients set to
+    None, capture; each replay first copies the batch's indices into a static tensor.
+    """
+
+    def __init__(self, config: Mapping[str, Any], dataset: str, p: float, device: torch.device, steps: int) -> None:
+        optim = _optim(config, dataset, FULL)
+        bs = optim.batch_size
+        self.bundle = synthetic_bundle(dataset, steps * bs, 8, device)
+        torch.manual_seed(0)
+        self.model = _family(config, dataset, self.bundle).build(p).to(device)
+        self.model.train()
+        self.sgd = client_mod.SGDState(list(self.model.parameters()), optim.lr, optim.momentum,
+                                       optim.weight_decay, optim.clip)
+        g = torch.Generator().manual_seed(0)
+        self.batches = [t.to(device) for t in torch.randperm(steps * bs, generator=g).split(bs)]
+        self.device, self.batch_size = device, bs
+        self.static_b = self.batches[0].clone()
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.loss: Tensor | None = None
+
+    def _forward_backward(self, b: Tensor) -> Tensor:
+        loss = F.cross_entropy(self.model(self.bundle.inputs(self.bundle.train_x[b])), self.bundle.train_y[b])
+        loss.backward()
+        return loss
+
+    def eager(self, b: Tensor) -> None:
+        self.sgd.zero_grad()
+        self._forward_backward(b)
+        self.sgd.step()
+
+    def capture(self) -> None:
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.eager(self.static_b)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        self.sgd.zero_grad()
+        with torch.cuda.graph(self.graph):
+            self.loss = self._forward_backward(self.static_b)
+            self.sgd.step()
+
+    def replay(self, b: Tensor) -> None:
+        assert self.graph is not None
+        self.static_b.copy_(b)
+        self.graph.replay()
+
+    def seconds_per_step(self, fn: Callable[[Tensor], None]) -> float:
+        for b in self.batches[:5]:
+            fn(b)
+        _sync(self.device)
+        tic = time.perf_counter()
+        for b in self.batches:
+            fn(b)
+        _sync(self.device)
+        return (time.perf_counter() - tic) / len(self.batches)
+
+
 def bench_cuda_graph_step(config: Mapping[str, Any], device: torch.device, p: float = 0.5, steps: int = 200,
                           datasets: Sequence[str] = ("cifar10", "emnist", "shakespeare")) -> dict[str, Any]:
-    """(g) proposal, scratch: one local step (SGDState, the paper batch) eager vs replayed as a CUDA graph.
+    """(g) proposal, scratch: one local step eager vs replayed as a CUDA graph (:class:`_GraphStep`).
 
-    The graph is captured once after three warm-up steps on a side stream (PyTorch's
-    whole-network recipe: gradients set to None before capture); each replay copies the
-    next batch's indices into a static index tensor first. Fixed learning rate (the
-    engine would need it as a device tensor, it changes per round). CUDA only.
+    Fixed learning rate (the engine would need it as a device tensor, it decays per round). CUDA only.
     """
     if device.type != "cuda":
         return {"status": "skipped", "reason": "CUDA graphs need a CUDA device"}
     rows = []
     for ds in datasets:
-        optim = _optim(config, ds, FULL)
-        bs = optim.batch_size
-        bundle = synthetic_bundle(ds, steps * bs, 8, device)
-        family = _family(config, ds, bundle)
         try:
-            torch.manual_seed(0)
-            model = family.build(p).to(device)
-            model.train()
-            sgd = client_mod.SGDState(list(model.parameters()), optim.lr, optim.momentum, optim.weight_decay,
-                                      optim.clip)
-            g = torch.Generator().manual_seed(0)
-            batches = [t.to(device) for t in torch.randperm(steps * bs, generator=g).split(bs)]
-
-            def step(b: Tensor) -> Tensor:
-                sgd.zero_grad()
-                loss = F.cross_entropy(model(bundle.inputs(bundle.train_x[b])), bundle.train_y[b])
-                loss.backward()
-                sgd.step()
-                return loss
-
-            for b in batches[:5]:
-                step(b)
-            _sync(device)
-            tic = time.perf_counter()
-            for b in batches:
-                step(b)
-            _sync(device)
-            eager = (time.perf_counter() - tic) / len(batches)
-            static_b = batches[0].clone()
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    step(static_b)
-            torch.cuda.current_stream(device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            sgd.zero_grad()
-            with torch.cuda.graph(graph):
-                static_loss = F.cross_entropy(model(bundle.inputs(bundle.train_x[static_b])), bundle.train_y[static_b])
-                static_loss.backward()
-                sgd.step()
-            for b in batches[:5]:
-                static_b.copy_(b)
-                graph.replay()
-            _sync(device)
-            tic = time.perf_counter()
-            for b in batches:
-                static_b.copy_(b)
-                graph.replay()
-            _sync(device)
-            replay = (time.perf_counter() - tic) / len(batches)
-            rows.append({"dataset": ds, "p": p, "batch_size": bs, "eager_step_ms": _r(eager * 1e3, 3),
+            st = _GraphStep(config, ds, p, device, steps)
+            eager = st.seconds_per_step(st.eager)
+            st.capture()
+            replay = st.seconds_per_step(st.replay)
+            assert st.loss is not None
+            rows.append({"dataset": ds, "p": p, "batch_size": st.batch_size, "eager_step_ms": _r(eager * 1e3, 3),
                          "graph_step_ms": _r(replay * 1e3, 3), "speedup": _r(eager / replay, 2),
-                         "loss_finite": bool(torch.isfinite(static_loss).item())})
+                         "loss_finite": bool(torch.isfinite(st.loss).item())})
         except Exception as exc:  # a measurement, not the engine: record why it failed and go on
             rows.append({"dataset": ds, "p": p, "error": f"{type(exc).__name__}: {exc}"[:300]})
     return {"status": "measured", "rows": rows, "steps": steps, "loadavg": _loadavg()}
@@ -1213,7 +1242,7 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
               sections: Sequence[str] = ("a", "b", "c", "d", "e", "p"), run_quick: bool = False,
               quick_wall_s: float | None = None, quick_results: Path | None = None,
               quick_log_dir: Path | None = None, cores: int = 2, concurrency_jobs: Sequence[int] = (1, 4, 8, 16),
-              concurrency_s: float = 5.0, label: str = "",
+              concurrency_s: float = 5.0, label: str = "", concurrency_graph: bool = False,
               log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the benchmark sections; returns the JSON-ready report."""
     say = log or (lambda s: None)
@@ -1259,7 +1288,8 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
         report["cuda_graph_step"] = bench_cuda_graph_step(config, dev)
     if "k" in sections:
         say(f"(k) concurrent jobs on one {dev.type} device: {list(concurrency_jobs)}")
-        report["concurrency"] = bench_concurrency(config, dev, concurrency_jobs, seconds=concurrency_s, label=label)
+        report["concurrency"] = bench_concurrency(config, dev, concurrency_jobs, seconds=concurrency_s, label=label,
+                                                  graph=concurrency_graph)
         if "paper_scale" in report:
             report["paper_scale"]["packed"] = packed_device_hours(report["paper_scale"], report["concurrency"])
     if "e" in sections:

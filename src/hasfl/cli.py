@@ -95,7 +95,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     report = run_bench(budget, device=args.device, threads=args.threads, sections=tuple(args.sections.split(",")),
                        run_quick=args.run_quick, quick_wall_s=args.quick_wall_s, quick_results=args.quick_results,
                        cores=args.cores, concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
-                       concurrency_s=args.concurrency_s, label=args.label, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+                       concurrency_s=args.concurrency_s, concurrency_graph=args.concurrency_graph, label=args.label,
+                       log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
     text = json.dumps(report, indent=2, default=str)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency-jobs", default="1,4,8,16",
                    help="(k): numbers of one-thread jobs run at once on the device (default: %(default)s)")
     p.add_argument("--concurrency-s", type=float, default=5.0, help="(k): seconds per trial (default: %(default)s)")
+    p.add_argument("--concurrency-graph", action="store_true",
+                   help="(k): each job replays its local step as a CUDA graph (section g's scratch step)")
     p.add_argument("--label", default="", help="free text stored in the report (e.g. 'MPS on')")
     p.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="JSON",
                    help="measure nothing: re-render saved reports (the first; the (k) sections of the others, "
