@@ -184,3 +184,26 @@ def test_packed_device_hours_and_merge(tiny_report):
     assert "## (k) Concurrent jobs on one device" in text and "| MPS | emnist | 16 |" in text
     with pytest.raises(ValueError, match="concurrency"):
         bench.merge_concurrency(report, {"paper_scale": {}})
+
+
+def test_combine_reports_and_graph_section(tiny_report):
+    """--from-json: the first report, (k) runs and the (g) section of the others, on one page."""
+    import copy
+
+    base = copy.deepcopy(tiny_report)
+    base["machine"]["device"] = "cuda"
+    base["concurrency"] = _conc("no MPS", {ds: {1: 100.0, 8: 200.0} for ds in base["paper_scale"]["datasets"]})
+    mps = {"concurrency": _conc("MPS", {ds: {1: 90.0, 8: 400.0} for ds in base["paper_scale"]["datasets"]})}
+    graph = {"cuda_graph_step": {"status": "measured", "steps": 200, "rows": [
+        {"dataset": "cifar10", "p": 0.5, "batch_size": 64, "eager_step_ms": 4.0, "graph_step_ms": 1.0, "speedup": 4.0},
+        {"dataset": "emnist", "p": 0.5, "error": "RuntimeError: capture failed"}]}}
+    out = bench.combine_reports([base, mps, graph])
+    serial = base["paper_scale"]["device_hours_total"]
+    assert out["paper_scale"]["packed"]["device_hours_total"] == pytest.approx(serial / 2, rel=1e-2)
+    assert out["paper_scale"]["packed_extra"][0]["device_hours_total"] == pytest.approx(serial / 4, rel=1e-2)
+    assert out["targets"]["d_paper_device_hours"]["value"] == out["paper_scale"]["packed_extra"][0]["device_hours_total"]
+    text = bench.render_markdown(out)
+    assert "## (g) Proposal" in text and "| cifar10 | 0.5 | 64 | 4.0 | 1.0 | 4.0 |  |" in text
+    assert "RuntimeError: capture failed" in text
+    assert bench.combine_reports([base])["paper_scale"].get("packed_extra") is None  # idempotent re-render
+    assert bench.bench_cuda_graph_step({}, torch.device("cpu"))["status"] == "skipped"
