@@ -23,7 +23,7 @@ def _overlay(tmp_path: Path, name: str) -> Path:
     p.write_text(yaml.safe_dump({
         "name": "tiny", "results_dir": str(tmp_path / name), "data_dir": str(tmp_path / "data"),
         "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedavg", "scaffold"], "seeds": [42],
-        "federation": {"rounds": 6}, "checkpoint_every": 2,
+        "federation": {"rounds": 10}, "checkpoint_every": 2,
     }))
     return p
 
@@ -53,10 +53,13 @@ def test_interrupted_dag_completes_with_identical_bytes(tmp_path, reference, sig
     proc = subprocess.Popen([sys.executable, "-m", "snakemake", *_args(cut)], cwd=tmp_path, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
-    while len(list(runs.glob("*/*/seed*/run.json"))) < 1:
+    def running() -> bool:  # a train job between two checkpoints: interrupt it, not only the scheduler
+        return any(not (c.parent / "run.json").exists() for c in runs.glob("*/*/seed*/checkpoint.pt"))
+
+    while len(list(runs.glob("*/*/seed*/run.json"))) < 1 or not running():
         assert proc.poll() is None, "the DAG finished before the interruption point"
         assert time.time() < deadline
-        time.sleep(0.05)
+        time.sleep(0.01)
     os.killpg(proc.pid, sig)
     proc.wait(timeout=120)
     done = list(runs.glob("*/*/seed*/run.json"))

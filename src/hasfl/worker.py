@@ -114,33 +114,43 @@ def _wait_for(path: str, timeout_s: float = 30.0) -> bool:
 
 
 def _submit(sock: socket.socket, request: Mapping[str, Any]) -> int:
+    """Send the request with this process's stdin/stdout/stderr; relay SIGINT/SIGTERM to the
+    child (a signal that comes before the child's pid is known is held and sent as soon as it
+    is); return the child's exit code."""
     payload = json.dumps(request).encode()
-    with sock:
-        socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
-        sock.sendall(payload)
-        reader = sock.makefile("r")
-        first = reader.readline()
-        if not first:
-            print("hasfl worker: the warm worker closed the connection before starting the job", file=sys.stderr)
-            return 1
-        pid = int(json.loads(first)["pid"])
+    child: list[int] = []
+    pending: list[int] = []
 
-        def forward(signum: int, _frame: Any) -> None:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    def forward(signum: int, _frame: Any) -> None:
+        if not child:
+            pending.append(signum)
+            return
         try:
+            os.kill(child[0], signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with sock:
+            socket.send_fds(sock, [_HEADER.pack(len(payload))], [0, 1, 2])
+            sock.sendall(payload)
+            reader = sock.makefile("r")
+            first = reader.readline()
+            if not first:
+                print("hasfl worker: the warm worker closed the connection before starting the job", file=sys.stderr)
+                return 1
+            child.append(int(json.loads(first)["pid"]))
+            for signum in pending[:1]:
+                forward(signum, None)
             last = reader.readline()
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-        if not last:
-            print(f"hasfl worker: job process {pid} ended without an exit code (killed?)", file=sys.stderr)
-            return 1
-        return int(json.loads(last)["rc"])
+            if not last:
+                print(f"hasfl worker: job process {child[0]} ended without an exit code (killed?)", file=sys.stderr)
+                return 1
+            return int(json.loads(last)["rc"])
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 # --------------------------------------------------------------------------- worker side
