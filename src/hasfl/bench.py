@@ -1032,23 +1032,6 @@ def run_quick_preset(cores: int, keep: bool = False) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- proposals and profiles
-@torch.inference_mode()
-def evaluate_scratch(model: nn.Module, bundle: DatasetBundle, batch_size: int = 2048,
-                     channels_last: bool = False) -> tuple[float, float]:
-    """Scratch copy of :func:`hasfl.fl.engine.evaluate` with the proposed knobs."""
-    model.eval()
-    correct, loss, n = 0, 0.0, len(bundle.test_y)
-    for s in range(0, n, batch_size):
-        x = bundle.inputs(bundle.test_x[s:s + batch_size])
-        if channels_last and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        logits = model(x)
-        y = bundle.test_y[s:s + batch_size]
-        loss += float(F.cross_entropy(logits.float(), y, reduction="sum"))
-        correct += int((logits.argmax(1) == y).sum())
-    return correct / n, loss / n
-
-
 def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.device) -> dict[str, Any]:
     """A/B trials of candidate speed-ups, applied in scratch copies (nothing in hasfl.fl changes)."""
     out: dict[str, Any] = {}
@@ -1065,7 +1048,7 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
         def run() -> float:
             _sync(device)
             tic = time.perf_counter()
-            evaluate_scratch(m, bundle, batch_size=bs, channels_last=cl)
+            evaluate(m, bundle, batch_size=bs, channels_last=cl)
             _sync(device)
             return (time.perf_counter() - tic) / n_eval
         return run
@@ -1077,7 +1060,7 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
         f()
     times = interleaved(variants, max(2, budget.trials - 2))
     ref = evaluate(model, bundle)
-    alt = evaluate_scratch(model_cl, bundle, batch_size=64, channels_last=True)
+    alt = evaluate(model_cl, bundle, batch_size=64, channels_last=True)
     base = _median(times["current (batch 2048)"])
     out["evaluation_cifar_cnn_p1"] = {
         "test_n": n_eval,
