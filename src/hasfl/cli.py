@@ -81,28 +81,25 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from hasfl.bench import combine_reports
 
         report = combine_reports([json.loads(path.read_text()) for path in args.from_json])
-        text = json.dumps(report, indent=2, default=str)
-        if args.json_out is not None:
-            args.json_out.write_text(text + "\n")
-        if args.doc is not None:
-            write_doc(report, args.doc)
-            print(f"hasfl bench: wrote {args.doc}", file=sys.stderr)
-        return 0
-    budget = QUICK if args.quick else FULL
-    overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
-                 "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
-    budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
-    report = run_bench(budget, device=args.device, threads=args.threads, sections=tuple(args.sections.split(",")),
-                       run_quick=args.run_quick, quick_wall_s=args.quick_wall_s, quick_results=args.quick_results,
-                       cores=args.cores, concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
-                       concurrency_s=args.concurrency_s, concurrency_graph=args.concurrency_graph, label=args.label,
-                       log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+        write = args.doc is not None
+    else:
+        budget = QUICK if args.quick else FULL
+        overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
+                     "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
+        budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
+        report = run_bench(budget, device=args.device, threads=args.threads,
+                           sections=tuple(args.sections.split(",")), run_quick=args.run_quick,
+                           quick_wall_s=args.quick_wall_s, quick_results=args.quick_results, cores=args.cores,
+                           concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
+                           concurrency_s=args.concurrency_s, concurrency_graph=args.concurrency_graph,
+                           label=args.label, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+        write = args.write_doc if args.write_doc is not None else not args.quick
     text = json.dumps(report, indent=2, default=str)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(text + "\n")
-    print(text)
-    write = args.write_doc if args.write_doc is not None else not args.quick
+    if not args.from_json:
+        print(text)
     if write:
         from hasfl.config import REPO_ROOT
 
@@ -178,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="(k): each job replays its local step as a CUDA graph (section g's scratch step)")
     p.add_argument("--label", default="", help="free text stored in the report (e.g. 'MPS on')")
     p.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="JSON",
-                   help="measure nothing: re-render saved reports (the first; the (k) sections of the others, "
-                        "e.g. a run with CUDA MPS, are added) to --doc / --json-out")
+                   help="measure nothing: re-render saved reports (the first, plus the (k) and (g) sections of the "
+                        "others, e.g. a run with CUDA MPS) to --doc / --json-out")
     p.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
     p.add_argument("--doc", type=Path, default=None, help="page to write (default: <repo>/docs/performance.md)")
     p.add_argument("--write-doc", dest="write_doc", action="store_true", default=None,
