@@ -234,10 +234,14 @@ def serve(path: str, parent_pid: int | None = None, idle_s: float = 600.0,
                 continue
             last = time.monotonic()
             conn.settimeout(None)
+            fds: list[int] = []
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
-                request = json.loads(_recv_exact(conn, _HEADER.unpack(_recv_exact_rest(conn, msg))[0]))
+                header = msg + _recv_exact(conn, _HEADER.size - len(msg))  # the rest, if the header came split
+                request = json.loads(_recv_exact(conn, _HEADER.unpack(header)[0]))
             except (OSError, ValueError, ConnectionError, struct.error):
+                for fd in fds:
+                    os.close(fd)
                 conn.close()
                 continue
             if request.get("stop"):
@@ -262,11 +266,6 @@ def serve(path: str, parent_pid: int | None = None, idle_s: float = 600.0,
                 folder.rmdir()
             except OSError:
                 pass
-
-
-def _recv_exact_rest(conn: socket.socket, got: bytes) -> bytes:
-    """The length header: what recv_fds returned plus any bytes still missing."""
-    return got + (_recv_exact(conn, _HEADER.size - len(got)) if len(got) < _HEADER.size else b"")
 
 
 def _alive(pid: int) -> bool:
