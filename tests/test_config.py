@@ -78,11 +78,16 @@ BAD = [
     ("empty seeds", "seeds", [], "config key 'seeds': must not be empty"),
     ("counts vs clients", "capacity.counts", [5, 10, 3, 3], "config key 'capacity.counts': counts sum to 21"),
     ("counts vs tiers", "capacity.counts", [10, 10], "config key 'capacity.counts': 2 counts for 4 tiers"),
+    ("unknown precision", "precision", "fp16",
+     "config key 'precision': unknown value 'fp16'; expected one of fp32, tf32, bf16"),
+    ("tf32 on the cpu", "device", "cpu", "config key 'precision': 'tf32' needs a CUDA device but device is 'cpu'"),
 ]
 
 
 @pytest.mark.parametrize("what,key,value,message", BAD, ids=[b[0] for b in BAD])
 def test_bad_config_rejected_with_key(paper_config, what, key, value, message):
+    if what == "tf32 on the cpu":
+        paper_config = _set(paper_config, "precision", "tf32")
     with pytest.raises(ConfigError) as exc:
         validate_config(_set(paper_config, key, value))
     assert message in str(exc.value)
@@ -99,6 +104,9 @@ def test_run_config_is_method_specific(paper_config):
     c = run_config(_set(paper_config, "method_params.fedprox.mu", 0.5), "cifar10", "hasfl", 42)
     assert a != b
     assert c == run_config(paper_config, "cifar10", "hasfl", 42)
+    # precision changes what a training job computes, so it is part of every job's parameters
+    bf16 = run_config(_set(paper_config, "precision", "bf16"), "cifar10", "hasfl", 42)
+    assert bf16["precision"] == "bf16" and a["precision"] == "fp32" and bf16 != c
 
 
 @pytest.mark.parametrize("key,value,message", [

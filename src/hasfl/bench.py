@@ -58,7 +58,7 @@ from hasfl.data.partition import assign_capacities
 from hasfl.fl import client as client_mod
 from hasfl.fl import engine as engine_mod
 from hasfl.fl.client import ClientData, FedProx, FjordDistill, LocalSGD, OptimConfig, Scaffold
-from hasfl.fl.engine import Evaluator, SubModels, evaluate, family_for, resolve_device, run_federation
+from hasfl.fl.engine import Evaluator, Numerics, SubModels, evaluate, family_for, resolve_device, run_federation
 from hasfl.models.family import ModelFamily
 
 __all__ = ["FULL", "PAPER_DATA", "QUICK", "Budget", "machine_info", "render_markdown", "run_bench"]
@@ -216,12 +216,16 @@ class _Client:
     """One client update of a fixed sliced module, restartable from the same weights."""
 
     def __init__(self, family: ModelFamily, p: float, bundle: DatasetBundle, optim: OptimConfig,
-                 device: torch.device, trainer: LocalSGD | None = None, p_alloc: float | None = None) -> None:
+                 device: torch.device, trainer: LocalSGD | None = None, p_alloc: float | None = None,
+                 precision: str = "fp32", numerics: Numerics | None = None) -> None:
         torch.manual_seed(0)
-        self.module = family.build(p).to(device)
+        # the engine's layout and precision for this device (or an explicit one to compare against)
+        self.numerics = numerics or Numerics.for_run(device, precision, bundle.task == "image")
+        self.module = self.numerics.prepare(family.build(p))
         self.state0 = copy.deepcopy(self.module.state_dict())
         self.bundle, self.optim, self.device = bundle, optim, device
         self.trainer = trainer or LocalSGD(optim, bundle.inputs)
+        self.trainer.autocast = self.numerics.autocast
         self.p, self.p_alloc = p, (p if p_alloc is None else p_alloc)
         self.steps, self.trial = 1, 0
         self._data: ClientData | None = None
@@ -257,10 +261,11 @@ class _Client:
         gen = torch.Generator().manual_seed(self.trial)
         self.trainer.begin_client(0, self.module, self.p_alloc, self.p)
         _sync(self.device)
-        tic = time.perf_counter()
-        self.trainer.train(self.module, data, self.optim.lr, gen)
-        _sync(self.device)
-        return time.perf_counter() - tic
+        with self.numerics.backend_flags():
+            tic = time.perf_counter()
+            self.trainer.train(self.module, data, self.optim.lr, gen)
+            _sync(self.device)
+            return time.perf_counter() - tic
 
     def bare(self) -> float:
         """Seconds of the same epoch as a plain torch.optim.SGD loop."""
@@ -270,22 +275,24 @@ class _Client:
         model, cfg, bs = self.module, self.optim, self.optim.batch_size
         image = self.bundle.task == "image"
         _sync(self.device)
-        tic = time.perf_counter()
-        params = list(model.parameters())
-        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        model.train()
-        order = data.index[torch.randperm(data.n, generator=gen).to(data.index.device)]
-        for s in range(0, data.n, bs):
-            b = order[s:s + bs]
-            xb = data.x[b]
-            xb = (xb.float() / 255.0 - self.mean) / self.std if image else xb.long()
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb), data.y[b])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-            opt.step()
-        _sync(self.device)
-        return time.perf_counter() - tic
+        with self.numerics.backend_flags():
+            tic = time.perf_counter()
+            params = list(model.parameters())
+            opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+            model.train()
+            order = data.index[torch.randperm(data.n, generator=gen).to(data.index.device)]
+            for s in range(0, data.n, bs):
+                b = order[s:s + bs]
+                xb = data.x[b]
+                xb = (xb.float() / 255.0 - self.mean) / self.std if image else xb.long()
+                opt.zero_grad(set_to_none=True)
+                with self.numerics.autocast():
+                    loss = F.cross_entropy(model(xb), data.y[b])
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+                opt.step()
+            _sync(self.device)
+            return time.perf_counter() - tic
 
 
 # --------------------------------------------------------------------------- (a) client vs bare
@@ -308,7 +315,7 @@ def bench_client_vs_bare(config: Mapping[str, Any], budget: Budget, device: torc
         family = family_for(bundle, model_cfg)
         optim = replace(OptimConfig.from_config(optim_cfg), local_epochs=1, batch_size=bs)
         for p in (1.0, 0.25):
-            c = _Client(family, p, bundle, optim, device)
+            c = _Client(family, p, bundle, optim, device, precision=config["precision"])
             c.calibrate(budget.min_trial_s, budget.max_steps)
             c.bare()  # warm the torch.optim path too
             times = interleaved({"ours": c.ours, "bare": c.bare}, budget.trials)
@@ -332,7 +339,7 @@ def bench_width_scaling(config: Mapping[str, Any], budget: Budget, device: torch
         optim = _optim(config, ds, budget)
         bundle = synthetic_bundle(ds, budget.max_steps * optim.batch_size, 8, device)
         family = _family(config, ds, bundle)
-        clients = {p: _Client(family, p, bundle, optim, device) for p in WIDTHS}
+        clients = {p: _Client(family, p, bundle, optim, device, precision=config["precision"]) for p in WIDTHS}
         for c in clients.values():
             c.calibrate(budget.min_trial_s, budget.max_steps)
         times = interleaved({str(p): c.ours for p, c in clients.items()}, budget.trials)
@@ -515,12 +522,14 @@ def method_widths(config: Mapping[str, Any]) -> dict[str, Any]:
 def round_model(family: ModelFamily, per_sample: Mapping[float, float], config: Mapping[str, Any],
                 factors: Mapping[str, float]) -> dict[str, float]:
     """Mean local-training seconds per sample-step of each method (averaged over clients)."""
+    return per_method(config, lambda p: _interp_time(family, per_sample, p), factors)
+
+
+def per_method(config: Mapping[str, Any], t: Callable[[float], float],
+               factors: Mapping[str, float]) -> dict[str, float]:
+    """Mean over clients of a per-sample-step cost ``t(width)`` for each method (seconds or MACs)."""
     w = method_widths(config)
     pmax, tiers = np.asarray(w["pmax"]), np.asarray(w["tiers"])
-
-    def t(p: float) -> float:
-        return _interp_time(family, per_sample, float(p))
-
     fjord = []
     for pm in pmax:
         allowed = tiers[tiers <= pm + 1e-12]
@@ -545,7 +554,8 @@ def bench_eval_throughput(config: Mapping[str, Any], budget: Budget, device: tor
         bundle = synthetic_bundle(ds, 8, budget.eval_n, device)
         family = _family(config, ds, bundle)
         model = family.build(1.0).to(device)
-        evaluator = Evaluator(family, device, bundle.task == "image", batch_stats=False)
+        evaluator = Evaluator(family, Numerics.for_run(device, config["precision"], bundle.task == "image"),
+                              batch_stats=False)
         evaluator(model, bundle)  # warm-up
 
         def run(model: nn.Module = model, bundle: DatasetBundle = bundle, evaluator: Evaluator = evaluator) -> float:
@@ -559,6 +569,26 @@ def bench_eval_throughput(config: Mapping[str, Any], budget: Budget, device: tor
     return out
 
 
+def reference_gemm(device: torch.device, n: int = 2048, trials: int = 5) -> dict[str, float]:
+    """GMAC/s of one n x n x n matmul per dtype: the device's attainable dense rate at the bench's thread count."""
+    out = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        g = torch.Generator(device=device).manual_seed(0)
+        a = torch.randn(n, n, device=device, generator=g).to(dtype)
+        b = torch.randn(n, n, device=device, generator=g).to(dtype)
+        a @ b  # warm-up
+
+        def run(a: Tensor = a, b: Tensor = b) -> float:
+            _sync(device)
+            tic = time.perf_counter()
+            a @ b
+            _sync(device)
+            return time.perf_counter() - tic
+
+        out[name] = _r(n**3 / _median(interleaved({"m": run}, trials)["m"]) / 1e9, 1)
+    return out
+
+
 def bench_method_factors(config: Mapping[str, Any], budget: Budget, device: torch.device,
                          per_sample: Mapping[float, float]) -> dict[str, Any]:
     """Step cost of FedProx, SCAFFOLD and FjORD (train 1.0, distil 0.5) vs the plain-SGD model (CIFAR CNN)."""
@@ -567,11 +597,15 @@ def bench_method_factors(config: Mapping[str, Any], budget: Budget, device: torc
     bundle = synthetic_bundle(ds, budget.max_steps * optim.batch_size, 8, device)
     family = _family(config, ds, bundle)
     mp = config["method_params"]
+    prec = config["precision"]
     cases = {
-        "plain": _Client(family, 1.0, bundle, optim, device),
-        "fedprox": _Client(family, 1.0, bundle, optim, device, FedProx(optim, bundle.inputs, mp["fedprox"])),
-        "scaffold": _Client(family, 1.0, bundle, optim, device, Scaffold(optim, bundle.inputs, mp["scaffold"])),
-        "fjord": _Client(family, 1.0, bundle, optim, device, FjordDistill(optim, bundle.inputs, family), p_alloc=0.5),
+        "plain": _Client(family, 1.0, bundle, optim, device, precision=prec),
+        "fedprox": _Client(family, 1.0, bundle, optim, device, FedProx(optim, bundle.inputs, mp["fedprox"]),
+                           precision=prec),
+        "scaffold": _Client(family, 1.0, bundle, optim, device, Scaffold(optim, bundle.inputs, mp["scaffold"]),
+                            precision=prec),
+        "fjord": _Client(family, 1.0, bundle, optim, device, FjordDistill(optim, bundle.inputs, family), p_alloc=0.5,
+                         precision=prec),
     }
     for c in cases.values():
         c.calibrate(budget.min_trial_s, budget.max_steps)
@@ -616,6 +650,13 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
                                 "paper_server_excl_eval_s": _r(server, 4)}
         per_step = round_model(family, per_sample, config, factors)
         eval_round = spec["test"] * eval_s[ds]
+        # Arithmetic floor of the evaluation share: evaluation MACs (test set, full width, forward)
+        # over those of the round, a local sample-step counted as 3 forward passes (forward +
+        # backward); method step factors and the server are left out. A device that runs
+        # evaluation and training at the same MAC rate cannot show a smaller evaluation share.
+        step_macs = per_method(config, lambda p: float(family.cost(p).macs), {})
+        eval_macs = spec["test"] * family.cost(1.0).macs
+        train_macs = {m: per_round_paper * client_mean * epochs * 3 * v for m, v in step_macs.items()}
         round_s, rows = {}, []
         for m, ts in per_step.items():
             train = per_round_paper * client_mean * epochs * ts
@@ -624,6 +665,7 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
             round_s[m] = total
             rows.append({"method": m, "train_s": _r(train, 2), "eval_s": _r(eval_round, 2), "server_s": _r(server, 3),
                          "round_s": _r(total, 2), "eval_share": _r(eval_round / total),
+                         "eval_mac_share": _r(eval_macs / (eval_macs + train_macs[m])),
                          "server_share_excl_eval": _r(server / total), "run_h": _r(total * rounds / 3600, 2)})
         predicted = measured["fedavg"]["participants"] * budget.fed_client_n * per_sample[1.0]
         ds_hours = sum(round_s.values()) * rounds * len(config["seeds"]) / 3600
@@ -633,6 +675,9 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
                       "classes": spec["classes"], "client_mean_n": client_mean, "local_epochs": epochs},
             "per_sample_train_ms": {str(p): _r(v * 1e3, 4) for p, v in per_sample.items()},
             "eval_ms_per_sample": _r(eval_s[ds] * 1e3, 4),
+            "gmac_per_s": {"eval_p1": _r(family.cost(1.0).macs / eval_s[ds] / 1e9, 2),
+                           "train_p1": _r(3 * family.cost(1.0).macs / per_sample[1.0] / 1e9, 2),
+                           "train_p025": _r(3 * family.cost(0.25).macs / per_sample[0.25] / 1e9, 2)},
             "measured": measured,
             "model_check_fedavg_measured_over_predicted": _r(measured["fedavg"]["bench_round"]["local_sgd_s"] / predicted),
             "methods": rows,
@@ -1069,23 +1114,31 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
         "same_result": {"acc_current": ref[0], "acc_channels_last_64": alt[0],
                         "loss_abs_diff": _r(abs(ref[1] - alt[1]), 3)},
     }
-    # P2: training with the sub-model in channels_last (CNN, p = 1 and 0.25); inputs stay NCHW.
-    optim = _optim(config, ds, budget)
-    tb = synthetic_bundle(ds, budget.max_steps * optim.batch_size, 8, device)
+    # P2: one local step by layout and precision: contiguous fp32 (the engine before
+    # 2026-11-30's second session), the engine's layout in fp32 (channels_last image
+    # sub-models on the CPU) and in bf16 autocast (config precision: bf16).
     rows = []
-    for p in (1.0, 0.25):
-        a = _Client(fam, p, tb, optim, device)
-        b = _Client(fam, p, tb, optim, device)
-        b.module = b.module.to(memory_format=torch.channels_last)
-        b.state0 = copy.deepcopy(b.module.state_dict())
-        a.calibrate(budget.min_trial_s, budget.max_steps)
-        b.steps, b._data = a.steps, a._data
-        b.ours()
-        times = interleaved({"current": a.ours, "channels_last": b.ours}, budget.trials)
-        rows.append({"p": p, "steps": a.steps, "current_step_ms": _r(_median(times["current"]) / a.steps * 1e3, 2),
-                     "channels_last_step_ms": _r(_median(times["channels_last"]) / a.steps * 1e3, 2),
-                     "speedup": _r(_median(times["current"]) / _median(times["channels_last"]), 3)})
-    out["training_channels_last_cifar_cnn"] = rows
+    for ds2 in ("cifar10", "shakespeare"):
+        optim = _optim(config, ds2, budget)
+        tb = synthetic_bundle(ds2, budget.max_steps * optim.batch_size, 8, device)
+        fam2 = _family(config, ds2, tb)
+        image = tb.task == "image"
+        variants_n = {"contiguous fp32": Numerics(device, "fp32", channels_last=False),
+                      "engine fp32": Numerics.for_run(device, "fp32", image),
+                      "engine bf16": Numerics.for_run(device, "bf16", image)}
+        for p in (1.0, 0.25):
+            cs = {k: _Client(fam2, p, tb, optim, device, numerics=n) for k, n in variants_n.items()}
+            first = cs["contiguous fp32"]
+            first.calibrate(budget.min_trial_s, budget.max_steps)
+            for c in cs.values():
+                c.steps, c._data = first.steps, first._data
+                c.ours()
+            times = interleaved({k: c.ours for k, c in cs.items()}, budget.trials)
+            ms = {k: _median(v) / first.steps * 1e3 for k, v in times.items()}
+            rows.append({"dataset": ds2, "p": p, "steps": first.steps, **{f"{k} ms": _r(v, 2) for k, v in ms.items()},
+                         "layout speed-up": _r(ms["contiguous fp32"] / ms["engine fp32"], 3),
+                         "bf16 speed-up": _r(ms["engine fp32"] / ms["engine bf16"], 3)})
+    out["training_step_variants"] = rows
     # P3: process start + imports of one training job (what each quick-preset job pays).
     prelude = ("import hasfl.fl.train; from hasfl.config import load_config; from hasfl.data import load_dataset; "
                f"c = load_config({str(REPO_ROOT / 'presets' / 'quick.yaml')!r}); d = {str(REPO_ROOT)!r} + '/' + "
@@ -1106,31 +1159,9 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
     return out
 
 
-def _channels_last_get(self: SubModels, p: float) -> tuple[nn.Module, Any]:
-    """Scratch :meth:`SubModels.get` that keeps image sub-models in channels_last."""
-    key = repr(self.family.widths(p))
-    if key not in self._cache:
-        module = self.family.build(p).to(self.device)
-        if len(getattr(self.family, "in_shape", ())) == 3:
-            module = module.to(memory_format=torch.channels_last)
-        self._cache[key] = (module, self.family.slice_rules(p))
-    return self._cache[key]
-
-
-@contextlib.contextmanager
-def proposed_engine() -> Iterator[None]:
-    """The proposed engine change (channels_last image sub-models), monkeypatched for the duration."""
-    orig_get = SubModels.get
-    SubModels.get = _channels_last_get
-    try:
-        yield
-    finally:
-        SubModels.get = orig_get
-
-
 def bench_engine_ab(config: Mapping[str, Any], quick_config: Mapping[str, Any], budget: Budget,
-                    device: torch.device) -> dict[str, Any]:
-    """Whole rounds of run_federation, current engine vs :func:`proposed_engine` (interleaved)."""
+                    device: torch.device, variants: tuple[str, str] = ("fp32", "bf16")) -> dict[str, Any]:
+    """Whole rounds of run_federation under two values of config ``precision`` (interleaved)."""
     out = {}
     b = replace(budget, fed_rounds=3, fed_per_round=10)
     cfg = _fed_cfg(config, "cifar10", "hasfl", b, device)
@@ -1142,29 +1173,25 @@ def bench_engine_ab(config: Mapping[str, Any], quick_config: Mapping[str, Any], 
     for name, (bundle, part, cl, rcfg) in {
             f"cifar10-shaped hasfl, 10 x {b.fed_client_n} samples, test {n_test}": cifar,
             "quick digits hasfl, 30 rounds (real data)": digits}.items():
-        runs: dict[str, list[dict[str, Any]]] = {"current": [], "proposed": []}
-        finals = {}
+        a_name, b_name = variants
+        cfgs = {v: {**rcfg, "precision": v} for v in variants}
+        runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
         for rep in range(2):
-            for v in ("current", "proposed") if rep == 0 else ("proposed", "current"):
-                ctx = proposed_engine() if v == "proposed" else contextlib.nullcontext()
-                with ctx:
-                    res = instrumented_federation(bundle, part, cl, rcfg, device)
-                runs[v].append(res)
-        with proposed_engine():
-            finals["proposed"] = run_federation(bundle, part, cl, rcfg)
-        finals["current"] = run_federation(bundle, part, cl, rcfg)
-        row: dict[str, Any] = {}
+            for v in variants if rep == 0 else variants[::-1]:
+                runs[v].append(instrumented_federation(bundle, part, cl, cfgs[v], device))
+        finals = {v: run_federation(bundle, part, cl, cfgs[v]) for v in variants}
+        row: dict[str, Any] = {"variants": list(variants)}
         for k in ("round_s", "local_sgd_s", "evaluation_s"):
-            a = _median([r["median_round"][k] for r in runs["current"]])
-            p = _median([r["median_round"][k] for r in runs["proposed"]])
-            row[k] = {"current": _r(a, 4), "proposed": _r(p, 4), "speedup": _r(a / p, 3)}
-        ta = _median([r["engine_timings"]["total_s"] for r in runs["current"]])
-        tp = _median([r["engine_timings"]["total_s"] for r in runs["proposed"]])
-        row["run_total_s"] = {"current": _r(ta, 3), "proposed": _r(tp, 3), "speedup": _r(ta / tp, 3)}
-        fa, fp = finals["current"], finals["proposed"]
-        row["max_abs_diff_final_state"] = _r(max(float((fa.final_state[k].double() - fp.final_state[k].double())
+            a = _median([r["median_round"][k] for r in runs[a_name]])
+            b_ = _median([r["median_round"][k] for r in runs[b_name]])
+            row[k] = {a_name: _r(a, 4), b_name: _r(b_, 4), "speedup": _r(a / b_, 3)}
+        ta = _median([r["engine_timings"]["total_s"] for r in runs[a_name]])
+        tb = _median([r["engine_timings"]["total_s"] for r in runs[b_name]])
+        row["run_total_s"] = {a_name: _r(ta, 3), b_name: _r(tb, 3), "speedup": _r(ta / tb, 3)}
+        fa, fb = finals[a_name], finals[b_name]
+        row["max_abs_diff_final_state"] = _r(max(float((fa.final_state[k].double() - fb.final_state[k].double())
                                                        .abs().max()) for k in fa.final_state), 4)
-        row["final_acc"] = {"current": fa.summary["final_test_acc"], "proposed": fp.summary["final_test_acc"]}
+        row["final_acc"] = {v: finals[v].summary["final_test_acc"] for v in variants}
         out[name] = row
     return out
 
@@ -1226,16 +1253,17 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
               quick_wall_s: float | None = None, quick_results: Path | None = None,
               quick_log_dir: Path | None = None, cores: int = 2, concurrency_jobs: Sequence[int] = (1, 4, 8, 16),
               concurrency_s: float = 5.0, label: str = "", concurrency_graph: bool = False,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the benchmark sections; returns the JSON-ready report."""
+              precision: str = "fp32", log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the benchmark sections under config ``precision``; returns the JSON-ready report."""
     say = log or (lambda s: None)
     t_start = time.perf_counter()
     torch.set_num_threads(int(threads))
-    config = load_config(PAPER_CONFIG)
-    quick_config = load_config(REPO_ROOT / "presets" / "quick.yaml")
+    config = {**load_config(PAPER_CONFIG), "precision": precision}
+    quick_config = {**load_config(REPO_ROOT / "presets" / "quick.yaml"), "precision": precision}
     dev = resolve_device(device)
-    report: dict[str, Any] = {"bench_version": 1, "mode": budget.name, "label": label, "machine": machine_info(dev),
-                              "budget": asdict(budget), "targets": {}}
+    Numerics.for_run(dev, precision, image=True)  # a precision this device cannot run fails here, before measuring
+    report: dict[str, Any] = {"bench_version": 1, "mode": budget.name, "label": label, "precision": precision,
+                              "machine": machine_info(dev), "budget": asdict(budget), "targets": {}}
     width = None
     if "a" in sections:
         say("(a) client update vs bare loop")
@@ -1266,6 +1294,8 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
             factors = {k: float(v) for k, v in mf["factors"].items()}
         say("(d) paper scale: instrumented rounds")
         report["paper_scale"] = bench_paper_scale(config, budget, dev, width, eval_s, factors)
+        with Numerics.for_run(dev, precision, image=True).backend_flags():
+            report["paper_scale"]["reference_gemm_gmac_per_s"] = reference_gemm(dev)
     if "g" in sections:
         say("(g) proposal: local step as a CUDA graph")
         report["cuda_graph_step"] = bench_cuda_graph_step(config, dev)
@@ -1316,7 +1346,12 @@ def summarize_targets(report: Mapping[str, Any]) -> dict[str, Any]:
         if "paper_scale" in report:
             rows = [r for d in report["paper_scale"]["datasets"].values() for r in d["methods"]]
             excl = max(r["server_share_excl_eval"] for r in rows)
-            incl = max(r["server_share_excl_eval"] + r["eval_share"] for r in rows)
+            worst = max(rows, key=lambda r: r["server_share_excl_eval"] + r["eval_share"])
+            incl = worst["server_share_excl_eval"] + worst["eval_share"]
+            if "eval_mac_share" in worst:  # reports since the arithmetic floor was added
+                c["paper_scale_worst_eval_mac_floor"] = worst["eval_mac_share"]
+                c["eval_mac_floor_range"] = [min(r["eval_mac_share"] for r in rows),
+                                             max(r["eval_mac_share"] for r in rows)]
             c.update(paper_scale_worst_excl_eval=_r(excl), paper_scale_worst_incl_eval=_r(incl),
                      met_excl_eval=bool(excl <= TARGETS["server_share_max"]),
                      met=bool(incl <= TARGETS["server_share_max"]))
@@ -1360,15 +1395,19 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
          f"(interop {m['torch_interop_threads']}); mkldnn {m['mkldnn']}; Python {m['python']}",
          f"- load average (1/5/15 min) at start / end: {m['loadavg_start']} / {m.get('loadavg_end')} "
          "(above the core count means other jobs shared the machine)",
-         f"- mode `{report['mode']}`, {report['budget']['trials']} trials per number, {m['date']}, "
+         f"- mode `{report['mode']}`, precision `{report.get('precision', 'PyTorch defaults')}`"
+         f"{'' if 'precision' in report else ' (measured before the precision key: cuDNN used TF32 on CUDA)'}, "
+         f"{report['budget']['trials']} trials per number, {m['date']}, "
          f"bench wall {report.get('elapsed_s')} s", ""]
     trows = []
     for k, v in report["targets"].items():
         value = v.get("value")
         if k == "c_server_share":
             value = (f"paper scale, worst method: {v.get('paper_scale_worst_excl_eval')} without evaluation, "
-                     f"{v.get('paper_scale_worst_incl_eval')} with; bench rounds with evaluation "
-                     f"{v.get('bench_runs_incl_eval')}")
+                     f"{v.get('paper_scale_worst_incl_eval')} with"
+                     + (f" (its arithmetic floor: {v['paper_scale_worst_eval_mac_floor']} of the round's MACs are "
+                        f"evaluation)" if "paper_scale_worst_eval_mac_floor" in v else "")
+                     + f"; bench rounds with evaluation {v.get('bench_runs_incl_eval')}")
         elif k == "d_paper_device_hours":
             value = f"{v['value']} h (one job at a time {v['serial']} h; packed {v['packed']})"
         elif k == "e_quick_preset":
@@ -1409,6 +1448,9 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
         L += ["## (d) Paper scale on this device", "",
               f"Projected device-hours of the paper preset ({d['jobs']} jobs x {d['rounds']} rounds, one job per "
               f"core at the measured thread count): **{d['device_hours_total']} h**.", "", "Model: " + d["model"], ""]
+        if "reference_gemm_gmac_per_s" in d:
+            L += [f"Attainable dense rate on this device (one 2048^3 matmul, GMAC/s): {d['reference_gemm_gmac_per_s']}; "
+                  "each dataset below gives the rate its evaluation and local training reach.", ""]
         if "method_factors" in report:
             mf = report["method_factors"]
             L += [f"Measured step factors (CIFAR CNN): {mf['factors']} (step ms {mf['step_ms']}; {mf['note']}).", ""]
@@ -1422,9 +1464,12 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                   f"{v['model_check_fedavg_measured_over_predicted']}; measured rounds scaled linearly to paper "
                   f"samples: fedavg {v['measured']['fedavg']['scaled_local_sgd_s']} s, hasfl "
                   f"{v['measured']['hasfl']['scaled_local_sgd_s']} s of local SGD per round. "
-                  f"Device-hours (3 seeds x 9 methods): {v['device_hours']}.", "",
+                  f"Device-hours (3 seeds x 9 methods): {v['device_hours']}."
+                  + (f" Arithmetic rate, GMAC/s (a local sample-step = 3 forward passes): {v['gmac_per_s']}."
+                     if "gmac_per_s" in v else ""), "",
                   _table(v["methods"], [("method", "method"), ("round_s", "s/round"), ("train_s", "train s"),
                                         ("eval_s", "eval s"), ("server_s", "server s"), ("eval_share", "eval share"),
+                                        ("eval_mac_share", "eval share of MACs"),
                                         ("server_share_excl_eval", "server share"), ("run_h", "h per run")])]
     if "concurrency" in report:
         runs = [report["concurrency"], *report.get("concurrency_extra", [])]
@@ -1478,24 +1523,30 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
               f"+ channels_last), CIFAR CNN at p = 1, {ev['test_n']} test samples, ms per sample: "
               f"{ev['ms_per_sample']}; speed-up vs batch 2048 {ev['speedup_vs_current']}; results {ev['same_result']}.",
               "",
-              "Training with the sub-model in `channels_last` (CIFAR CNN, inputs unchanged; not applied):", "",
-              _table(p["training_channels_last_cifar_cnn"], [("p", "p"), ("current_step_ms", "current ms/step"),
-                                                             ("channels_last_step_ms", "channels_last ms/step"),
-                                                             ("speedup", "speed-up")]),
-              f"Process start + imports of one job, s: {p['job_start_s']}.", ""]
+              ]
+        if "training_step_variants" in p:
+            L += ["One local step (ms) by layout and precision: contiguous fp32 (the engine before the second "
+                  "2026-11-30 session), the engine's fp32 (image sub-models in channels_last on the CPU; applied) "
+                  "and the engine under `precision: bf16` (an option; the default stays fp32):", "",
+                  _table(p["training_step_variants"], [
+                      ("dataset", "dataset"), ("p", "p"), ("contiguous fp32 ms", "contiguous fp32"),
+                      ("engine fp32 ms", "engine fp32"), ("engine bf16 ms", "engine bf16"),
+                      ("layout speed-up", "layout speed-up"), ("bf16 speed-up", "bf16 vs fp32")])]
+        L += [f"Process start + imports of one job, s: {p['job_start_s']}.", ""]
         if "engine_ab" in p:
             rows = []
             for setup, v in p["engine_ab"].items():
-                rows.append({"setup": setup, **{f"{k}": f"{v[k]['current']} -> {v[k]['proposed']} (x{v[k]['speedup']})"
+                a_name, b_name = v.get("variants", ("current", "proposed"))
+                rows.append({"setup": setup, **{f"{k}": f"{v[k][a_name]} -> {v[k][b_name]} (x{v[k]['speedup']})"
                                                 for k in ("round_s", "local_sgd_s", "evaluation_s", "run_total_s")},
-                             "diff": v["max_abs_diff_final_state"], "acc": f"{v['final_acc']['current']:.4f} / "
-                                                                          f"{v['final_acc']['proposed']:.4f}"})
-            L += ["Whole `run_federation` runs, current engine vs the proposed one (channels_last image sub-models; "
-                  "not applied: it changes results in the last digits, see the analysis), monkeypatched, "
-                  "interleaved:", "",
+                             "diff": v["max_abs_diff_final_state"], "acc": f"{v['final_acc'][a_name]:.4f} / "
+                                                                          f"{v['final_acc'][b_name]:.4f}"})
+            names = next(iter(p["engine_ab"].values())).get("variants", ("current", "proposed"))
+            L += [f"Whole `run_federation` runs, config `precision` {names[0]} -> {names[1]}, interleaved:", "",
                   _table(rows, [("setup", "setup"), ("round_s", "round s"), ("local_sgd_s", "local SGD s"),
                                 ("evaluation_s", "evaluation s"), ("run_total_s", "run total s"),
-                                ("diff", "max abs diff of final state"), ("acc", "final acc current / proposed")])]
+                                ("diff", "max abs diff of final state"),
+                                ("acc", f"final acc {names[0]} / {names[1]}")])]
         if "process_batching" in p:
             pb = p["process_batching"]
             L += [f"Quick-preset digits jobs ({', '.join(pb['methods'])}), one process per job (as the train rule) vs "

@@ -92,7 +92,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                            quick_wall_s=args.quick_wall_s, quick_results=args.quick_results, cores=args.cores,
                            concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
                            concurrency_s=args.concurrency_s, concurrency_graph=args.concurrency_graph,
-                           label=args.label, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
+                           label=args.label, precision=args.precision, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
         write = args.write_doc if args.write_doc is not None else not args.quick
     text = json.dumps(report, indent=2, default=str)
     if args.json_out is not None:
@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "tf32", "bf16"),
+                   help="config key precision for every measurement (default: %(default)s)")
     p.add_argument("--trials", type=int, default=None, help="trials per number (medians)")
     p.add_argument("--min-trial-s", type=float, default=None, help="seconds per trial to aim for")
     p.add_argument("--batch-size", type=int, default=None, help="override the preset batch size (smoke tests)")

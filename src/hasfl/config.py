@@ -143,6 +143,8 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
     elif sum(cap["counts"]) != fed["clients"]:
         errs.append(f"config key 'capacity.counts': counts sum to {sum(cap['counts'])}, expected "
                     f"federation.clients = {fed['clients']}")
+    if config["precision"] == "tf32" and config["device"] == "cpu":
+        errs.append("config key 'precision': 'tf32' needs a CUDA device but device is 'cpu'; use fp32 or bf16")
     if sorted(set(cap["tiers"])) != list(cap["tiers"]):
         errs.append(f"config key 'capacity.tiers': tiers must be strictly increasing, got {cap['tiers']}")
     if "shakespeare" in config["datasets"] and config["dataset_params"]["shakespeare"]["top_roles"] != fed["clients"]:
@@ -167,6 +169,7 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         "method": method,
         "seed": int(seed),
         "device": config["device"],
+        "precision": config["precision"],
         "federation": dict(config["federation"]),
         "capacity": dict(config["capacity"]),
         # the estimator (Eqs. 4-5) runs for every method; Eq. 6's p_min / gamma only for HAS-FL's policy

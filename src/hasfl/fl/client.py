@@ -15,7 +15,8 @@ fresh every round. The baselines change exactly one hook each:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,9 @@ class LocalSGD:
         self.optim = optim
         self.inputs = inputs_fn
         self.params = dict(params or {})
+        # context of each forward pass + loss; the engine sets it from config ``precision``
+        # (hasfl.fl.engine.Numerics.autocast); backward and the optimiser step run outside it
+        self.autocast: Callable[[], AbstractContextManager[Any]] = nullcontext
 
     # --- hooks --------------------------------------------------------------
     def momentum(self) -> float:
@@ -132,7 +136,8 @@ class LocalSGD:
                 if has_bn and batch.numel() < 2:
                     continue  # batch norm cannot train on a single sample
                 sgd.zero_grad()
-                loss = self.loss(model, self.inputs(data.x[batch]), data.y[batch])
+                with self.autocast():
+                    loss = self.loss(model, self.inputs(data.x[batch]), data.y[batch])
                 loss.backward()
                 self.after_backward(model)
                 sgd.step()

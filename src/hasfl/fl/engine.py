@@ -10,6 +10,7 @@ diagnostic; only HAS-FL's policy acts on it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -17,7 +18,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,17 +146,77 @@ def family_for(bundle: DatasetBundle, model_cfg: Mapping[str, Any]) -> ModelFami
     return build_family(model_cfg["arch"], in_shape=tuple(bundle.input_shape), num_classes=bundle.num_classes, **kwargs)
 
 
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How one run computes: arithmetic precision (config ``precision``) and memory layout.
+
+    * ``fp32`` (default): IEEE float32 in every convolution, matmul and RNN. PyTorch's
+      own default lets cuDNN run float32 convolutions and RNNs in TF32 on NVIDIA GPUs;
+      ``fp32`` turns that off, so a GPU run computes what a CPU run computes.
+    * ``tf32`` (CUDA only): TF32 tensor cores for float32 convolutions, RNNs and matmuls.
+    * ``bf16``: forward passes (local training and evaluation) under bfloat16 autocast;
+      parameters, gradients, optimiser state, aggregation and the estimator stay float32.
+
+    The paper states no precision (docs/decisions.md, "Precision"). Independently of
+    precision, image sub-models train in ``channels_last`` on the CPU (measured faster,
+    docs/performance.md). Layout and precision change rounding only: a run stays a
+    deterministic function of config and seed.
+    """
+
+    device: torch.device
+    precision: str = "fp32"
+    channels_last: bool = False
+
+    @classmethod
+    def for_run(cls, device: torch.device, precision: str, image: bool) -> Numerics:
+        if precision not in PRECISIONS:
+            raise ValueError(f"config key 'precision' is '{precision}'; expected one of {', '.join(PRECISIONS)}")
+        if precision == "tf32" and device.type != "cuda":
+            raise RuntimeError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
+                               f"'{device.type}' (use fp32 or bf16)")
+        return cls(device, precision, channels_last=device.type == "cpu" and image)
+
+    def prepare(self, module: nn.Module) -> nn.Module:
+        """Move a freshly built module to the device in the training layout."""
+        module = module.to(self.device)
+        return module.to(memory_format=torch.channels_last) if self.channels_last else module
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Context of every forward pass: bfloat16 autocast under ``bf16``, nothing otherwise."""
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def backend_flags(self) -> Iterator[None]:
+        """Set the float32 precision of cuDNN / cuBLAS / oneDNN for the run, restored after."""
+        mode = "tf32" if self.precision == "tf32" else "ieee"
+        knobs = [torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn,
+                 torch.backends.mkldnn.matmul, torch.backends.mkldnn.conv, torch.backends.mkldnn.rnn]
+        saved = [k.fp32_precision for k in knobs]
+        for k in knobs:
+            k.fp32_precision = mode
+        try:
+            yield
+        finally:
+            for k, v in zip(knobs, saved, strict=True):
+                k.fp32_precision = v
+
+
 class SubModels:
     """One physically sliced module per distinct width (cached), loaded from the global state."""
 
-    def __init__(self, family: ModelFamily, device: torch.device) -> None:
-        self.family, self.device = family, device
+    def __init__(self, family: ModelFamily, numerics: Numerics) -> None:
+        self.family, self.numerics = family, numerics
         self._cache: dict[str, tuple[nn.Module, dict[str, SliceRule]]] = {}
 
     def get(self, p: float) -> tuple[nn.Module, dict[str, SliceRule]]:
         key = repr(self.family.widths(p))
         if key not in self._cache:
-            self._cache[key] = (self.family.build(p).to(self.device), self.family.slice_rules(p))
+            self._cache[key] = (self.numerics.prepare(self.family.build(p)), self.family.slice_rules(p))
         return self._cache[key]
 
     @staticmethod
@@ -169,15 +230,17 @@ class SubModels:
 
 @torch.inference_mode()
 def evaluate(model: nn.Module, bundle: DatasetBundle, batch_size: int = 2048,
-             channels_last: bool = False) -> tuple[float, float]:
+             channels_last: bool = False, numerics: Numerics | None = None) -> tuple[float, float]:
     """Accuracy and mean cross-entropy of ``model`` on the full test set (Section 4.1)."""
     model.eval()
     correct, loss, n = 0, 0.0, len(bundle.test_y)
+    autocast = numerics.autocast if numerics is not None else contextlib.nullcontext
     for s in range(0, n, batch_size):
         x = bundle.inputs(bundle.test_x[s:s + batch_size])
         if channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
-        logits = model(x)
+        with autocast():
+            logits = model(x)
         y = bundle.test_y[s:s + batch_size]
         loss += float(F.cross_entropy(logits.float(), y, reduction="sum"))
         correct += int((logits.argmax(1) == y).sum())
@@ -198,21 +261,22 @@ class Evaluator:
 
     CPU_BATCH, BATCH = 64, 2048
 
-    def __init__(self, family: ModelFamily, device: torch.device, image: bool, batch_stats: bool) -> None:
-        cpu = device.type == "cpu"
+    def __init__(self, family: ModelFamily, numerics: Numerics, batch_stats: bool) -> None:
+        cpu = numerics.device.type == "cpu"
+        self.numerics = numerics
         self.batch_size = self.CPU_BATCH if cpu and not batch_stats else self.BATCH
-        self.channels_last = cpu and image and not batch_stats
+        self.channels_last = numerics.channels_last and not batch_stats
         self.copy: nn.Module | None = None
         if self.channels_last:
             with torch.random.fork_rng(devices=[]):
-                self.copy = family.build(1.0).to(device).to(memory_format=torch.channels_last)
+                self.copy = numerics.prepare(family.build(1.0))
 
     def __call__(self, global_model: nn.Module, bundle: DatasetBundle) -> tuple[float, float]:
         model = global_model
         if self.copy is not None:
             self.copy.load_state_dict(global_model.state_dict())
             model = self.copy
-        return evaluate(model, bundle, self.batch_size, self.channels_last)
+        return evaluate(model, bundle, self.batch_size, self.channels_last, self.numerics)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -274,9 +338,10 @@ def run_federation(
                         hasfl_diverged=hasfl_diverged)
     policy, trainer = build_method(method, ctx)
     tracker = HeterogeneityTracker(n_clients, hcfg["beta"], hcfg["t_norm"])
-    subs = SubModels(family, device)
-    evaluator = Evaluator(family, device, bundle.task == "image",
-                          run_cfg["dataset_params"]["model"].get("bn_stats", "running") == "batch")
+    numerics = Numerics.for_run(device, run_cfg["precision"], bundle.task == "image")
+    trainer.autocast = numerics.autocast
+    subs = SubModels(family, numerics)
+    evaluator = Evaluator(family, numerics, run_cfg["dataset_params"]["model"].get("bn_stats", "running") == "batch")
 
     st = LoopState.fresh(n_clients)
     ckpt = Checkpointer(checkpoint, checkpoint_every, run_fingerprint(run_cfg, hasfl_avg_p))
@@ -290,73 +355,74 @@ def run_federation(
         tracker.h_tilde = saved["h_tilde"]
         trainer.load_state(saved["trainer"])
         policy_rng.bit_generator.state = saved["policy_rng"]
-    for t in range(st.next_round, rounds):
-        participants = schedule[t]                                    # line 5
-        widths = policy.widths(t, participants, policy_rng)
-        lr = optim.lr_at(t)
-        agg = CoordinateAggregator(global_state, float_keys)
-        deltas: dict[int, tuple[dict[str, Tensor], dict[str, SliceRule]]] = {}
-        trainer.begin_round(global_state)
-        losses, finite = [], True
-        for i, p in zip(participants.tolist(), widths.tolist(), strict=True):
+    with numerics.backend_flags():  # float32 precision of the backends, restored after the loop
+        for t in range(st.next_round, rounds):
+            participants = schedule[t]                                    # line 5
+            widths = policy.widths(t, participants, policy_rng)
+            lr = optim.lr_at(t)
+            agg = CoordinateAggregator(global_state, float_keys)
+            deltas: dict[int, tuple[dict[str, Tensor], dict[str, SliceRule]]] = {}
+            trainer.begin_round(global_state)
+            losses, finite = [], True
+            for i, p in zip(participants.tolist(), widths.tolist(), strict=True):
+                tic = time.perf_counter()
+                p_trained = trainer.model_width(p, pmax[i])
+                st.p_hi_alloc[i], st.p_hi_trained[i] = max(st.p_hi_alloc[i], p), max(st.p_hi_trained[i], p_trained)
+                module, rules = subs.get(p_trained)
+                subs.load(module, rules, global_state)                     # lines 7-8
+                trainer.begin_client(i, module, p, p_trained)
+                res = trainer.train(module, data[i], lr, local_generator(seed, t, i))  # lines 9-13
+                trainer.end_client(i, module, res.steps, lr)
+                st.t_train += time.perf_counter() - tic
+                tic = time.perf_counter()
+                with torch.no_grad():                                      # line 14: Delta_i
+                    state = module.state_dict()
+                    delta = {k: state[k].view(region(global_state[k], rules[k]).shape)
+                             - region(global_state[k], rules[k]) for k in float_keys}
+                agg.add(delta, rules, n_train[i])
+                deltas[i] = (delta, rules)
+                losses.append(res.loss)
+                finite &= res.finite
+                st.t_server += time.perf_counter() - tic
             tic = time.perf_counter()
-            p_trained = trainer.model_width(p, pmax[i])
-            st.p_hi_alloc[i], st.p_hi_trained[i] = max(st.p_hi_alloc[i], p), max(st.p_hi_trained[i], p_trained)
-            module, rules = subs.get(p_trained)
-            subs.load(module, rules, global_state)                     # lines 7-8
-            trainer.begin_client(i, module, p, p_trained)
-            res = trainer.train(module, data[i], lr, local_generator(seed, t, i))  # lines 9-13
-            trainer.end_client(i, module, res.steps, lr)
-            st.t_train += time.perf_counter() - tic
-            tic = time.perf_counter()
-            with torch.no_grad():                                      # line 14: Delta_i
-                state = module.state_dict()
-                delta = {k: state[k].view(region(global_state[k], rules[k]).shape)
-                         - region(global_state[k], rules[k]) for k in float_keys}
-            agg.add(delta, rules, n_train[i])
-            deltas[i] = (delta, rules)
-            losses.append(res.loss)
-            finite &= res.finite
+            delta_bar = agg.mean()                                         # lines 17-18
+            with torch.no_grad():
+                for k in float_keys:                                       # line 19
+                    global_state[k].add_(delta_bar[k], alpha=trainer.server_lr())
+            trainer.end_round(global_state, n_clients)
+            finite &= all(bool(torch.isfinite(global_state[k]).all()) for k in param_keys)
+            if t >= int(hcfg["warmup"]) and t % int(hcfg["t_adapt"]) == 0:  # line 20
+                h_hat = np.array([divergence(deltas[i][0], delta_bar, deltas[i][1], param_keys, hcfg["epsilon"])
+                                  for i in participants.tolist()])         # line 22
+                tracker.update(participants, h_hat)                        # line 23
+                policy.adapt(tracker.h_tilde)                              # lines 25-29
+            tracker.normalize_if_due(t)
             st.t_server += time.perf_counter() - tic
-        tic = time.perf_counter()
-        delta_bar = agg.mean()                                         # lines 17-18
-        with torch.no_grad():
-            for k in float_keys:                                       # line 19
-                global_state[k].add_(delta_bar[k], alpha=trainer.server_lr())
-        trainer.end_round(global_state, n_clients)
-        finite &= all(bool(torch.isfinite(global_state[k]).all()) for k in param_keys)
-        if t >= int(hcfg["warmup"]) and t % int(hcfg["t_adapt"]) == 0:  # line 20
-            h_hat = np.array([divergence(deltas[i][0], delta_bar, deltas[i][1], param_keys, hcfg["epsilon"])
-                              for i in participants.tolist()])         # line 22
-            tracker.update(participants, h_hat)                        # line 23
-            policy.adapt(tracker.h_tilde)                              # lines 25-29
-        tracker.normalize_if_due(t)
-        st.t_server += time.perf_counter() - tic
 
-        st.p_sum[participants] += widths
-        st.times_sampled[participants] += 1
-        st.avg_p_rounds.append(float(np.mean(widths)))
-        if not finite:
-            st.status, st.diverged_round = "diverged", t + 1
-        if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:
-            tic = time.perf_counter()
-            acc, loss = evaluator(global_model, bundle) if finite else (float("nan"), float("nan"))
-            st.t_eval += time.perf_counter() - tic
-            if not math.isfinite(loss) and finite:
-                st.status, st.diverged_round, finite = "diverged", t + 1, False
-            row = {"round": t + 1, "test_acc": acc, "test_loss": loss, "avg_p": st.avg_p_rounds[-1],
-                   "mean_h_tilde": float(tracker.h_tilde.mean()), "n_participants": int(len(participants)),
-                   "train_loss": float(np.mean(losses))}
-            st.records.append(row)
-            if progress is not None:
-                progress(t + 1, row)
-        st.next_round = t + 1
-        if not finite:
-            break
-        if ckpt.due(t + 1, rounds):
-            ckpt.save({"loop": st, "global_state": {k: v.detach().cpu() for k, v in global_state.items()},
-                       "policy_p": policy.p, "h_tilde": tracker.h_tilde, "trainer": trainer.state(),
-                       "policy_rng": policy_rng.bit_generator.state})
+            st.p_sum[participants] += widths
+            st.times_sampled[participants] += 1
+            st.avg_p_rounds.append(float(np.mean(widths)))
+            if not finite:
+                st.status, st.diverged_round = "diverged", t + 1
+            if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:
+                tic = time.perf_counter()
+                acc, loss = evaluator(global_model, bundle) if finite else (float("nan"), float("nan"))
+                st.t_eval += time.perf_counter() - tic
+                if not math.isfinite(loss) and finite:
+                    st.status, st.diverged_round, finite = "diverged", t + 1, False
+                row = {"round": t + 1, "test_acc": acc, "test_loss": loss, "avg_p": st.avg_p_rounds[-1],
+                       "mean_h_tilde": float(tracker.h_tilde.mean()), "n_participants": int(len(participants)),
+                       "train_loss": float(np.mean(losses))}
+                st.records.append(row)
+                if progress is not None:
+                    progress(t + 1, row)
+            st.next_round = t + 1
+            if not finite:
+                break
+            if ckpt.due(t + 1, rounds):
+                ckpt.save({"loop": st, "global_state": {k: v.detach().cpu() for k, v in global_state.items()},
+                           "policy_p": policy.p, "h_tilde": tracker.h_tilde, "trainer": trainer.state(),
+                           "policy_rng": policy_rng.bit_generator.state})
 
     records, avg_p_rounds = st.records, st.avg_p_rounds
     p_sum, times_sampled, p_hi_alloc, p_hi_trained = st.p_sum, st.times_sampled, st.p_hi_alloc, st.p_hi_trained
@@ -387,6 +453,7 @@ def run_federation(
     }
     total = time.perf_counter() - t_start
     timings = {"total_s": total, "local_training_s": t_train, "server_s": t_server, "evaluation_s": t_eval,
-               "device": str(device), "threads": torch.get_num_threads()}
+               "device": str(device), "threads": torch.get_num_threads(), "precision": numerics.precision,
+               "channels_last": numerics.channels_last}
     final_state = {k: v.detach().cpu().clone() for k, v in global_state.items()}
     return RunResult(rounds_df, clients_df, init_state, final_state, summary, timings)
