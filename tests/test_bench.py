@@ -73,6 +73,35 @@ def test_server_share_and_paper_scale_positive(tiny_report):
         assert d["round_s"]["fedavg"] >= max(d["round_s"][m] for m in ("hasfl", "heterofl", "uniform"))
 
 
+def test_arithmetic_floor_of_evaluation(tiny_report):
+    """(c)'s arithmetic floor by hand: fedavg on CIFAR-10 evaluates 10,000 test images at full width
+    per round and trains 10 clients x 2,500 samples x 5 epochs at 3 forward passes each."""
+    cifar = {r["method"]: r for r in tiny_report["paper_scale"]["datasets"]["cifar10"]["methods"]}
+    assert cifar["fedavg"]["eval_mac_share"] == pytest.approx(10_000 / (10_000 + 10 * 2_500 * 5 * 3), abs=1e-4)
+    # narrower sub-models train fewer MACs, so evaluation is a larger share of their rounds
+    assert cifar["uniform"]["eval_mac_share"] > cifar["hasfl"]["eval_mac_share"] > cifar["fedavg"]["eval_mac_share"]
+    c = tiny_report["targets"]["c_server_share"]
+    lo, hi = c["eval_mac_floor_range"]
+    assert 0 < lo < hi < 1 and lo == pytest.approx(cifar["fedavg"]["eval_mac_share"])
+    assert tiny_report["precision"] == "fp32"
+    gemm = tiny_report["paper_scale"]["reference_gemm_gmac_per_s"]
+    assert _positive(gemm["fp32"]) and _positive(gemm["bf16"])
+
+
+@pytest.mark.parametrize("args,error", [
+    (["--precision", "tf32", "--device", "cpu"], "config key 'precision' is 'tf32', which needs a CUDA device"),
+    (["--precision", "bf16", "--sections", "g"], "has no bf16 variant"),
+])
+def test_bench_rejects_precision_before_measuring(args, error):
+    """A precision the device or section cannot run fails at once, before any measurement."""
+    import time
+
+    tic = time.perf_counter()
+    with pytest.raises((RuntimeError, ValueError), match=error):
+        main(["bench", "--quick", "--no-write-doc", *args])
+    assert time.perf_counter() - tic < 5
+
+
 def test_quick_preset_not_measured_without_results(tiny_report):
     assert tiny_report["quick_preset"]["status"] == "not measured"
     assert tiny_report["targets"]["e_quick_preset"]["met"] == "not measured"

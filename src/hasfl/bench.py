@@ -710,7 +710,7 @@ def bench_paper_scale(config: Mapping[str, Any], budget: Budget, device: torch.d
 
 # --------------------------------------------------------------------------- (k) concurrent jobs
 def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batch_size: int | None = None,
-                       graph: bool = False) -> None:
+                       graph: bool = False, precision: str = "fp32") -> None:
     """One job of :func:`bench_concurrency`: warm up, print ``ready``, wait for a line on stdin,
     then run local SGD steps for ``seconds`` and print ``{"steps": n, "elapsed_s": t}``.
     With ``graph`` each step is a replayed CUDA graph (:class:`_GraphStep`)."""
@@ -718,7 +718,16 @@ def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batc
     dev = resolve_device(device)
     config = load_config(PAPER_CONFIG)
     steps_per_call = 32
+    with Numerics.for_run(dev, precision, image=True).backend_flags():  # also for the CUDA-graph capture
+        _concurrency_steps(config, dataset, p, seconds, dev, batch_size, graph, steps_per_call, precision)
+
+
+def _concurrency_steps(config: Mapping[str, Any], dataset: str, p: float, seconds: float, dev: torch.device,
+                       batch_size: int | None, graph: bool, steps_per_call: int, precision: str) -> None:
+    """The measured loop of :func:`concurrency_worker` (under its backend flags)."""
     if graph:
+        if precision == "bf16":
+            raise ValueError("the CUDA-graph scratch step (section g) has no bf16 variant; use fp32 or tf32")
         st = _GraphStep(config, dataset, p, dev, steps_per_call)
         st.capture()
 
@@ -730,7 +739,7 @@ def concurrency_worker(dataset: str, p: float, seconds: float, device: str, batc
         budget = replace(FULL, batch_size=batch_size)
         optim = _optim(config, dataset, budget)
         bundle = synthetic_bundle(dataset, steps_per_call * optim.batch_size, 8, dev)
-        client = _Client(_family(config, dataset, bundle), p, bundle, optim, dev)
+        client = _Client(_family(config, dataset, bundle), p, bundle, optim, dev, precision=precision)
         client.steps = steps_per_call
 
         def run() -> None:
@@ -762,7 +771,8 @@ def bench_concurrency(config: Mapping[str, Any], device: torch.device, procs: Se
         base = None
         for k in procs:
             cmd = [sys.executable, "-c", "import sys; from hasfl.bench import concurrency_worker as w; "
-                   f"w({ds!r}, {p!r}, {seconds!r}, {device.type!r}, graph={graph!r})"]
+                   f"w({ds!r}, {p!r}, {seconds!r}, {device.type!r}, graph={graph!r}, "
+                   f"precision={config['precision']!r})"]
             workers = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
                        for _ in range(k)]
             try:
@@ -1262,6 +1272,9 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
     quick_config = {**load_config(REPO_ROOT / "presets" / "quick.yaml"), "precision": precision}
     dev = resolve_device(device)
     Numerics.for_run(dev, precision, image=True)  # a precision this device cannot run fails here, before measuring
+    if precision == "bf16" and ("g" in sections or ("k" in sections and concurrency_graph)):
+        raise ValueError("the CUDA-graph scratch step (section g, --concurrency-graph) has no bf16 variant; "
+                         "use fp32 or tf32")
     report: dict[str, Any] = {"bench_version": 1, "mode": budget.name, "label": label, "precision": precision,
                               "machine": machine_info(dev), "budget": asdict(budget), "targets": {}}
     width = None
@@ -1298,7 +1311,8 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
             report["paper_scale"]["reference_gemm_gmac_per_s"] = reference_gemm(dev)
     if "g" in sections:
         say("(g) proposal: local step as a CUDA graph")
-        report["cuda_graph_step"] = bench_cuda_graph_step(config, dev)
+        with Numerics.for_run(dev, precision, image=True).backend_flags():
+            report["cuda_graph_step"] = bench_cuda_graph_step(config, dev)
     if "k" in sections:
         say(f"(k) concurrent jobs on one {dev.type} device: {list(concurrency_jobs)}")
         report["concurrency"] = bench_concurrency(config, dev, concurrency_jobs, seconds=concurrency_s, label=label,
@@ -1469,7 +1483,8 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                      if "gmac_per_s" in v else ""), "",
                   _table(v["methods"], [("method", "method"), ("round_s", "s/round"), ("train_s", "train s"),
                                         ("eval_s", "eval s"), ("server_s", "server s"), ("eval_share", "eval share"),
-                                        ("eval_mac_share", "eval share of MACs"),
+                                        *([("eval_mac_share", "eval share of MACs")]
+                                          if "eval_mac_share" in v["methods"][0] else []),
                                         ("server_share_excl_eval", "server share"), ("run_h", "h per run")])]
     if "concurrency" in report:
         runs = [report["concurrency"], *report.get("concurrency_extra", [])]
