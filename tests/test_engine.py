@@ -682,7 +682,7 @@ def test_numerics_for_run_rules() -> None:
     assert Numerics.for_run(cpu, "fp32", image=True).channels_last
     assert not Numerics.for_run(cpu, "fp32", image=False).channels_last
     assert not Numerics.for_run(torch.device("meta"), "fp32", image=True).channels_last
-    with pytest.raises(RuntimeError, match="config key 'precision' is 'tf32', which needs a CUDA device"):
+    with pytest.raises(ValueError, match="config key 'precision' is 'tf32', which needs a CUDA device"):
         Numerics.for_run(cpu, "tf32", image=True)
     with pytest.raises(ValueError, match="config key 'precision' is 'fp16'; expected one of fp32, tf32, bf16"):
         Numerics.for_run(cpu, "fp16", image=True)

@@ -175,7 +175,7 @@ class Numerics:
         if precision not in PRECISIONS:
             raise ValueError(f"config key 'precision' is '{precision}'; expected one of {', '.join(PRECISIONS)}")
         if precision == "tf32" and device.type != "cuda":
-            raise RuntimeError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
+            raise ValueError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
                                f"'{device.type}' (use fp32 or bf16)")
         return cls(device, precision, channels_last=device.type == "cpu" and image)
 
