@@ -763,3 +763,34 @@ def test_lstm_forward_under_bf16_autocast(base_cfg) -> None:
     assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
     loss.backward()
     assert all(q.grad is not None and q.grad.dtype == torch.float32 for q in module.parameters())
+
+
+# --------------------------------------------------------------------------- adding a method
+def test_a_method_is_added_in_one_place(base_cfg, digits, monkeypatch) -> None:
+    """One entry in hasfl.fl.methods.METHODS is all a new method needs: the config accepts its
+    name and a method_params block, its job slice reads that block, and the engine trains it."""
+    from hasfl.config import ConfigError, validate_config
+    from hasfl.fl import methods
+    from hasfl.fl.policies import UniformPolicy
+
+    def half_width(ctx):  # every client at min(p, pmax), p from its own method_params block
+        return UniformPolicy(ctx.pmax, ctx.params["p"]), methods._sgd(ctx)
+
+    monkeypatch.setitem(methods.METHODS, "half_width", methods.MethodSpec(half_width))
+    cfg = small_cfg(base_cfg, 2)
+    cfg["methods"] = ["hasfl", "half_width"]
+    cfg["method_params"]["half_width"] = {"p": 0.5}
+    validate_config(cfg)
+    job = run_config(cfg, "digits", "half_width", SEED)
+    assert job["method_params"] == {"p": 0.5} and "p_min" not in job["hasfl"] and "gamma" not in job["hasfl"]
+    assert "p_min" in run_config(cfg, "digits", "hasfl", SEED)["hasfl"]
+    res = federate(cfg, digits, "half_width")
+    assert res.summary["status"] == "completed"
+    sampled = res.clients[res.clients["times_sampled"] > 0]
+    assert len(sampled) and np.allclose(sampled["p_max_allocated"], np.minimum(0.5, sampled["pmax"]))
+    # a name the registry does not know is named, in methods and in method_params
+    monkeypatch.delitem(methods.METHODS, "half_width")
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg)
+    assert "config key 'methods[1]': unknown method 'half_width'" in str(exc.value)
+    assert "unknown config key 'method_params.half_width': not a method" in str(exc.value)

@@ -19,12 +19,15 @@ from typing import Any
 
 import yaml
 
+from hasfl.fl.methods import METHODS as METHOD_SPECS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAPER_CONFIG = REPO_ROOT / "config.yaml"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.json"
 
 DATASETS = ("cifar10", "emnist", "shakespeare", "digits")
-METHODS = ("hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg", "scaffold", "fedprox")
+#: Method names, from the one registry (hasfl.fl.methods.METHODS; it imports no torch).
+METHODS = tuple(METHOD_SPECS)
 
 
 class ConfigError(ValueError):
@@ -123,11 +126,26 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    messages = [_describe(e) for e in errors]
+    messages = [_describe(e) for e in errors] + _unknown_methods(config)
     if not messages:
         messages = _semantic_errors(config)
     if messages:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(messages))
+
+
+def _unknown_methods(config: Mapping[str, Any]) -> list[str]:
+    """Method names (``methods``, ``method_params``) that the registry hasfl.fl.methods does not know."""
+    errs = []
+    options = ", ".join(METHOD_SPECS)
+    methods = config.get("methods")
+    for i, m in enumerate(methods if isinstance(methods, list) else []):
+        if isinstance(m, str) and m not in METHOD_SPECS:
+            errs.append(f"config key 'methods[{i}]': unknown method {m!r}; expected one of {options}")
+    params = config.get("method_params")
+    for m in params if isinstance(params, Mapping) else {}:
+        if m not in METHOD_SPECS:
+            errs.append(f"unknown config key 'method_params.{m}': not a method; expected one of {options}")
+    return errs
 
 
 def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
@@ -174,7 +192,7 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         "capacity": dict(config["capacity"]),
         # the estimator (Eqs. 4-5) runs for every method; Eq. 6's p_min / gamma only for HAS-FL's policy
         "hasfl": {k: v for k, v in config["hasfl"].items()
-                  if method in ("hasfl", "hasfl_nocov") or k not in ("p_min", "gamma")},
+                  if METHOD_SPECS[method].allocation_rule or k not in ("p_min", "gamma")},
         "method_params": dict(config["method_params"].get(method, {})),
         "dataset_params": copy.deepcopy(config["dataset_params"][dataset]),
     }
