@@ -14,8 +14,8 @@ Sections (issue 6); every number is the median of repeated, interleaved trials:
   this device, from synthetic tensors of the real shapes (see :data:`PAPER_DATA`).
 * ``quick_preset`` (e) -- wall time of the quick preset and the share spent outside
   the engine (Snakemake, process start, imports, I/O), from a finished run.
-* ``proposals`` -- A/B measurements of candidate engine speed-ups in scratch copies
-  (nothing under ``hasfl.fl`` or ``hasfl.models`` is changed).
+* ``proposals`` -- A/B measurements of engine variants (evaluation batches, layout, precision),
+  through the engine's own code paths (nothing under ``hasfl.fl`` or ``hasfl.models`` is patched).
 
 The data are random uint8 tensors of the real shapes: throughput does not depend on
 pixel values. One torch thread (the default here) is what one Snakemake job with
@@ -1088,7 +1088,7 @@ def run_quick_preset(cores: int, keep: bool = False) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- proposals and profiles
 def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.device) -> dict[str, Any]:
-    """A/B trials of candidate speed-ups, applied in scratch copies (nothing in hasfl.fl changes)."""
+    """A/B trials of engine variants: evaluation batches and layout, training layout and precision."""
     out: dict[str, Any] = {}
     # P1: evaluation batch size and channels_last (CIFAR CNN, full width).
     ds = "cifar10"
@@ -1533,7 +1533,7 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
     if "proposals" in report:
         p = report["proposals"]
         ev = p["evaluation_cifar_cnn_p1"]
-        L += ["## Measured speed-up candidates (scratch copies)", "",
+        L += ["## A/B trials of engine variants", "",
               f"Evaluation variants (applied since 2026-11-30 as `hasfl.fl.engine.Evaluator`: on the CPU, batch 64 "
               f"+ channels_last), CIFAR CNN at p = 1, {ev['test_n']} test samples, ms per sample: "
               f"{ev['ms_per_sample']}; speed-up vs batch 2048 {ev['speedup_vs_current']}; results {ev['same_result']}.",
