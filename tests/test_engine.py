@@ -701,6 +701,7 @@ def test_numerics_backend_flags_set_and_restored() -> None:
         assert [k.fp32_precision for k in knobs] == before
     with Numerics(torch.device("cuda"), "tf32").backend_flags():
         assert [k.fp32_precision for k in knobs] == ["tf32"] * 3
+        assert torch.backends.mkldnn.conv.fp32_precision == "ieee"  # TF32 is for the GPU's kernels only
     assert [k.fp32_precision for k in knobs] == before
 
 

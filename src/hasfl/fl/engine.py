@@ -160,7 +160,7 @@ class Numerics:
     * ``bf16``: forward passes (local training and evaluation) under bfloat16 autocast;
       parameters, gradients, optimiser state, aggregation and the estimator stay float32.
 
-    The paper states no precision (docs/decisions.md, "Precision"). Independently of
+    The paper states no precision (docs/decisions.md, "Precision and memory layout"). Independently of
     precision, image sub-models train in ``channels_last`` on the CPU (measured faster,
     docs/performance.md). Layout and precision change rounding only: a run stays a
     deterministic function of config and seed.
@@ -172,11 +172,12 @@ class Numerics:
 
     @classmethod
     def for_run(cls, device: torch.device, precision: str, image: bool) -> Numerics:
+        """The numerics of a run on ``device`` (``image``: the model is an image CNN)."""
         if precision not in PRECISIONS:
             raise ValueError(f"config key 'precision' is '{precision}'; expected one of {', '.join(PRECISIONS)}")
         if precision == "tf32" and device.type != "cuda":
             raise ValueError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
-                               f"'{device.type}' (use fp32 or bf16)")
+                             f"'{device.type}' (use fp32 or bf16)")
         return cls(device, precision, channels_last=device.type == "cpu" and image)
 
     def prepare(self, module: nn.Module) -> nn.Module:
@@ -192,12 +193,15 @@ class Numerics:
 
     @contextlib.contextmanager
     def backend_flags(self) -> Iterator[None]:
-        """Set the float32 precision of cuDNN / cuBLAS / oneDNN for the run, restored after."""
-        mode = "tf32" if self.precision == "tf32" else "ieee"
-        knobs = [torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn,
-                 torch.backends.mkldnn.matmul, torch.backends.mkldnn.conv, torch.backends.mkldnn.rnn]
+        """Set the float32 precision of cuDNN / cuBLAS (TF32 only under ``tf32``) and oneDNN (always
+        IEEE) for the run; the previous settings are restored after."""
+        cuda = "tf32" if self.precision == "tf32" else "ieee"
+        modes = [(torch.backends.cuda.matmul, cuda), (torch.backends.cudnn.conv, cuda),
+                 (torch.backends.cudnn.rnn, cuda), (torch.backends.mkldnn.matmul, "ieee"),
+                 (torch.backends.mkldnn.conv, "ieee"), (torch.backends.mkldnn.rnn, "ieee")]
+        knobs = [k for k, _ in modes]
         saved = [k.fp32_precision for k in knobs]
-        for k in knobs:
+        for k, mode in modes:
             k.fp32_precision = mode
         try:
             yield
