@@ -144,3 +144,12 @@ def test_snakemake_dry_run(tmp_path, preset):
     counts = job_counts(out)
     assert counts["data_stage"] == 3 * n_datasets, counts
     assert counts["train"] == 9 * 3 * n_datasets, counts
+
+
+def test_schema_precisions_match_the_engine():
+    """config.PRECISIONS (engine, CLI) and the schema's enum list the same values."""
+    import json
+
+    from hasfl.config import PRECISIONS, SCHEMA_PATH
+
+    assert json.loads(SCHEMA_PATH.read_text())["properties"]["precision"]["enum"] == list(PRECISIONS)

@@ -1271,7 +1271,7 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
     config = {**load_config(PAPER_CONFIG), "precision": precision}
     quick_config = {**load_config(REPO_ROOT / "presets" / "quick.yaml"), "precision": precision}
     dev = resolve_device(device)
-    Numerics.for_run(dev, precision, image=True)  # a precision this device cannot run fails here, before measuring
+    numerics = Numerics.for_run(dev, precision, image=True)  # a precision this device cannot run fails here
     if precision == "bf16" and ("g" in sections or ("k" in sections and concurrency_graph)):
         raise ValueError("the CUDA-graph scratch step (section g, --concurrency-graph) has no bf16 variant; "
                          "use fp32 or tf32")
@@ -1307,11 +1307,11 @@ def run_bench(budget: Budget = FULL, *, device: str = "auto", threads: int = 1,
             factors = {k: float(v) for k, v in mf["factors"].items()}
         say("(d) paper scale: instrumented rounds")
         report["paper_scale"] = bench_paper_scale(config, budget, dev, width, eval_s, factors)
-        with Numerics.for_run(dev, precision, image=True).backend_flags():
+        with numerics.backend_flags():
             report["paper_scale"]["reference_gemm_gmac_per_s"] = reference_gemm(dev)
     if "g" in sections:
         say("(g) proposal: local step as a CUDA graph")
-        with Numerics.for_run(dev, precision, image=True).backend_flags():
+        with numerics.backend_flags():
             report["cuda_graph_step"] = bench_cuda_graph_step(config, dev)
     if "k" in sections:
         say(f"(k) concurrent jobs on one {dev.type} device: {list(concurrency_jobs)}")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hasfl import __version__
-from hasfl.config import DATASETS, METHODS, PAPER_CONFIG, ConfigError, data_config, load_config
+from hasfl.config import DATASETS, METHODS, PAPER_CONFIG, PRECISIONS, ConfigError, data_config, load_config
 
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "tf32", "bf16"),
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="config key precision for every measurement (default: %(default)s)")
     p.add_argument("--trials", type=int, default=None, help="trials per number (medians)")
     p.add_argument("--min-trial-s", type=float, default=None, help="seconds per trial to aim for")

@@ -26,6 +26,8 @@ PAPER_CONFIG = REPO_ROOT / "config.yaml"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.json"
 
 DATASETS = ("cifar10", "emnist", "shakespeare", "digits")
+#: Values of config key ``precision`` (see hasfl.fl.engine.Numerics; the schema lists the same).
+PRECISIONS = ("fp32", "tf32", "bf16")
 #: Method names, from the one registry (hasfl.fl.methods.METHODS; it imports no torch).
 METHODS = tuple(METHOD_SPECS)
 

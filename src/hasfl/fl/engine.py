@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hasfl.config import PRECISIONS
 from hasfl.data.base import DatasetBundle
 from hasfl.data.partition import rng_for
 from hasfl.fl.aggregation import CoordinateAggregator
@@ -144,9 +145,6 @@ def family_for(bundle: DatasetBundle, model_cfg: Mapping[str, Any]) -> ModelFami
     """The model family of a dataset from its config block."""
     kwargs = {k: v for k, v in model_cfg.items() if k != "arch"}
     return build_family(model_cfg["arch"], in_shape=tuple(bundle.input_shape), num_classes=bundle.num_classes, **kwargs)
-
-
-PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 @dataclass(frozen=True)
