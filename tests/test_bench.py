@@ -237,3 +237,31 @@ def test_combine_reports_and_graph_section(tiny_report):
     assert "RuntimeError: capture failed" in text
     assert bench.combine_reports([base])["paper_scale"].get("packed_extra") is None  # idempotent re-render
     assert bench.bench_cuda_graph_step({}, torch.device("cpu"))["status"] == "skipped"
+
+
+def test_op_counter_and_method_hooks_cost_a_constant_number_of_kernels():
+    """``OpCounter`` counts what one local step dispatches (backward and optimiser included);
+    FedProx's proximal term and SCAFFOLD's correction add O(1) kernels per step (foreach),
+    not several per parameter tensor as the term written into the loss would (~3.5x a plain step)."""
+    from dataclasses import replace
+
+    from hasfl.config import load_config
+    from hasfl.fl.client import FedProx, Scaffold
+
+    with bench.OpCounter() as c:
+        layer = torch.nn.Linear(3, 2)
+        layer(torch.randn(4, 3)).sum().backward()
+    assert c.kernels >= 4 and c.ops > c.kernels  # addmm, sum, ones_like, mm, ... and views (t, detach)
+
+    cfg = load_config()
+    optim = replace(bench._optim(cfg, "cifar10", bench.QUICK), batch_size=4)
+    bundle = bench.synthetic_bundle("cifar10", 64, 8, torch.device("cpu"))
+    family = bench._family(cfg, "cifar10", bundle)
+    mp = cfg["method_params"]
+    plain, prox, scaf = (bench._Client(family, 0.25, bundle, optim, torch.device("cpu"), t).ops_per_step()
+                         for t in (None, FedProx(optim, bundle.inputs, mp["fedprox"]),
+                                   Scaffold(optim, bundle.inputs, mp["scaffold"])))
+    n_params = len(list(family.build(0.25).parameters()))
+    assert plain["kernels"] > 2 * n_params  # forward + backward of every layer
+    assert prox["kernels"] - plain["kernels"] <= 12 < n_params
+    assert scaf["kernels"] <= plain["kernels"] + 2

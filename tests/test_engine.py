@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace as replace_optim
 from pathlib import Path
 
 import numpy as np
@@ -579,6 +580,58 @@ def test_fedprox_stays_closer_to_anchor() -> None:
     free, prox = prox_distance(0.0), prox_distance(1.0)
     assert free > 0 and prox < 0.9 * free
     assert prox_distance(0.0) == pytest.approx(prox_distance(0.0, cls=LocalSGD), rel=1e-6)
+
+
+class AutogradFedProx(LocalSGD):
+    """FedProx as the textbook writes it: the proximal term inside the loss, differentiated by autograd."""
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        self._anchor = [q.detach().clone() for q in model.parameters()]
+
+    def loss(self, model: nn.Module, x, y):
+        prox = sum((q - a).pow(2).sum() for q, a in zip(model.parameters(), self._anchor, strict=True))
+        return F.cross_entropy(model(x), y) + 0.5 * float(self.params["mu"]) * prox
+
+
+class LoopScaffold(Scaffold):
+    """SCAFFOLD's gradient correction as one add_ per parameter tensor."""
+
+    def after_backward(self, model: nn.Module) -> None:
+        for q, c in zip(model.parameters(), self._corr, strict=True):
+            q.grad.add_(c)
+
+
+@pytest.mark.parametrize("pair", ["fedprox", "scaffold"])
+def test_foreach_hooks_match_the_per_tensor_formulation_to_the_bit(base_cfg, digits, pair) -> None:
+    """FedProx's foreach proximal gradient is autograd's gradient of (mu/2)||w - w_g||^2 and
+    SCAFFOLD's foreach correction is the per-tensor one: after several momentum / weight-decay /
+    clipped steps of a sliced CNN from a moved anchor, the weights are identical bit for bit."""
+    bundle = digits[0]
+    family = digits_family(base_cfg, bundle)
+    optim = replace_optim(OptimConfig.from_config(base_cfg["dataset_params"]["digits"]["optim"]), clip=0.5,
+                          weight_decay=5e-4, momentum=0.9, local_epochs=2)
+    data = ClientData(0, torch.arange(200), bundle.train_x, bundle.train_y)
+    params = {"mu": 0.3} if pair == "fedprox" else {"momentum": 0.9}
+    classes = (FedProx, AutogradFedProx) if pair == "fedprox" else (Scaffold, LoopScaffold)
+    states, losses = [], []
+    for cls in classes:
+        torch.manual_seed(0)
+        model = family.build(0.5)
+        trainer = cls(optim, bundle.inputs, params)
+        if pair == "scaffold":
+            trainer.begin_client(0, model, 0.5, 0.5)
+            gen = torch.Generator().manual_seed(9)
+            trainer.c = {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in trainer.c.items()}
+        trainer.begin_client(0, model, 0.5, 0.5)
+        with torch.no_grad():  # move off the anchor so the proximal term is not zero at the first step
+            for q in model.parameters():
+                q.add_(0.05)
+        res = trainer.train(model, data, 0.05, torch.Generator().manual_seed(1))
+        states.append(model.state_dict())
+        losses.append(res.loss)
+    for k, v in states[0].items():
+        assert torch.equal(v, states[1][k]), k
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)  # the proximal value is summed in another order
 
 
 # --------------------------------------------------------------------------- 9. every method

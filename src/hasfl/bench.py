@@ -51,6 +51,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from hasfl.config import PAPER_CONFIG, REPO_ROOT, data_config, load_config, run_config
 from hasfl.data.base import DatasetBundle
@@ -149,6 +150,26 @@ def interleaved(fns: Mapping[str, Callable[[], float]], trials: int) -> dict[str
         for n in names[k:] + names[:k]:
             out[n].append(fns[n]())
     return out
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operators a block dispatches (forward, autograd's backward, optimiser).
+
+    ``kernels`` leaves out views (``detach``, ``t``, ``view``...), which cost host time but
+    launch nothing on a GPU. A device-independent measure of per-step host overhead: a small
+    model's local step on a GPU costs about the same at every width (launch-bound), so what
+    a method adds to a step there is mostly its count of extra operators.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+        self.kernels = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops += 1
+        self.kernels += not func.is_view
+        return func(*args, **(kwargs or {}))
 
 
 def cpu_model() -> str:
@@ -266,6 +287,20 @@ class _Client:
             self.trainer.train(self.module, data, self.optim.lr, gen)
             _sync(self.device)
             return time.perf_counter() - tic
+
+    def ops_per_step(self) -> dict[str, float]:
+        """Aten operators (and non-view kernels) one more local step dispatches: the count of a
+        4-step epoch minus a 2-step one, halved, so set-up and the epoch's shuffle cancel out."""
+        saved, counts = self.steps, []
+        for steps in (2, 4):
+            self.steps = steps
+            with OpCounter() as c:
+                self.ours()
+            counts.append((c.ops, c.kernels))
+        self.steps = saved
+        self._data = self.data()
+        (o2, k2), (o4, k4) = counts
+        return {"ops": (o4 - o2) / 2, "kernels": (k4 - k2) / 2}
 
     def bare(self) -> float:
         """Seconds of the same epoch as a plain torch.optim.SGD loop."""
@@ -616,6 +651,7 @@ def bench_method_factors(config: Mapping[str, Any], budget: Budget, device: torc
                "fjord": step["fjord"] / (step["plain"] * (t1 + t05) / t1)}
     return {"step_ms": {k: _r(v * 1e3, 2) for k, v in step.items()},
             "factors": {k: _r(v) for k, v in factors.items()},
+            "ops_per_step": {k: c.ops_per_step() for k, c in cases.items()},
             "note": "fjord factor = measured FjordDistill step (train 1.0, distil 0.5) / the t(1) + t(0.5) model"}
 
 
@@ -1468,6 +1504,12 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
         if "method_factors" in report:
             mf = report["method_factors"]
             L += [f"Measured step factors (CIFAR CNN): {mf['factors']} (step ms {mf['step_ms']}; {mf['note']}).", ""]
+            if "ops_per_step" in mf:  # reports from before the count
+                L += ["Aten operators one local step dispatches (forward, backward, optimiser; of them kernels, "
+                      "i.e. not views), CIFAR CNN: " + "; ".join(
+                          f"{k} {v['ops']:g} ({v['kernels']:g})" for k, v in mf["ops_per_step"].items())
+                      + ". On a GPU a step of these models is launch-bound, so this count, not the MACs, "
+                      "prices a method's extra work there.", ""]
         for ds, v in d["datasets"].items():
             L += [f"### {ds}", "",
                   f"Paper data: {v['paper']['train']:,} train / {v['paper']['test']:,} test, shape "
