@@ -634,6 +634,48 @@ def test_foreach_hooks_match_the_per_tensor_formulation_to_the_bit(base_cfg, dig
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)  # the proximal value is summed in another order
 
 
+class ClonedBufferFjord(FjordDistill):
+    """FjORD's student as first written: a full module, its running statistics cloned slices."""
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        big = model.state_dict()
+        self._ref = (self.family.build(p),
+                     {k: relative_rule(r, big[k].shape) for k, r in self.family.slice_rules(p).items()})
+
+    def loss(self, model: nn.Module, x, y):
+        logits = model(x)
+        student, rel = self._ref
+        shapes = {k: v.shape for k, v in student.state_dict().items()}
+        params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+        tensors = {k: region(params[k], rel[k]).reshape(shapes[k]) for k in params}
+        tensors.update({k: region(buffers[k], rel[k]).reshape(shapes[k]).clone() for k in buffers})
+        z = torch.func.functional_call(student, tensors, (x,))
+        kd = F.kl_div(F.log_softmax(z, dim=1), F.softmax(logits.detach(), dim=1), reduction="batchmean")
+        return F.cross_entropy(logits, y) + kd
+
+
+def test_fjord_student_without_running_statistics_trains_the_same_bits(base_cfg, digits) -> None:
+    """The distilled student keeps no running batch-norm statistics (it normalises by the batch's in
+    training either way): the client's module, its running statistics included, and the losses are
+    identical to the student that carried cloned slices of them."""
+    bundle = digits[0]
+    family = digits_family(base_cfg, bundle)
+    optim = replace_optim(OptimConfig.from_config(base_cfg["dataset_params"]["digits"]["optim"]), local_epochs=2)
+    data = ClientData(0, torch.arange(200), bundle.train_x, bundle.train_y)
+    states, losses = [], []
+    for cls in (FjordDistill, ClonedBufferFjord):
+        torch.manual_seed(0)
+        model = family.build(0.75)
+        trainer = cls(optim, bundle.inputs, family)
+        trainer.begin_client(0, model, 0.25, 0.75)
+        losses.append(trainer.train(model, data, 0.05, torch.Generator().manual_seed(1)).loss)
+        states.append(model.state_dict())
+    assert any("running_mean" in k for k in states[0])
+    for k, v in states[0].items():
+        assert torch.equal(v, states[1][k]), k
+    assert losses[0] == losses[1]
+
+
 # --------------------------------------------------------------------------- 9. every method
 @pytest.fixture(scope="module")
 def all_method_runs(base_cfg, tmp_path_factory):
