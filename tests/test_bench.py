@@ -265,3 +265,19 @@ def test_op_counter_and_method_hooks_cost_a_constant_number_of_kernels():
     assert plain["kernels"] > 2 * n_params  # forward + backward of every layer
     assert prox["kernels"] - plain["kernels"] <= 12 < n_params
     assert scaf["kernels"] <= plain["kernels"] + 2
+
+
+def test_step_variants_on_cpu_and_gpu():
+    """The A/B section times the engine's numerics everywhere, and on a GPU also TF32 and the
+    NHWC layout under TF32 / bf16 (image models only); nothing here needs a GPU."""
+    from hasfl.fl.engine import Numerics
+
+    cpu = bench.step_variants(torch.device("cpu"), image=True)
+    assert list(cpu) == ["contiguous fp32", "engine fp32", "engine bf16"]
+    assert cpu["engine fp32"] == Numerics(torch.device("cpu"), "fp32", channels_last=True)
+    gpu = bench.step_variants(torch.device("cuda"), image=True)
+    assert {k: (n.precision, n.channels_last) for k, n in gpu.items()} == {
+        "contiguous fp32": ("fp32", False), "engine fp32": ("fp32", False), "engine bf16": ("bf16", False),
+        "engine tf32": ("tf32", False), "channels_last tf32": ("tf32", True), "channels_last bf16": ("bf16", True)}
+    assert list(bench.step_variants(torch.device("cuda"), image=False)) == [
+        "contiguous fp32", "engine fp32", "engine bf16", "engine tf32"]

@@ -81,6 +81,11 @@ QUICK_DATA: dict[str, dict[str, Any]] = {
 WIDTHS = (0.25, 0.5, 0.75, 1.0)
 FULL_WIDTH_METHODS = ("fedavg", "scaffold", "fedprox")
 
+# Extra local-step variants of the A/B section on a GPU: name -> (precision, channels_last;
+# None = the engine's layout). Tensor-core convolutions (TF32, bf16) prefer NHWC.
+GPU_STEP_VARIANTS: dict[str, tuple[str, bool | None]] = {
+    "engine tf32": ("tf32", None), "channels_last tf32": ("tf32", True), "channels_last bf16": ("bf16", True)}
+
 TARGETS = {
     "client_vs_bare_ratio_min": 0.9,
     "cnn_p025_step_rel_max": 1 / 6,
@@ -1123,6 +1128,22 @@ def run_quick_preset(cores: int, keep: bool = False) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- proposals and profiles
+def step_variants(device: torch.device, image: bool) -> dict[str, Numerics]:
+    """The numerics one local step is timed under in the A/B section: contiguous fp32 (the
+    engine before 2026-11-30's second session), the engine's fp32 and bf16, and on a GPU
+    the :data:`GPU_STEP_VARIANTS` (channels_last ones for image models only)."""
+    out = {"contiguous fp32": Numerics(device, "fp32", channels_last=False),
+           "engine fp32": Numerics.for_run(device, "fp32", image),
+           "engine bf16": Numerics.for_run(device, "bf16", image)}
+    if device.type == "cuda":
+        for name, (precision, channels_last) in GPU_STEP_VARIANTS.items():
+            if channels_last is None:
+                out[name] = Numerics.for_run(device, precision, image)
+            elif image:
+                out[name] = Numerics(device, precision, channels_last=channels_last)
+    return out
+
+
 def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.device) -> dict[str, Any]:
     """A/B trials of engine variants: evaluation batches and layout, training layout and precision."""
     out: dict[str, Any] = {}
@@ -1169,9 +1190,7 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
         tb = synthetic_bundle(ds2, budget.max_steps * optim.batch_size, 8, device)
         fam2 = _family(config, ds2, tb)
         image = tb.task == "image"
-        variants_n = {"contiguous fp32": Numerics(device, "fp32", channels_last=False),
-                      "engine fp32": Numerics.for_run(device, "fp32", image),
-                      "engine bf16": Numerics.for_run(device, "bf16", image)}
+        variants_n = step_variants(device, image)
         for p in (1.0, 0.25):
             cs = {k: _Client(fam2, p, tb, optim, device, numerics=n) for k, n in variants_n.items()}
             first = cs["contiguous fp32"]
@@ -1588,6 +1607,8 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                   _table(p["training_step_variants"], [
                       ("dataset", "dataset"), ("p", "p"), ("contiguous fp32 ms", "contiguous fp32"),
                       ("engine fp32 ms", "engine fp32"), ("engine bf16 ms", "engine bf16"),
+                      *((f"{k} ms", k) for k in GPU_STEP_VARIANTS
+                        if any(f"{k} ms" in r for r in p["training_step_variants"])),
                       ("layout speed-up", "layout speed-up"), ("bf16 speed-up", "bf16 vs fp32")])]
         L += [f"Process start + imports of one job, s: {p['job_start_s']}.", ""]
         if "engine_ab" in p:
