@@ -214,6 +214,14 @@ def test_packed_device_hours_and_merge(tiny_report):
     assert "## (k) Concurrent jobs on one device" in text and "| MPS | emnist | 16 |" in text
     with pytest.raises(ValueError, match="concurrency"):
         bench.merge_concurrency(report, {"paper_scale": {}})
+    # a (d)-only report (gpu-bench.sh BENCH_SECTIONS=b,d) packs against the MPS run's own single job
+    report = copy.deepcopy(tiny_report)
+    report["paper_scale"] = copy.deepcopy(paper)
+    report["paper_scale"].pop("packed")
+    report.pop("concurrency", None)
+    report["machine"]["device"] = "cuda"
+    alone = bench.combine_reports([report, mps])["paper_scale"]["packed_extra"][0]
+    assert alone["datasets"]["cifar10"]["device_hours"] == 1.6 and alone["datasets"]["emnist"]["device_hours"] == 2.4
 
 
 def test_combine_reports_and_graph_section(tiny_report):

@@ -954,13 +954,14 @@ def packed_device_hours(paper: Mapping[str, Any], conc: Mapping[str, Any],
 
 def merge_concurrency(report: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """Add another run's (k) section (e.g. with CUDA MPS on) to ``report``, packed against
-    ``report``'s one-job rates, so both appear on one page."""
+    ``report``'s one-job rates (the other run's own when ``report`` has no (k) section), so
+    both appear on one page."""
     if "concurrency" not in extra:
         raise ValueError("the extra bench report has no 'concurrency' section (run it with --sections k)")
     report.setdefault("concurrency_extra", []).append(extra["concurrency"])
-    if "paper_scale" in report and "concurrency" in report:
+    if "paper_scale" in report:
         report["paper_scale"].setdefault("packed_extra", []).append(
-            packed_device_hours(report["paper_scale"], extra["concurrency"], report["concurrency"]))
+            packed_device_hours(report["paper_scale"], extra["concurrency"], report.get("concurrency")))
     report["targets"] = summarize_targets(report)
     return report
 
