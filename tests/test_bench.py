@@ -289,3 +289,17 @@ def test_step_variants_on_cpu_and_gpu():
         "engine tf32": ("tf32", False), "channels_last tf32": ("tf32", True), "channels_last bf16": ("bf16", True)}
     assert list(bench.step_variants(torch.device("cuda"), image=False)) == [
         "contiguous fp32", "engine fp32", "engine bf16", "engine tf32"]
+
+
+def test_client_batching_computes_the_sequential_update():
+    """The vmapped step of several clients (A/B section) updates each client as the engine's
+    one-at-a-time step does, to float rounding; the report carries both timings."""
+    from dataclasses import replace
+
+    from hasfl.config import load_config
+
+    budget = replace(bench.QUICK, batch_size=4, trials=1)
+    out = bench.bench_client_batching(load_config(), budget, torch.device("cpu"), k=3)
+    assert out["clients"] == 3 and out["batch"] == 4
+    assert 0 <= out["max_abs_diff_after_one_step"] < 1e-5
+    assert _positive(out["ms_per_client_step"]["vmap"]) and _positive(out["ms_per_client_step"]["sequential"])

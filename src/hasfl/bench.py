@@ -1205,6 +1205,7 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
                          "layout speed-up": _r(ms["contiguous fp32"] / ms["engine fp32"], 3),
                          "bf16 speed-up": _r(ms["engine fp32"] / ms["engine bf16"], 3)})
     out["training_step_variants"] = rows
+    out["client_batching"] = bench_client_batching(config, budget, device)
     # P3: process start + imports of one training job (what each quick-preset job pays).
     prelude = ("import hasfl.fl.train; from hasfl.config import load_config; from hasfl.data import load_dataset; "
                f"c = load_config({str(REPO_ROOT / 'presets' / 'quick.yaml')!r}); d = {str(REPO_ROOT)!r} + '/' + "
@@ -1223,6 +1224,79 @@ def bench_proposals(config: Mapping[str, Any], budget: Budget, device: torch.dev
             imp[k].append(time.perf_counter() - tic)
     out["job_start_s"] = {k: _r(_median(v), 3) for k, v in imp.items()}
     return out
+
+
+def bench_client_batching(config: Mapping[str, Any], budget: Budget, device: torch.device,
+                          dataset: str = "cifar10", p: float = 0.25, k: int = 10) -> dict[str, Any]:
+    """Issue 6, "on GPU consider batching clients of equal width": one SGD step of ``k``
+    clients of width ``p`` as one ``torch.func.vmap`` call over their stacked parameters
+    (convolutions become grouped ones) vs ``k`` steps one client after another, the engine's
+    way; same batches, plain SGD, the engine's numerics. Reports ms per client-step and the
+    largest difference of the updated weights (float rounding only if the batching is exact)."""
+    from torch.func import functional_call, grad, stack_module_state, vmap
+
+    optim = _optim(config, dataset, budget)
+    bs = optim.batch_size
+    bundle = synthetic_bundle(dataset, k * bs, 8, device)
+    fam = _family(config, dataset, bundle)
+    numerics = Numerics.for_run(device, "fp32", bundle.task == "image")
+    torch.manual_seed(0)
+    models = [numerics.prepare(fam.build(p)) for _ in range(k)]
+    start = [copy.deepcopy(m.state_dict()) for m in models]
+    params, buffers = stack_module_state(models)  # copies: the batched clients' own tensors
+    stacked0 = {n: t.clone() for n, t in {**params, **buffers}.items()}
+    skeleton = copy.deepcopy(models[0]).to("meta")
+    idx = torch.arange(k * bs, device=device).view(k, bs)
+    x_all, y_all = bundle.inputs(bundle.train_x[idx.view(-1)]), bundle.train_y[idx.view(-1)]
+    xs, ys = x_all.view(k, bs, *x_all.shape[1:]), y_all.view(k, bs)
+    lr = optim.lr
+
+    def loss_fn(prm: dict[str, Tensor], buf: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(functional_call(skeleton, (prm, buf), (x,)), y)
+
+    grads_of = vmap(grad(loss_fn))
+
+    def batched() -> float:
+        _sync(device)
+        tic = time.perf_counter()
+        g = grads_of(params, buffers, xs, ys)
+        with torch.no_grad():
+            torch._foreach_add_(list(params.values()), [g[n] for n in params], alpha=-lr)
+        _sync(device)
+        return time.perf_counter() - tic
+
+    def sequential() -> float:
+        _sync(device)
+        tic = time.perf_counter()
+        for i, m in enumerate(models):
+            ps = list(m.parameters())
+            for q in ps:
+                q.grad = None
+            F.cross_entropy(m(xs[i]), ys[i]).backward()
+            with torch.no_grad():
+                torch._foreach_add_(ps, [q.grad for q in ps], alpha=-lr)
+        _sync(device)
+        return time.perf_counter() - tic
+
+    def reset() -> None:
+        with torch.no_grad():
+            for n, t in {**params, **buffers}.items():
+                t.copy_(stacked0[n])
+        for m, s0 in zip(models, start, strict=True):
+            m.load_state_dict(s0)
+
+    with numerics.backend_flags():
+        batched(), sequential()  # warm-up, and one step of each from the same weights to compare
+        reset()
+        batched(), sequential()
+        with torch.no_grad():
+            diff = max(float((params[n][i] - dict(m.named_parameters())[n]).abs().max())
+                       for i, m in enumerate(models) for n in params)
+        times = interleaved({"vmap": batched, "sequential": sequential}, max(3, budget.trials))
+    ms = {key: _median(v) / k * 1e3 for key, v in times.items()}
+    return {"dataset": dataset, "p": p, "clients": k, "batch": bs,
+            "ms_per_client_step": {key: _r(v, 3) for key, v in ms.items()},
+            "vmap_speedup": _r(ms["sequential"] / ms["vmap"], 3), "max_abs_diff_after_one_step": _r(diff, 3)}
 
 
 def bench_engine_ab(config: Mapping[str, Any], quick_config: Mapping[str, Any], budget: Budget,
@@ -1611,6 +1685,13 @@ def render_markdown(report: Mapping[str, Any], notes: str | None = None) -> str:
                       *((f"{k} ms", k) for k in GPU_STEP_VARIANTS
                         if any(f"{k} ms" in r for r in p["training_step_variants"])),
                       ("layout speed-up", "layout speed-up"), ("bf16 speed-up", "bf16 vs fp32")])]
+        if "client_batching" in p:
+            cb = p["client_batching"]
+            L += [f"Clients of equal width batched (issue 6, \"on GPU consider batching clients of equal width\"): "
+                  f"one SGD step of {cb['clients']} {cb['dataset']} clients at p = {cb['p']}, batch {cb['batch']}, "
+                  f"as one `torch.func.vmap` call over their stacked parameters vs one client after another (the "
+                  f"engine), ms per client-step {cb['ms_per_client_step']}: x{cb['vmap_speedup']} (weights after "
+                  f"one step differ by at most {cb['max_abs_diff_after_one_step']}).", ""]
         L += [f"Process start + imports of one job, s: {p['job_start_s']}.", ""]
         if "engine_ab" in p:
             rows = []
