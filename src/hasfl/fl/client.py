@@ -185,6 +185,12 @@ class SGDState:
         torch._foreach_add_(params, step, alpha=-self.lr)
 
 
+def add_to_grads(params: list[Tensor], terms: list[Tensor]) -> None:
+    """grad <- grad + term for every parameter that has a gradient, in one foreach kernel."""
+    pairs = [(q.grad, t) for q, t in zip(params, terms, strict=True) if q.grad is not None]
+    torch._foreach_add_([g for g, _ in pairs], [t for _, t in pairs])
+
+
 class FedProx(LocalSGD):
     """Local loss + (mu / 2) ||w - w_global||^2 on top of the shared optimiser.
 
@@ -210,8 +216,7 @@ class FedProx(LocalSGD):
         return F.cross_entropy(model(x), y) + 0.5 * mu * prox
 
     def after_backward(self, model: nn.Module) -> None:
-        pairs = [(q.grad, pull) for q, pull in zip(self._params, self._pull, strict=True) if q.grad is not None]
-        torch._foreach_add_([g for g, _ in pairs], [pull for _, pull in pairs])
+        add_to_grads(self._params, self._pull)
 
 
 class Scaffold(LocalSGD):
@@ -254,8 +259,7 @@ class Scaffold(LocalSGD):
         self._corr = [self.c[n] - self.c_i[client][n] for n in names]
 
     def after_backward(self, model: nn.Module) -> None:
-        pairs = [(q.grad, c) for q, c in zip(self._params, self._corr, strict=True) if q.grad is not None]
-        torch._foreach_add_([g for g, _ in pairs], [c for _, c in pairs])  # g <- g + c - c_i
+        add_to_grads(self._params, self._corr)  # g <- g + c - c_i
 
     def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
         assert self.c is not None
