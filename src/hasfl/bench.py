@@ -303,7 +303,6 @@ class _Client:
                 self.ours()
             counts.append((c.ops, c.kernels))
         self.steps = saved
-        self._data = self.data()
         (o2, k2), (o4, k4) = counts
         return {"ops": (o4 - o2) / 2, "kernels": (k4 - k2) / 2}
 
@@ -637,15 +636,15 @@ def bench_method_factors(config: Mapping[str, Any], budget: Budget, device: torc
     bundle = synthetic_bundle(ds, budget.max_steps * optim.batch_size, 8, device)
     family = _family(config, ds, bundle)
     mp = config["method_params"]
-    prec = config["precision"]
+
+    def full_width(trainer: LocalSGD | None = None, p_alloc: float | None = None) -> _Client:
+        return _Client(family, 1.0, bundle, optim, device, trainer, p_alloc, precision=config["precision"])
+
     cases = {
-        "plain": _Client(family, 1.0, bundle, optim, device, precision=prec),
-        "fedprox": _Client(family, 1.0, bundle, optim, device, FedProx(optim, bundle.inputs, mp["fedprox"]),
-                           precision=prec),
-        "scaffold": _Client(family, 1.0, bundle, optim, device, Scaffold(optim, bundle.inputs, mp["scaffold"]),
-                            precision=prec),
-        "fjord": _Client(family, 1.0, bundle, optim, device, FjordDistill(optim, bundle.inputs, family), p_alloc=0.5,
-                         precision=prec),
+        "plain": full_width(),
+        "fedprox": full_width(FedProx(optim, bundle.inputs, mp["fedprox"])),
+        "scaffold": full_width(Scaffold(optim, bundle.inputs, mp["scaffold"])),
+        "fjord": full_width(FjordDistill(optim, bundle.inputs, family), p_alloc=0.5),
     }
     for c in cases.values():
         c.calibrate(budget.min_trial_s, budget.max_steps)
@@ -1231,7 +1230,7 @@ def bench_client_batching(config: Mapping[str, Any], budget: Budget, device: tor
     """Issue 6, "on GPU consider batching clients of equal width": one SGD step of ``k``
     clients of width ``p`` as one ``torch.func.vmap`` call over their stacked parameters
     (convolutions become grouped ones) vs ``k`` steps one client after another, the engine's
-    way; same batches, plain SGD, the engine's numerics. Reports ms per client-step and the
+    way; same batches, plain SGD, the engine's fp32 numerics. Reports ms per client-step and the
     largest difference of the updated weights (float rounding only if the batching is exact)."""
     from torch.func import functional_call, grad, stack_module_state, vmap
 
@@ -1246,9 +1245,8 @@ def bench_client_batching(config: Mapping[str, Any], budget: Budget, device: tor
     params, buffers = stack_module_state(models)  # copies: the batched clients' own tensors
     stacked0 = {n: t.clone() for n, t in {**params, **buffers}.items()}
     skeleton = copy.deepcopy(models[0]).to("meta")
-    idx = torch.arange(k * bs, device=device).view(k, bs)
-    x_all, y_all = bundle.inputs(bundle.train_x[idx.view(-1)]), bundle.train_y[idx.view(-1)]
-    xs, ys = x_all.view(k, bs, *x_all.shape[1:]), y_all.view(k, bs)
+    x_all = bundle.inputs(bundle.train_x)  # k batches: client i trains on the i-th
+    xs, ys = x_all.view(k, bs, *x_all.shape[1:]), bundle.train_y.view(k, bs)
     lr = optim.lr
 
     def loss_fn(prm: dict[str, Tensor], buf: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
@@ -1290,8 +1288,8 @@ def bench_client_batching(config: Mapping[str, Any], budget: Budget, device: tor
         reset()
         batched(), sequential()
         with torch.no_grad():
-            diff = max(float((params[n][i] - dict(m.named_parameters())[n]).abs().max())
-                       for i, m in enumerate(models) for n in params)
+            diff = max(float((params[n][i] - q).abs().max()) for i, m in enumerate(models)
+                       for n, q in m.named_parameters())
         times = interleaved({"vmap": batched, "sequential": sequential}, max(3, budget.trials))
     ms = {key: _median(v) / k * 1e3 for key, v in times.items()}
     return {"dataset": dataset, "p": p, "clients": k, "batch": bs,
