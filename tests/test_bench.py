@@ -273,6 +273,9 @@ def test_op_counter_and_method_hooks_cost_a_constant_number_of_kernels():
     assert plain["kernels"] > 2 * n_params  # forward + backward of every layer
     assert prox["kernels"] - plain["kernels"] <= 12 < n_params
     assert scaf["kernels"] <= plain["kernels"] + 2
+    small = bench.synthetic_bundle("cifar10", 12, 8, torch.device("cpu"))  # 3 batches of 4
+    with pytest.raises(ValueError, match="needs 4 batches of 4; the bundle holds 12 samples"):
+        bench._Client(family, 0.25, small, optim, torch.device("cpu")).ops_per_step()
 
 
 def test_step_variants_on_cpu_and_gpu():

@@ -296,6 +296,9 @@ class _Client:
     def ops_per_step(self) -> dict[str, float]:
         """Aten operators (and non-view kernels) one more local step dispatches: the count of a
         4-step epoch minus a 2-step one, halved, so set-up and the epoch's shuffle cancel out."""
+        if len(self.bundle.train_y) < 4 * self.optim.batch_size:  # a shorter epoch would count fewer steps
+            raise ValueError(f"ops_per_step needs 4 batches of {self.optim.batch_size}; the bundle holds "
+                             f"{len(self.bundle.train_y)} samples")
         saved, counts = self.steps, []
         for steps in (2, 4):
             self.steps = steps
