@@ -57,9 +57,10 @@ from hasfl.config import PAPER_CONFIG, REPO_ROOT, data_config, load_config, run_
 from hasfl.data.base import DatasetBundle
 from hasfl.data.partition import assign_capacities
 from hasfl.fl import client as client_mod
-from hasfl.fl import engine as engine_mod
-from hasfl.fl.client import ClientData, FedProx, FjordDistill, LocalSGD, OptimConfig, Scaffold
-from hasfl.fl.engine import Evaluator, Numerics, SubModels, evaluate, family_for, resolve_device, run_federation
+from hasfl.fl.client import ClientData, FedProx, FjordDistill, LocalSGD, OptimConfig, ScaffoldClient
+from hasfl.fl.engine import run_federation
+from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, evaluate, family_for, resolve_device
+from hasfl.fl.server import ScaffoldServer
 from hasfl.models.family import ModelFamily
 
 __all__ = ["FULL", "PAPER_DATA", "QUICK", "Budget", "machine_info", "render_markdown", "run_bench"]
@@ -400,48 +401,7 @@ def bench_width_scaling(config: Mapping[str, Any], budget: Budget, device: torch
 
 
 # --------------------------------------------------------------------------- instrumented federation
-class _Timers:
-    def __init__(self) -> None:
-        self.t: dict[str, float] = defaultdict(float)
-
-    def wrap(self, key: str, fn: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            tic = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _sync(device)
-                self.t[key] += time.perf_counter() - tic
-        return timed
-
-
 PHASES = ("local_sgd", "slicing", "aggregation", "estimation", "evaluation")
-
-
-@contextlib.contextmanager
-def instrumented(device: torch.device) -> Iterator[_Timers]:
-    """Time the engine's phases by wrapping the functions it calls (all restored on exit)."""
-    timers = _Timers()
-    orig_eval, orig_div = engine_mod.evaluate, engine_mod.divergence
-    orig_agg, orig_load = engine_mod.CoordinateAggregator, SubModels.__dict__["load"]
-    orig_train = client_mod.LocalSGD.train
-
-    class TimedAggregator(orig_agg):  # type: ignore[misc, valid-type]
-        add = timers.wrap("aggregation", orig_agg.add, device)
-        mean = timers.wrap("aggregation", orig_agg.mean, device)
-
-    engine_mod.evaluate = timers.wrap("evaluation", orig_eval, device)
-    engine_mod.divergence = timers.wrap("estimation", orig_div, device)
-    engine_mod.CoordinateAggregator = TimedAggregator
-    SubModels.load = staticmethod(timers.wrap("slicing", orig_load.__func__, device))
-    client_mod.LocalSGD.train = timers.wrap("local_sgd", orig_train, device)
-    try:
-        yield timers
-    finally:
-        engine_mod.evaluate, engine_mod.divergence = orig_eval, orig_div
-        engine_mod.CoordinateAggregator = orig_agg
-        SubModels.load = orig_load
-        client_mod.LocalSGD.train = orig_train
 
 
 def synthetic_tables(n_clients: int, client_n: int, config: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -460,13 +420,14 @@ def instrumented_federation(bundle: DatasetBundle, partition: pd.DataFrame, clie
                             run_cfg: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
     """Run ``run_cfg`` with per-round phase timings; median over the rounds after the first."""
     stamps: list[tuple[float, dict[str, float]]] = []
-    with instrumented(device) as timers:
-        def progress(rnd: int, row: Mapping[str, Any]) -> None:
-            _sync(device)
-            stamps.append((time.perf_counter(), dict(timers.t)))
+    clock = PhaseClock(sync=lambda: _sync(device))
 
-        stamps.append((time.perf_counter(), {}))
-        result = run_federation(bundle, partition, clients, run_cfg, progress=progress)
+    def progress(rnd: int, row: Mapping[str, Any]) -> None:
+        _sync(device)
+        stamps.append((time.perf_counter(), clock.snapshot()))
+
+    stamps.append((time.perf_counter(), {}))
+    result = run_federation(bundle, partition, clients, run_cfg, progress=progress, clock=clock)
     per_round = []
     for (t0, a), (t1, b) in zip(stamps[:-1], stamps[1:], strict=True):
         row = {"round_s": t1 - t0}
@@ -646,7 +607,7 @@ def bench_method_factors(config: Mapping[str, Any], budget: Budget, device: torc
     cases = {
         "plain": full_width(),
         "fedprox": full_width(FedProx(optim, bundle.inputs, mp["fedprox"])),
-        "scaffold": full_width(Scaffold(optim, bundle.inputs, mp["scaffold"])),
+        "scaffold": full_width(ScaffoldClient(optim, bundle.inputs, ScaffoldServer(1), mp["scaffold"])),
         "fjord": full_width(FjordDistill(optim, bundle.inputs, family), p_alloc=0.5),
     }
     for c in cases.values():
@@ -1351,7 +1312,9 @@ def bench_process_batching(quick_config: Mapping[str, Any], methods: Sequence[st
         wall_a = time.perf_counter() - tic
         code = ("import sys; from pathlib import Path; from hasfl.config import load_config; "
                 "from hasfl.fl.train import train_job; c = load_config(sys.argv[1]); "
-                "[train_job(c, 'digits', m, int(sys.argv[3]), Path(sys.argv[2]) / m, threads=1) for m in sys.argv[4:]]")
+                "from hasfl.config import data_config, run_config; c['threads_per_job'] = 1; "
+                "[train_job(run_config(c, 'digits', m, int(sys.argv[3])), data_config(c, 'digits'), "
+                "Path(sys.argv[2]) / m) for m in sys.argv[4:]]")
         tic = time.perf_counter()
         subprocess.run([sys.executable, "-c", code, preset, str(tmp / "B"), str(seed), *methods],
                        cwd=REPO_ROOT, check=True, capture_output=True)

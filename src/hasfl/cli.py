@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hasfl import __version__
-from hasfl.config import DATASETS, METHODS, PAPER_CONFIG, PRECISIONS, ConfigError, data_config, load_config
+from hasfl.config import PAPER_CONFIG, ConfigError, data_config, load_config, run_config
+from hasfl.registry import DATASETS, METHODS, PRECISIONS
 
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
@@ -51,8 +52,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     setup_logging(args.out / "train.log" if args.log else None)
     config = load_config(args.config, args.base)
-    summary = train_job(config, args.dataset, args.method, args.seed, args.out, data_dir=args.data,
-                        hasfl_run=args.hasfl_run, threads=args.threads)
+    if args.threads is not None:
+        config["threads_per_job"] = args.threads
+    summary = train_job(run_config(config, args.dataset, args.method, args.seed), data_config(config, args.dataset),
+                        args.out, data_dir=args.data, hasfl_run=args.hasfl_run,
+                        checkpoint_every=int(config["checkpoint_every"]))
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0 if summary["status"] == "completed" else 3
 
@@ -140,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data-stage folder with partition.parquet/clients.parquet (default: rebuilt in memory)")
     p.add_argument("--hasfl-run", type=Path, default=None,
                    help="run.json of the hasfl run with the same dataset and seed (random_budget only)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: the config's threads_per_job, as in the DAG; the thread count "
+                        "changes floating-point rounding, so the run's bytes)")
     p.add_argument("--log", action="store_true", help="also log to OUT/train.log")
     p.set_defaults(func=_cmd_train)
 

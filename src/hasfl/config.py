@@ -5,7 +5,11 @@ is merged over it key by key -- nested mappings merge, lists and scalars replace
 exactly as Snakemake merges ``--configfile`` over ``configfile:``. The merged
 mapping is validated against ``workflow/schemas/config.schema.json`` plus the
 cross-key rules JSON Schema cannot express; every violation is reported with the
-dotted key that caused it, before any job runs.
+dotted key that caused it, before any job runs. :func:`run_config` and
+:func:`data_config` cut the slice of the config one job depends on.
+
+Names (methods, datasets, precisions) come from :mod:`hasfl.registry`; this module
+imports nothing else from ``hasfl`` and no torch.
 """
 
 from __future__ import annotations
@@ -19,17 +23,11 @@ from typing import Any
 
 import yaml
 
-from hasfl.fl.methods import METHODS as METHOD_SPECS
+from hasfl.registry import METHODS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAPER_CONFIG = REPO_ROOT / "config.yaml"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.json"
-
-DATASETS = ("cifar10", "emnist", "shakespeare", "digits")
-#: Values of config key ``precision`` (see hasfl.fl.engine.Numerics; the schema lists the same).
-PRECISIONS = ("fp32", "tf32", "bf16")
-#: Method names, from the one registry (hasfl.fl.methods.METHODS; it imports no torch).
-METHODS = tuple(METHOD_SPECS)
 
 
 class ConfigError(ValueError):
@@ -136,16 +134,16 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
 
 def _unknown_methods(config: Mapping[str, Any]) -> list[str]:
-    """Method names (``methods``, ``method_params``) that the registry hasfl.fl.methods does not know."""
+    """Method names (``methods``, ``method_params``) that the registry hasfl.registry.METHODS does not know."""
     errs = []
-    options = ", ".join(METHOD_SPECS)
+    options = ", ".join(METHODS)
     methods = config.get("methods")
     for i, m in enumerate(methods if isinstance(methods, list) else []):
-        if isinstance(m, str) and m not in METHOD_SPECS:
+        if isinstance(m, str) and m not in METHODS:
             errs.append(f"config key 'methods[{i}]': unknown method {m!r}; expected one of {options}")
     params = config.get("method_params")
     for m in params if isinstance(params, Mapping) else {}:
-        if m not in METHOD_SPECS:
+        if m not in METHODS:
             errs.append(f"unknown config key 'method_params.{m}': not a method; expected one of {options}")
     return errs
 
@@ -181,8 +179,10 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
 def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) -> dict[str, Any]:
     """The slice of ``config`` one training job depends on (and nothing else).
 
-    Used both as the Snakemake ``params`` of the job (so that changing one
-    method's hyperparameter reruns only that method's jobs) and by the engine.
+    It is the Snakemake ``params.run_cfg`` of the job (so that changing one method's
+    hyperparameter reruns only that method's jobs) and the only configuration the job
+    receives (:func:`hasfl.fl.train.train_job`). ``threads`` is part of it: torch's
+    reductions, hence the run's bytes, depend on the thread count.
     """
     return {
         "dataset": dataset,
@@ -190,11 +190,12 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         "seed": int(seed),
         "device": config["device"],
         "precision": config["precision"],
+        "threads": int(config["threads_per_job"]),
         "federation": dict(config["federation"]),
         "capacity": dict(config["capacity"]),
         # the estimator (Eqs. 4-5) runs for every method; Eq. 6's p_min / gamma only for HAS-FL's policy
         "hasfl": {k: v for k, v in config["hasfl"].items()
-                  if METHOD_SPECS[method].allocation_rule or k not in ("p_min", "gamma")},
+                  if METHODS[method].allocation_rule or k not in ("p_min", "gamma")},
         "method_params": dict(config["method_params"].get(method, {})),
         "dataset_params": copy.deepcopy(config["dataset_params"][dataset]),
     }

@@ -48,22 +48,19 @@ _CHILD_MARK = "HASFL_WORKER_CHILD"
 
 
 # --------------------------------------------------------------------------- job side
-def _resolve(target: str) -> Any:
-    module, _, name = target.partition(":")
-    if not module or not name:
-        raise ValueError(f"worker target must be 'module:function', got {target!r}")
-    return getattr(importlib.import_module(module), name)
-
-
 def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None) -> None:
-    """Set up the job's log, run ``target(**kwargs)``; log and re-raise its exception."""
+    """Set up the job's log, run ``target(**kwargs)``; log and re-raise its exception.
+
+    The one log-and-raise wrapper of every workflow script (each calls :func:`call`).
+    """
     from hasfl.logs import setup_logging
+    from hasfl.registry import resolve
 
     log = setup_logging(log_file)
     log.info("%s in process %d (%s)", target, os.getpid(),
              "forked from the warm worker" if os.environ.get(_CHILD_MARK) else "its own process")
     try:
-        _resolve(target)(**kwargs)
+        resolve(target)(**kwargs)
     except Exception:
         log.exception("%s failed", target)
         raise

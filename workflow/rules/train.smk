@@ -2,15 +2,17 @@
 
 
 def train_inputs(wc):
-    """The data-stage tables of the job's dataset x seed, plus hasfl's run for random_budget."""
+    """The data-stage tables of the job's dataset x seed, plus, for a random-budget control,
+    the finished run whose budget it matches (hasfl.registry.MethodInfo.budget_of)."""
     inputs = {
         "partition": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/partition.parquet",
         "clients": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/clients.parquet",
         "raw": raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
     }
-    if wc.method == "random_budget":
-        inputs["hasfl_run"] = (
-            f"{RESULTS}/runs/{wc.dataset}/hasfl/seed{wc.seed}/run.json"
+    budget_of = METHODS[wc.method].budget_of
+    if budget_of is not None:
+        inputs["budget_run"] = (
+            f"{RESULTS}/runs/{wc.dataset}/{budget_of}/seed{wc.seed}/run.json"
         )
     return inputs
 

@@ -1,25 +1,19 @@
-"""Snakemake glue for rule train: one method x dataset x seed (hasfl.fl.train.train_job).
+"""Snakemake glue for rule train (hasfl.fl.train.train_job): exactly the job's config slices
+``params.run_cfg`` / ``params.data_cfg`` and paths.
 
-Runs in a child of the warm worker when the workflow started one (hasfl.worker).
+``checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
+the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 """
 
 from pathlib import Path
 
 from hasfl.worker import call
 
-wc = snakemake.wildcards  # noqa: F821 (injected by Snakemake)
-hasfl_run = snakemake.input.get("hasfl_run")  # noqa: F821
-call(
-    "hasfl.fl.train:train_job",
-    {
-        "config": dict(snakemake.config),  # noqa: F821
-        "dataset": wc.dataset,
-        "method": wc.method,
-        "seed": int(wc.seed),
-        "out_dir": str(Path(snakemake.output.run).parent),  # noqa: F821
-        "data_dir": str(Path(snakemake.input.partition).parent),  # noqa: F821
-        "hasfl_run": None if hasfl_run is None else str(hasfl_run),
-        "threads": int(snakemake.threads),  # noqa: F821
-    },
-    snakemake.log[0],  # noqa: F821
-)
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+budget_run = sm.input.get("budget_run")
+call("hasfl.fl.train:train_job",
+     {"run_cfg": sm.params.run_cfg, "data_cfg": sm.params.data_cfg, "out_dir": str(Path(sm.output.run).parent),
+      "data_dir": str(Path(sm.input.partition).parent),
+      "hasfl_run": None if budget_run is None else str(budget_run),
+      "checkpoint_every": int(sm.config["checkpoint_every"])},
+     sm.log[0])

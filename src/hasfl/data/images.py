@@ -20,8 +20,8 @@ message says exactly which files to place where. ``fetch_cifar10``/``fetch_emnis
 make the files present (downloading when possible) without loading them, so a
 workflow rule can surface that error before any training job.
 
-torchvision is imported lazily: importing this module (e.g. for ``CIFAR10_FILES``
-at workflow-parse time) stays cheap.
+torchvision is imported lazily. :func:`cifar10`, :func:`emnist` and :func:`digits` are
+the loaders named by :data:`hasfl.registry.DATASETS`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from hasfl.data.base import DatasetBundle, DatasetUnavailable
+from hasfl.registry import DATASETS
 
 __all__ = [
     "CIFAR10_FILES",
@@ -47,30 +48,16 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- file tables
-# Names as in torchvision 0.29 (``CIFAR10.base_folder/train_list/test_list/meta`` and
-# ``EMNIST.raw_folder/images_file/labels_file``); tests assert they still match.
-_CIFAR_FOLDER = "cifar-10-batches-py"
-_CIFAR_NAMES: tuple[str, ...] = (
-    "data_batch_1",
-    "data_batch_2",
-    "data_batch_3",
-    "data_batch_4",
-    "data_batch_5",
-    "test_batch",
-    "batches.meta",
-)
-CIFAR10_FILES: tuple[str, ...] = tuple(f"{_CIFAR_FOLDER}/{n}" for n in _CIFAR_NAMES)
+# The names live in the registry (torch-free, read when the Snakefile is parsed).
+CIFAR10_FILES: tuple[str, ...] = DATASETS["cifar10"].raw
 """CIFAR-10 files relative to ``data_dir`` (POSIX separators)."""
-
-_EMNIST_RAW = "EMNIST/raw"
-_EMNIST_SPLIT = "byclass"
-_EMNIST_NAMES: tuple[str, ...] = tuple(
-    f"emnist-{_EMNIST_SPLIT}-{part}-{kind}-ubyte"
-    for part in ("train", "test")
-    for kind in ("images-idx3", "labels-idx1")
-)
-EMNIST_FILES: tuple[str, ...] = tuple(f"{_EMNIST_RAW}/{n}" for n in _EMNIST_NAMES)
+EMNIST_FILES: tuple[str, ...] = DATASETS["emnist"].raw
 """EMNIST byclass raw (uncompressed IDX) files relative to ``data_dir`` (POSIX separators)."""
+_CIFAR_FOLDER = CIFAR10_FILES[0].split("/")[0]
+_CIFAR_NAMES: tuple[str, ...] = tuple(f.split("/")[-1] for f in CIFAR10_FILES)
+_EMNIST_RAW = EMNIST_FILES[0].rsplit("/", 1)[0]
+_EMNIST_NAMES: tuple[str, ...] = tuple(f.split("/")[-1] for f in EMNIST_FILES)
+_EMNIST_SPLIT = "byclass"
 
 _CIFAR_ARCHIVE_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 _EMNIST_ARCHIVE_URL = "https://biometrics.nist.gov/cs_links/EMNIST/gzip.zip"
@@ -591,3 +578,19 @@ def load_digits(*, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetBu
             "pixel_scaling": "uint8 = round(v * 255 / 16) from sklearn's 0..16 values",
         },
     )
+
+
+# --------------------------------------------------------------------------- registry loaders
+def cifar10(data_dir: str | Path, params: Any, download: bool = False) -> DatasetBundle:
+    """Registry loader of ``cifar10`` (no config parameters)."""
+    return load_cifar10(Path(data_dir), download=download)
+
+
+def emnist(data_dir: str | Path, params: Any, download: bool = False) -> DatasetBundle:
+    """Registry loader of ``emnist`` (byclass; no config parameters)."""
+    return load_emnist(Path(data_dir), download=download)
+
+
+def digits(data_dir: str | Path, params: Any, download: bool = False) -> DatasetBundle:
+    """Registry loader of ``digits`` (scikit-learn's bundled copy; ``test_fraction``, ``split_seed``)."""
+    return load_digits(test_fraction=params["test_fraction"], split_seed=params["split_seed"])

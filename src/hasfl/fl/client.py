@@ -6,8 +6,9 @@ the client's in-memory data in mini-batches drawn by index; optimiser state is
 fresh every round. The baselines change exactly one hook each:
 
 * :class:`FedProx` adds (mu / 2) ||w - w_global||^2 to the loss (Li et al. 2020).
-* :class:`Scaffold` corrects every gradient by c - c_i and updates the control
-  variates with option II (Karimireddy et al. 2020), under plain SGD.
+* :class:`ScaffoldClient` corrects every gradient by c - c_i and updates the client's
+  control variate with option II (Karimireddy et al. 2020), under plain SGD; the server
+  half (:class:`hasfl.fl.server.ScaffoldServer`) owns the variates.
 * :class:`FjordDistill` trains the client's largest width and distils it into the
   sampled width in the same step (ordered dropout with self-distillation,
   Horvath et al. 2021).
@@ -25,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hasfl.fl.server import ScaffoldServer
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, region
 
@@ -64,6 +66,15 @@ class ClientData:
         return int(self.index.numel())
 
 
+def client_data(partition: Any, bundle: Any) -> dict[int, ClientData]:
+    """Every client's train samples from the data stage's ``partition`` table (indices into
+    ``bundle``'s train tensors, on their device)."""
+    rows = partition[partition["split"] == "train"]
+    return {int(c): ClientData(int(c), torch.tensor(g["sample_index"].to_numpy(), device=bundle.train_x.device),
+                               bundle.train_x, bundle.train_y)
+            for c, g in rows.groupby("client_id", sort=True)}
+
+
 @dataclass
 class LocalResult:
     """What a client reports besides its parameters."""
@@ -88,24 +99,6 @@ class LocalSGD:
     def momentum(self) -> float:
         return self.optim.momentum
 
-    def model_width(self, p: float, pmax: float) -> float:
-        """Width of the module the client trains and uploads (default: its allocation)."""
-        return p
-
-    def server_lr(self) -> float:
-        """Global step size of the server update w <- w + lr_g * Delta_bar (default 1)."""
-        return 1.0
-
-    def state(self) -> dict[str, Any]:
-        """Method state carried across rounds (checkpointed); none by default."""
-        return {}
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state`."""
-
-    def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
-        """Called once per round before the participants train."""
-
     def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
         """Called before one client's local training (allocated width p, module width p_trained)."""
 
@@ -118,8 +111,13 @@ class LocalSGD:
     def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
         """Called after one client's local training."""
 
-    def end_round(self, global_state: dict[str, Tensor], n_clients: int) -> None:
-        """Called after aggregation (server-side state of the method)."""
+    def run(self, client: int, model: nn.Module, data: ClientData, lr: float, generator: torch.Generator,
+            p: float, p_trained: float) -> LocalResult:
+        """One client's local update (Algorithm 1 lines 9-13) with the method's hooks around it."""
+        self.begin_client(client, model, p, p_trained)
+        result = self.train(model, data, lr, generator)
+        self.end_client(client, model, result.steps, lr)
+        return result
 
     # --- the loop -------------------------------------------------------------
     def train(self, model: nn.Module, data: ClientData, lr: float, generator: torch.Generator) -> LocalResult:
@@ -219,62 +217,36 @@ class FedProx(LocalSGD):
         add_to_grads(self._params, self._pull)
 
 
-class Scaffold(LocalSGD):
-    """SCAFFOLD, option II control variates, plain local SGD (momentum from method params).
+class ScaffoldClient(LocalSGD):
+    """SCAFFOLD's client half, option II control variates, plain local SGD (momentum from method params).
 
-    Local step: g <- g + c - c_i. After K steps: c_i+ = c_i - c + (x - y_i) / (K lr).
-    Server: c <- c + (1/N) sum_{i in S} (c_i+ - c_i).
+    Local step: g <- g + c - c_i. After K steps: c_i+ = c_i - c + (x - y_i) / (K lr), handed to
+    the server half (:class:`hasfl.fl.server.ScaffoldServer`), which owns c and every c_i.
     """
 
-    def __init__(self, optim: OptimConfig, inputs_fn: Any, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, server: ScaffoldServer,
+                 params: Mapping[str, Any] | None = None) -> None:
         super().__init__(optim, inputs_fn, params)
-        self.c: dict[str, Tensor] | None = None
-        self.c_i: dict[int, dict[str, Tensor]] = {}
-        self._dc: list[dict[str, Tensor]] = []
+        self.server = server
 
     def momentum(self) -> float:
         return float(self.params.get("momentum", 0.0))
 
-    def server_lr(self) -> float:
-        return float(self.params.get("global_lr", 1.0))
-
-    def state(self) -> dict[str, Any]:
-        return {"c": self.c, "c_i": self.c_i}
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        self.c, self.c_i = state["c"], dict(state["c_i"])
-
-    def begin_round(self, global_state: Mapping[str, Tensor]) -> None:
-        self._dc = []
-
     def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        c, c_i = self.server.variates(client, model)
         names = [n for n, _ in model.named_parameters()]
-        if self.c is None:
-            self.c = {n: torch.zeros_like(q) for n, q in model.named_parameters()}
-        if client not in self.c_i:
-            self.c_i[client] = {n: torch.zeros_like(self.c[n]) for n in names}
-        self._client = client
         self._start = {n: q.detach().clone() for n, q in model.named_parameters()}
         self._params = list(model.parameters())
-        self._corr = [self.c[n] - self.c_i[client][n] for n in names]
+        self._corr = [c[n] - c_i[n] for n in names]
 
     def after_backward(self, model: nn.Module) -> None:
         add_to_grads(self._params, self._corr)  # g <- g + c - c_i
 
     def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
-        assert self.c is not None
+        c, c_i = self.server.variates(client, model)
         scale = 1.0 / (max(1, steps) * lr)
-        new = {n: self.c_i[client][n] - self.c[n] + (self._start[n] - q.detach()) * scale
-               for n, q in model.named_parameters()}
-        self._dc.append({n: new[n] - self.c_i[client][n] for n in new})
-        self.c_i[client] = new
-
-    def end_round(self, global_state: dict[str, Tensor], n_clients: int) -> None:
-        if self.c is None:
-            return
-        for dc in self._dc:
-            for n in self.c:
-                self.c[n].add_(dc[n], alpha=1.0 / n_clients)
+        self.server.receive(client, {n: c_i[n] - c[n] + (self._start[n] - q.detach()) * scale
+                                     for n, q in model.named_parameters()})
 
 
 def relative_rule(rule: SliceRule, big_shape: torch.Size) -> SliceRule:
@@ -308,7 +280,8 @@ class FjordDistill(LocalSGD):
     sampled width p as a nested sub-network distilled from it.
 
     loss = CE(z_pmax, y) + KL(softmax(z_pmax).detach() || softmax(z_p)); if p = pmax, CE only.
-    The client uploads its pmax-width update; the allocated (reported) width is p.
+    The client uploads its pmax-width update; the allocated (reported) width is p. Both
+    widths are the policy's choice (:class:`hasfl.fl.policies.FjordPolicy`).
     """
 
     def __init__(self, optim: OptimConfig, inputs_fn: Any, family: ModelFamily,
@@ -316,9 +289,6 @@ class FjordDistill(LocalSGD):
         super().__init__(optim, inputs_fn, params)
         self.family = family
         self._students: dict[tuple[str, str], tuple[nn.Module, dict[str, SliceRule]]] = {}
-
-    def model_width(self, p: float, pmax: float) -> float:
-        return pmax
 
     def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
         small, large = self.family.widths(p), self.family.widths(p_trained)

@@ -1,24 +1,23 @@
-"""The nine methods of the paper (Section 4.1): each is an allocation policy plus a
-local optimiser.
+"""The methods of the paper (Section 4.1): each is an allocation policy, a local optimiser
+(the client) and a server step.
 
-Adding a method means adding one entry to :data:`METHODS` in this file (plus, if it
-needs one, a policy class in :mod:`hasfl.fl.policies` or a local-training hook in
-:mod:`hasfl.fl.client`). The config schema, ``hasfl train --method``, the Snakemake
-wildcards and the per-job config slice (:func:`hasfl.config.run_config`) all read the
-method names and flags from here. This module imports no torch, so that validating a
-config (the Snakefile, ``hasfl config``) stays fast; the local optimisers are imported
-when a method is built.
+The names, and which shared config each method reads, are in the registry
+(:data:`hasfl.registry.METHODS`); each entry names its builder here. Adding a method: a
+builder function (in this module or any other) and one registry entry; a policy class in
+:mod:`hasfl.fl.policies` if it allocates widths differently, a client hook in
+:mod:`hasfl.fl.client` if it trains differently, a server class in :mod:`hasfl.fl.server`
+if the server keeps state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from hasfl.fl.client import FedProx, FjordDistill, LocalSGD, OptimConfig, ScaffoldClient
 from hasfl.fl.policies import (
     AllocationPolicy,
     FjordPolicy,
@@ -28,10 +27,11 @@ from hasfl.fl.policies import (
     StaticPolicy,
     UniformPolicy,
 )
+from hasfl.fl.server import ScaffoldServer, ServerStep
+from hasfl.models.family import ModelFamily
+from hasfl.registry import METHODS, resolve
 
-if TYPE_CHECKING:
-    from hasfl.fl.client import LocalSGD, OptimConfig
-    from hasfl.models.family import ModelFamily
+__all__ = ["Method", "MethodContext", "build_method"]
 
 
 @dataclass(frozen=True)
@@ -50,41 +50,64 @@ class MethodContext:
 
     @property
     def params(self) -> dict[str, Any]:
+        """The method's own block ``method_params.<method>``."""
         return dict(self.run_cfg["method_params"])
 
 
-Method = tuple[AllocationPolicy, "LocalSGD"]
+@dataclass
+class Method:
+    """The three parts of a method the round loop calls."""
+
+    policy: AllocationPolicy
+    client: LocalSGD
+    server: ServerStep = field(default_factory=ServerStep)
 
 
-@dataclass(frozen=True)
-class MethodSpec:
-    """One method: its builder and which shared config it reads.
-
-    ``allocation_rule``: the method allocates by Eq. 6 and so reads ``hasfl.p_min`` and
-    ``hasfl.gamma``; other methods' jobs do not depend on (and are not rerun for) them.
-    """
-
-    build: Callable[[MethodContext], Method]
-    allocation_rule: bool = False
-
-
-def _client() -> ModuleType:
-    """The local optimisers (imports torch): loaded when a method is built, not with this module."""
-    from hasfl.fl import client
-
-    return client
+def build_method(name: str, ctx: MethodContext) -> Method:
+    """Policy, client and server of method ``name`` (its builder from the registry)."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method '{name}'; expected one of {', '.join(METHODS)}")
+    return resolve(METHODS[name].build)(ctx)
 
 
 def _sgd(ctx: MethodContext) -> LocalSGD:
-    return _client().LocalSGD(ctx.optim, ctx.inputs)
+    return LocalSGD(ctx.optim, ctx.inputs)
 
 
 def _hasfl(ctx: MethodContext, coverage: bool) -> Method:
     h = ctx.run_cfg["hasfl"]
-    return HasflPolicy(ctx.pmax, h["p_min"], h["gamma"], h["epsilon"], coverage), _sgd(ctx)
+    return Method(HasflPolicy(ctx.pmax, h["p_min"], h["gamma"], h["epsilon"], coverage), _sgd(ctx))
 
 
-def _random_budget(ctx: MethodContext) -> Method:
+# --- the builders named by hasfl.registry.METHODS -------------------------------------
+def hasfl(ctx: MethodContext) -> Method:
+    """HAS-FL: Eq. 6 with the coverage guarantee (Algorithm 1)."""
+    return _hasfl(ctx, coverage=True)
+
+
+def hasfl_nocov(ctx: MethodContext) -> Method:
+    """The Table 4 ablation: Eq. 6 verbatim, no coverage guarantee."""
+    return _hasfl(ctx, coverage=False)
+
+
+def heterofl(ctx: MethodContext) -> Method:
+    """HeteroFL: every client at its pmax for the whole run."""
+    return Method(StaticPolicy(ctx.pmax), _sgd(ctx))
+
+
+def fjord(ctx: MethodContext) -> Method:
+    """FjORD: tiers drawn per round, the pmax width trained and distilled into the drawn one."""
+    return Method(FjordPolicy(ctx.pmax, ctx.run_cfg["capacity"]["tiers"]),
+                  FjordDistill(ctx.optim, ctx.inputs, ctx.family))
+
+
+def uniform(ctx: MethodContext) -> Method:
+    """Uniform: p_i = min(p, pmax_i) (p = 0.5 in the paper)."""
+    return Method(UniformPolicy(ctx.pmax, ctx.params["p"]), _sgd(ctx))
+
+
+def random_budget(ctx: MethodContext) -> Method:
+    """Random-budget control (Section 4.4): random widths at the hasfl run's average budget."""
     if ctx.hasfl_avg_p is None:
         raise ValueError("random_budget needs the average p of the hasfl run of the same dataset and seed")
     policy = RandomBudgetPolicy(ctx.pmax, ctx.schedule, ctx.hasfl_avg_p, ctx.rng)
@@ -93,27 +116,20 @@ def _random_budget(ctx: MethodContext) -> Method:
         raise ValueError(
             f"random_budget cannot reach the hasfl run's average p {ctx.hasfl_avg_p:.4f} with this schedule "
             f"(closest: {policy.achieved:.4f}); method_params.random_budget.tolerance is {tolerance}")
-    return policy, _sgd(ctx)
+    return Method(policy, _sgd(ctx))
 
 
-METHODS: dict[str, MethodSpec] = {
-    "hasfl": MethodSpec(lambda ctx: _hasfl(ctx, coverage=True), allocation_rule=True),
-    "hasfl_nocov": MethodSpec(lambda ctx: _hasfl(ctx, coverage=False), allocation_rule=True),
-    "heterofl": MethodSpec(lambda ctx: (StaticPolicy(ctx.pmax), _sgd(ctx))),
-    "fjord": MethodSpec(lambda ctx: (FjordPolicy(ctx.pmax, ctx.run_cfg["capacity"]["tiers"]),
-                                     _client().FjordDistill(ctx.optim, ctx.inputs, ctx.family))),
-    "uniform": MethodSpec(lambda ctx: (UniformPolicy(ctx.pmax, ctx.params["p"]), _sgd(ctx))),
-    "random_budget": MethodSpec(_random_budget),
-    "fedavg": MethodSpec(lambda ctx: (FullModelPolicy(ctx.pmax), _sgd(ctx))),
-    "scaffold": MethodSpec(lambda ctx: (FullModelPolicy(ctx.pmax),
-                                        _client().Scaffold(ctx.optim, ctx.inputs, ctx.params))),
-    "fedprox": MethodSpec(lambda ctx: (FullModelPolicy(ctx.pmax),
-                                       _client().FedProx(ctx.optim, ctx.inputs, ctx.params))),
-}
+def fedavg(ctx: MethodContext) -> Method:
+    """FedAvg: every client trains the full model."""
+    return Method(FullModelPolicy(ctx.pmax), _sgd(ctx))
 
 
-def build_method(name: str, ctx: MethodContext) -> Method:
-    """Policy and local optimiser of method ``name``."""
-    if name not in METHODS:
-        raise ValueError(f"unknown method '{name}'; expected one of {', '.join(METHODS)}")
-    return METHODS[name].build(ctx)
+def scaffold(ctx: MethodContext) -> Method:
+    """SCAFFOLD: full model, control variates owned by the server."""
+    server = ScaffoldServer(len(ctx.pmax), float(ctx.params.get("global_lr", 1.0)))
+    return Method(FullModelPolicy(ctx.pmax), ScaffoldClient(ctx.optim, ctx.inputs, server, ctx.params), server)
+
+
+def fedprox(ctx: MethodContext) -> Method:
+    """FedProx: full model, proximal term mu (method param ``mu``)."""
+    return Method(FullModelPolicy(ctx.pmax), FedProx(ctx.optim, ctx.inputs, ctx.params))

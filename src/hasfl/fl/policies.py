@@ -1,9 +1,11 @@
 """Width-allocation policies: one small class per method (paper Sections 3.3, 4.1).
 
-A policy decides the width p of each participant in each round -- nothing else.
-The engine calls :meth:`AllocationPolicy.widths` every round and
-:meth:`AllocationPolicy.adapt` at the adaptation rounds of Algorithm 1 (line 20)
-with the current smoothed estimates H_tilde (only HAS-FL acts on them).
+A policy decides the width of each participant in each round -- nothing else. The
+engine calls :meth:`AllocationPolicy.widths` every round (the allocation p_i(t)),
+:meth:`AllocationPolicy.trained_widths` for the width of the module each participant
+then trains and uploads (the allocation itself, except for FjORD), and
+:meth:`AllocationPolicy.adapt` at the adaptation rounds of Algorithm 1 (line 20) with
+the current smoothed estimates H_tilde (only HAS-FL acts on them).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class AllocationPolicy(ABC):
     def widths(self, t: int, participants: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Widths of this round's participants (default: the current allocation)."""
         return self.p[participants].copy()
+
+    def trained_widths(self, participants: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """Width of the module each participant trains and uploads (default: its allocation)."""
+        return widths
 
     def adapt(self, h_tilde: np.ndarray) -> None:  # noqa: B027 - optional hook
         """React to new estimates at an adaptation round (default: ignore them)."""
@@ -84,7 +90,9 @@ class HasflPolicy(AllocationPolicy):
 
 
 class FjordPolicy(AllocationPolicy):
-    """FjORD: each round each participant draws p uniformly from the tiers <= its pmax."""
+    """FjORD: each round each participant draws p uniformly from the tiers <= its pmax, and
+    trains (and uploads) its pmax-width module, distilling it into the width-p one
+    (:class:`hasfl.fl.client.FjordDistill`). The reported allocation is the drawn p."""
 
     def __init__(self, pmax: np.ndarray, tiers: Sequence[float]) -> None:
         self.tiers = np.asarray(sorted(tiers), dtype=np.float64)
@@ -97,6 +105,9 @@ class FjordPolicy(AllocationPolicy):
             out[j] = allowed[rng.integers(len(allowed))]
         self.p[participants] = out
         return out
+
+    def trained_widths(self, participants: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        return self.pmax[participants]
 
 
 class RandomBudgetPolicy(AllocationPolicy):

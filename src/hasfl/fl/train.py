@@ -1,6 +1,8 @@
 """One training job: method x dataset x seed -> the run files the analysis reads.
 
-Files in the run folder (the contract, issue 3 section 4):
+The job receives exactly its config slices (:func:`hasfl.config.run_config`,
+:func:`hasfl.config.data_config`) and paths; nothing else in the config can change its bytes.
+Files in the run folder (names in :data:`hasfl.registry.RUN_FILES`):
 
 * ``rounds.parquet``  -- per evaluated round: round, test_acc, test_loss, avg_p,
   mean_h_tilde, n_participants, train_loss.
@@ -29,14 +31,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from hasfl.config import data_config, run_config
 from hasfl.data import load_dataset
 from hasfl.data.stage import build_tables
 from hasfl.fl.engine import run_federation
 from hasfl.io import InputFileError, atomic_path, read_parquet, write_json, write_parquet
+from hasfl.registry import METHODS
 
 CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
-RUN_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json", "timings.json")
 
 log = logging.getLogger("hasfl.train")
 
@@ -62,53 +63,53 @@ def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                  for name in ("partition.parquet", "clients.parquet"))
 
 
-def read_hasfl_avg_p(run_json: str | Path) -> tuple[float, bool]:
-    """The measured average p of a finished hasfl run (random_budget's target) and whether it diverged."""
+def read_hasfl_avg_p(run_json: str | Path, method: str = "hasfl") -> tuple[float, bool]:
+    """The measured average p of a finished ``method`` run (a random-budget control's target) and
+    whether it diverged."""
     path = Path(run_json)
     if not path.is_file():
-        raise InputFileError(f"input file '{path}' does not exist; run hasfl for the same dataset and seed first")
+        raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
     summary = json.loads(path.read_text())
-    if summary.get("method") != "hasfl":
-        raise ValueError(f"'{run_json}' is not a hasfl run (method={summary.get('method')!r})")
+    if summary.get("method") != method:
+        raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
     return float(summary["avg_p"]), summary.get("status") == "diverged"
 
 
 def train_job(
-    config: Mapping[str, Any],
-    dataset: str,
-    method: str,
-    seed: int,
+    run_cfg: Mapping[str, Any],
+    data_cfg: Mapping[str, Any],
     out_dir: str | Path,
     *,
     data_dir: str | Path | None = None,
     hasfl_run: str | Path | None = None,
-    threads: int | None = None,
+    checkpoint_every: int = 0,
 ) -> dict[str, Any]:
     """Run one job and write its files to ``out_dir``; returns run.json's content.
 
+    ``run_cfg`` / ``data_cfg`` are the job's config slices (the train rule's params).
     ``data_dir`` holds the data stage's partition.parquet / clients.parquet; without it
     they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
-    hasfl run.json that random_budget matches its budget to.
+    run.json of the run whose budget a random-budget control matches.
+    ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results.
     """
-    if threads is not None:
-        torch.set_num_threads(int(threads))
+    torch.set_num_threads(int(run_cfg["threads"]))
     out = Path(out_dir)
-    cfg = run_config(config, dataset, method, seed)
-    dcfg = data_config(config, dataset)
-    bundle = load_dataset(dataset, dcfg["data_dir"], dcfg["dataset_params"])
+    dataset, method, seed = run_cfg["dataset"], run_cfg["method"], int(run_cfg["seed"])
+    bundle = load_dataset(dataset, data_cfg["data_dir"], data_cfg["dataset_params"])
     if data_dir is not None:
         partition, clients = read_data_stage(Path(data_dir))
     else:
-        partition, clients = build_tables(bundle, dcfg, seed)
+        partition, clients = build_tables(bundle, data_cfg, seed)
     target, target_diverged = None, False
-    if method == "random_budget":
+    budget_of = METHODS[method].budget_of
+    if budget_of is not None:
         if hasfl_run is None:
-            raise ValueError("method random_budget needs --hasfl-run (the run.json of hasfl, same dataset and seed)")
-        target, target_diverged = read_hasfl_avg_p(hasfl_run)
+            raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
+        target, target_diverged = read_hasfl_avg_p(hasfl_run, budget_of)
 
     from tqdm import tqdm
 
-    bar = tqdm(total=cfg["federation"]["rounds"], desc=f"{dataset}/{method}/seed{seed}", mininterval=2.0,
+    bar = tqdm(total=run_cfg["federation"]["rounds"], desc=f"{dataset}/{method}/seed{seed}", mininterval=2.0,
                file=_LogStream(log), ascii=True)
 
     def progress(rnd: int, row: Mapping[str, Any]) -> None:
@@ -117,9 +118,8 @@ def train_job(
         bar.refresh()
 
     checkpoint = out / CHECKPOINT
-    result = run_federation(bundle, partition, clients, cfg, hasfl_avg_p=target, hasfl_diverged=target_diverged,
-                            progress=progress,
-                            checkpoint=checkpoint, checkpoint_every=int(config["checkpoint_every"]))
+    result = run_federation(bundle, partition, clients, run_cfg, hasfl_avg_p=target, hasfl_diverged=target_diverged,
+                            progress=progress, checkpoint=checkpoint, checkpoint_every=int(checkpoint_every))
     bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")

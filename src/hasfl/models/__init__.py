@@ -9,6 +9,7 @@ global tensor (see :mod:`hasfl.models.slicing`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hasfl.models.cnn import CNNFamily
@@ -27,6 +28,7 @@ __all__ = [
     "build_family",
     "coverage_mask",
     "extract",
+    "family_from_config",
     "region",
     "table1",
     "width",
@@ -51,3 +53,12 @@ def build_family(arch: str, *, in_shape: tuple[int, ...], num_classes: int, **ar
             f"allowed: {sorted(cls.ARCH_KWARGS)}"
         )
     return cls(in_shape=tuple(in_shape), num_classes=num_classes, **arch_kwargs)
+
+
+def family_from_config(model_cfg: Mapping[str, Any], in_shape: Sequence[int], num_classes: int) -> ModelFamily:
+    """The model family of a config block ``dataset_params.<d>.model`` (``arch`` plus its
+    keyword arguments) for data of ``in_shape`` / ``num_classes`` -- the one way the engine,
+    the analysis and the tests build a dataset's model."""
+    kwargs = {k: v for k, v in model_cfg.items() if k != "arch"}
+    return build_family(model_cfg["arch"], in_shape=tuple(int(s) for s in in_shape), num_classes=int(num_classes),
+                        **kwargs)

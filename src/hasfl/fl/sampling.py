@@ -1,0 +1,38 @@
+"""Who takes part in which round, and in which order each client sees its data (Section 4.1).
+
+Every stream is drawn from the seed alone (docs/decisions.md, "Client sampling"), so every
+method of one seed sees the same participants in the same rounds and each client the same
+mini-batch order in the same round: methods differ only in what they do with them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hasfl.data.partition import rng_for
+
+__all__ = ["STREAM_LOCAL", "STREAM_POLICY", "STREAM_SAMPLING", "local_generator", "participant_schedule",
+           "policy_rng"]
+
+# numpy streams of one seed (1 and 2 are the data stage's partition and capacities)
+STREAM_SAMPLING = 3
+STREAM_POLICY = 4
+STREAM_LOCAL = 5
+
+
+def participant_schedule(seed: int, n_clients: int, per_round: int, rounds: int) -> list[np.ndarray]:
+    """S(t) for every round (Algorithm 1 line 5); identical for every method of one seed."""
+    rng = rng_for(seed, STREAM_SAMPLING)
+    return [np.sort(rng.choice(n_clients, size=per_round, replace=False)) for _ in range(rounds)]
+
+
+def policy_rng(seed: int) -> np.random.Generator:
+    """The random stream of a method's allocation policy (FjORD's tiers, random-budget's draws)."""
+    return rng_for(seed, STREAM_POLICY)
+
+
+def local_generator(seed: int, t: int, client: int) -> torch.Generator:
+    """Mini-batch order of one client in one round, independent of the method."""
+    state = np.random.SeedSequence([seed, STREAM_LOCAL, t, client]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(state))

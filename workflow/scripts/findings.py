@@ -1,0 +1,9 @@
+"""Snakemake glue for rule analysis_findings (hasfl.analysis.jobs.job_findings)."""
+
+from hasfl.worker import call
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+call("hasfl.analysis.jobs:job_findings",
+     {"table_paths": {name: sm.input[name] for name in sm.params.tables}, "datasets": sm.params.datasets, "thresholds": sm.params.thresholds,
+      "out_json": sm.output.json},
+     sm.log[0])
