@@ -1,0 +1,129 @@
+"""The library's rooms and who may import whom (DEVELOPERS.md "Layout"; README "Layout").
+
+An import graph of ``src/hasfl`` is built from the source (every ``import`` statement,
+also those inside functions), and the layering rules are checked on its transitive
+closure: the registry imports nothing of ours, the config only the registry, the analysis
+no training internals, the engine no config, nothing the command line. A second test
+parses the Snakefile with a ``torch`` that cannot be imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """hasfl modules imported anywhere in ``path`` (module ``name``)."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)  # `from hasfl.fl import engine`
+    return {m for m in out if m == "hasfl" or m.startswith("hasfl.")}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in SRC.joinpath("hasfl").rglob("*.py")}
+    raw = {name: _imports(path, name) for name, path in modules.items()}
+    # keep edges to real modules (`from hasfl.fl.engine import run_federation` -> hasfl.fl.engine)
+    return {name: {m for m in deps if m in modules and m != name} for name, deps in raw.items()}
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def _room(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+RULES = [
+    # (who, may not reach, why)
+    ("hasfl.registry", "hasfl", "the registry is the bottom: it imports nothing of ours"),
+    ("hasfl.config", "hasfl.fl", "config never imports the engine"),
+    ("hasfl.config", "hasfl.data", "config is validated without loaders"),
+    ("hasfl.analysis", "hasfl.fl", "analysis never imports training internals"),
+    ("hasfl.fl", "hasfl.config", "the engine receives config slices, it does not read the config"),
+    ("hasfl.fl", "hasfl.analysis", "the engine does not import upward"),
+    ("hasfl.data", "hasfl.fl", "the data stage does not import the engine"),
+    ("hasfl.data", "hasfl.analysis", "the data stage does not import upward"),
+    ("hasfl.models", "hasfl.fl", "models do not import the engine"),
+    ("hasfl.models", "hasfl.data", "models do not import the loaders"),
+]
+
+
+@pytest.mark.parametrize(("who", "forbidden", "why"), RULES, ids=[f"{w}-/->{f}" for w, f, _ in RULES])
+def test_layering(graph, who, forbidden, why) -> None:
+    bad = {}
+    for module in graph:
+        if not _room(module, who):
+            continue
+        reached = {m for m in _closure(graph, module) if _room(m, forbidden) and not _room(m, who)}
+        if who == "hasfl.registry":
+            reached = _closure(graph, module)
+        if reached:
+            bad[module] = sorted(reached)
+    assert not bad, f"{why}: {bad}"
+
+
+def test_nothing_in_the_library_imports_the_command_line_or_the_benchmark(graph) -> None:
+    users = {m: sorted(d & {"hasfl.cli", "hasfl.bench"} | {x for x in d if x.startswith("hasfl.bench.")})
+             for m, d in graph.items() if not _room(m, "hasfl.cli") and not _room(m, "hasfl.bench")}
+    assert not {m: d for m, d in users.items() if d}
+
+
+def test_the_graph_sees_imports_inside_functions(graph) -> None:
+    """A check that cannot fail is a defect: the builder must see lazy imports (hasfl.fl.train
+    imports hasfl.fl.engine at the top, hasfl.cli imports hasfl.fl.train inside a function)."""
+    assert "hasfl.fl.engine" in graph["hasfl.fl.train"]
+    assert "hasfl.fl.train" in graph["hasfl.cli"]
+    fake = {"hasfl.config": {"hasfl.x"}, "hasfl.x": {"hasfl.fl.engine"}}
+    assert "hasfl.fl.engine" in _closure(fake, "hasfl.config")
+
+
+def test_parsing_the_snakefile_imports_no_torch(tmp_path) -> None:
+    """`snakemake -n` on the quick preset with a torch that raises on import."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise ImportError("torch imported while parsing the Snakefile")\n')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(SRC)]))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "all", "--configfile", "presets/quick.yaml",
+                          "--config", f"results_dir={tmp_path / 'results'}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "torch imported while parsing" not in res.stdout + res.stderr
+    # and the fake does bite: importing the engine under it fails
+    probe = subprocess.run([sys.executable, "-c", "import hasfl.fl.engine"], env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "torch imported while parsing" in probe.stderr
