@@ -4,22 +4,47 @@
 #   snakemake --cores 2 all --configfile presets/quick.yaml   # offline quick preset
 #
 # The configuration is validated (workflow/schemas/config.schema.json plus
-# cross-key rules in hasfl.config) when this file loads, before any job runs.
+# cross-key rules in hasfl.config) when this file loads, before any job runs, and the
+# finished results are checked against their manifests (hasfl.integrity).
 
 import os
+import sys
+from pathlib import Path
 
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 from hasfl import worker as hasfl_worker
-from hasfl.config import validate_config
+from hasfl.config import ConfigError, validate_config
+from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 
 
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
-validate_config(config)
+def stop(exc):
+    """End the run with one clear message (no traceback) and exit code 1."""
+    print(f"hasfl: {exc}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+try:
+    validate_config(config)
+except ConfigError as exc:
+    stop(exc)
+
+# Before any job: one writer per results folder, and every finished data-stage and run
+# folder still matches its manifest (an edited file stops the run here, before Snakemake
+# would delete the outputs downstream of it).
+RESULTS_LOCK = ResultsLock(Path(config["results_dir"]) / config["name"])
+if workflow.is_main_process:
+    try:
+        if workflow.executor_plugin is not None and not workflow.dryrun:
+            RESULTS_LOCK.acquire()  # held until this process exits
+        verify_results(Path(config["results_dir"]) / config["name"])
+    except IntegrityError as exc:
+        stop(exc)
 
 
 # Local runs: one warm process (torch imported) forks the train and data-stage jobs

@@ -56,9 +56,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config["threads_per_job"] = args.threads
     summary = train_job(run_config(config, args.dataset, args.method, args.seed), data_config(config, args.dataset),
                         args.out, data_dir=args.data, hasfl_run=args.hasfl_run,
-                        checkpoint_every=int(config["checkpoint_every"]))
+                        checkpoint_every=int(config["checkpoint_every"]), overwrite=args.overwrite)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0 if summary["status"] == "completed" else 3
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """Check every manifest under a results folder (sha256 of every result file)."""
+    from hasfl.integrity import verify_results
+
+    if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
+        raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
+                          "expected e.g. results/quick")
+    counts = verify_results(args.results)
+    print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
+          f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
+    return 0
 
 
 def _cmd_cost(args: argparse.Namespace) -> int:
@@ -148,7 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads (default: the config's threads_per_job, as in the DAG; the thread count "
                         "changes floating-point rounding, so the run's bytes)")
     p.add_argument("--log", action="store_true", help="also log to OUT/train.log")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a finished run of another configuration in --out (refused otherwise)")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("verify", help="check every data-stage and run folder of a results folder against its manifest")
+    p.add_argument("results", type=Path, help="a preset's results folder, e.g. results/quick")
+    p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")

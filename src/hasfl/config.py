@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -51,7 +52,13 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file '{p}' does not exist")
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file '{p}' is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file '{p}' cannot be read: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file '{p}' is not valid YAML: {exc}") from exc
     if data is None:
@@ -115,18 +122,41 @@ def _describe(error: Any) -> str:
         return f"config key '{key}': must not be empty" if expected == 1 else f"config key '{key}': needs at least {expected} items"
     if v == "uniqueItems":
         return f"config key '{key}': items must be unique, got {got!r}"
+    if v == "pattern" and key == "name":
+        return f"config key 'name': {got!r} is not a plain folder name (letters, digits, '_', '.', '-'; not '.' or '..')"
     if v == "pattern":
         return f"config key '{key}': {got!r} does not match the pattern {expected}"
     return f"config key '{key}': {error.message}"
 
 
-def validate_config(config: Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming the key of the first violation (all listed)."""
+def _non_finite(value: Any, key: str = "") -> list[str]:
+    """Every NaN / inf number in ``value`` (JSON Schema's bounds are false for NaN, so a NaN would
+    pass every range check), named by its dotted key."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"config key '{key or '<top level>'}': must be a finite number, got {value!r}"]
+    if isinstance(value, Mapping):
+        return [m for k, v in value.items() for m in _non_finite(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [m for i, v in enumerate(value) for m in _non_finite(v, f"{key}[{i}]")]
+    return []
+
+
+def _validator_class() -> Any:
+    """Draft 2020-12 with strict integers: JSON Schema counts 42.0 as an integer, but a seed or a
+    round count written 42.0 is a typo that would end in a path like ``seed42.0``."""
     import jsonschema  # here, not at module level: training jobs load configs already validated (0.2 s)
 
-    validator = jsonschema.Draft202012Validator(_schema())
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool))
+    return jsonschema.validators.extend(base, type_checker=checker)
+
+
+def validate_config(config: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming the key of the first violation (all listed)."""
+    validator = _validator_class()(_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    messages = [_describe(e) for e in errors] + _unknown_methods(config)
+    messages = _non_finite(config) + [_describe(e) for e in errors] + _unknown_methods(config)
     if not messages:
         messages = _semantic_errors(config)
     if messages:

@@ -84,18 +84,6 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
         df.to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
 
 
-def write_parquet_with_digest(df: pd.DataFrame, path: str | os.PathLike[str], sidecar: str | os.PathLike[str]) -> str:
-    """Write ``df`` to ``path`` and its sha256 to the JSON ``sidecar``; return the digest.
-
-    The Parquet file is renamed into place before the sidecar is written, so a
-    sidecar never names a file that does not exist.
-    """
-    write_parquet(df, path)
-    digest = sha256_file(path)
-    write_json(sidecar, {"file": Path(path).name, "sha256": digest, "rows": int(len(df))})
-    return digest
-
-
 class InputFileError(RuntimeError):
     """An input file is missing, truncated or not what its manifest recorded."""
 

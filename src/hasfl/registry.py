@@ -108,9 +108,9 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 #: Files of one data-stage folder ``data/<dataset>/seed<s>/`` (manifest.json written last).
 DATA_FILES: tuple[str, ...] = ("partition.parquet", "clients.parquet", "manifest.json")
 
-#: Files of one training-run folder ``runs/<dataset>/<method>/seed<s>/`` (run.json written last).
-RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt", "run.json",
-                              "timings.json")
+#: Files of one training-run folder ``runs/<dataset>/<method>/seed<s>/`` (manifest.json written last).
+RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
+                              "timings.json", "manifest.json")
 
 
 def raw_files(dataset: str, data_dir: str | Path, params: Mapping[str, Any]) -> list[str]:

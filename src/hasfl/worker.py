@@ -1,12 +1,13 @@
 """Warm worker: run a workflow job's Python function in a process that has already imported torch.
 
 Every Snakemake job is its own process, and importing torch + pandas + our engine costs
-about 3 s of CPU per job: 30% of the quick preset's core-seconds (docs/performance.md,
-issue 6 (e)). When Snakemake executes locally, the Snakefile's ``onstart`` handler starts
+about 3 s of CPU per job: 30% of the quick preset's core-seconds (docs/performance.md).
+When Snakemake executes locally, the Snakefile's ``onstart`` handler starts
 one warm worker (:func:`start_server`) and exports its socket in ``$HASFL_WORKER_SOCKET``;
 the job scripts then call :func:`call`, which forks a child of the worker to run the
-job. The DAG does not change: still one Snakemake job (and log) per method x dataset x
-seed, the same function with the same arguments, the same outputs.
+job. Every workflow script goes through :func:`call` (train, data stage, fetches and the
+analysis jobs). The DAG does not change: still one Snakemake job (and log) per method x
+dataset x seed, the same function with the same arguments, the same outputs.
 
 The child gets the job's stdin/stdout/stderr (passed over the Unix socket), its working
 directory and environment; it reports its pid and exit code to the job's process, which

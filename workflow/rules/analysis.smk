@@ -88,6 +88,7 @@ def analysis_outputs():
 
 
 localrules:
+    verify_runs,
     analysis_table1_cost,
     analysis_table2_datasets,
     analysis_method_table,
@@ -97,6 +98,40 @@ localrules:
     analysis_comparison,
     analysis_findings,
     analysis_report,
+
+
+def run_dirs():
+    """Every run folder of the preset."""
+    return [
+        f"{RESULTS}/runs/{d}/{m}/seed{s}"
+        for d in config["datasets"]
+        for m in config["methods"]
+        for s in config["seeds"]
+    ]
+
+
+VERIFIED = f"{RESULTS}/runs/verified.json"
+
+
+rule verify_runs:
+    """The gate before the analysis: every run matches its manifest (sha256 of each file), was
+    trained with the config slice this preset expects and with the installed training code."""
+    input:
+        manifests=[f"{d}/manifest.json" for d in run_dirs()],
+    output:
+        VERIFIED,
+    log:
+        f"{RESULTS}/logs/analysis/verify_runs.log",
+    params:
+        code=SRC_TRAIN,
+        expected={
+            f"{RESULTS}/runs/{d}/{m}/seed{s}": run_config(config, d, m, int(s))
+            for d in config["datasets"]
+            for m in config["methods"]
+            for s in config["seeds"]
+        },
+    script:
+        "../scripts/verify_runs.py"
 
 
 rule analysis_table1_cost:
@@ -139,6 +174,7 @@ rule analysis_table2_datasets:
 rule analysis_method_table:
     """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds)."""
     input:
+        verified=VERIFIED,
         runs=lambda wc: run_files(
             table_datasets(METHOD_TABLES[wc.table], config["datasets"]),
             METHOD_TABLES[wc.table].methods,
@@ -162,6 +198,7 @@ rule analysis_method_table:
 rule analysis_table5_confound:
     """Table 5 (+ fedavg positive control): correlations and R^2 decomposition of the final H~."""
     input:
+        verified=VERIFIED,
         data_clients=data_files(config["datasets"], "clients.parquet"),
         runs=run_files(
             config["datasets"], ("hasfl", "fedavg"), ("clients.parquet", "run.json")
@@ -187,6 +224,7 @@ rule analysis_table5_confound:
 rule analysis_matched_budget:
     """Section 4.4: hasfl vs random_budget paired by seed (differences, t interval, paired test)."""
     input:
+        verified=VERIFIED,
         runs=run_files(
             config["datasets"],
             ("hasfl", "random_budget"),
@@ -215,6 +253,7 @@ rule analysis_matched_budget:
 rule analysis_prop3_coverage:
     """Proposition 3: never-covered coordinates per run and whether they kept their initial value."""
     input:
+        verified=VERIFIED,
         runs=run_files(
             config["datasets"],
             config["methods"],
@@ -244,6 +283,7 @@ rule analysis_prop3_coverage:
 rule analysis_figure:
     """Figures 2-8 (PNG + PDF) from exactly the run files each one plots."""
     input:
+        verified=VERIFIED,
         runs=lambda wc: run_files(
             config["datasets"], FIGURES[wc.fig].methods, FIGURES[wc.fig].run_files
         ),

@@ -102,5 +102,6 @@ SRC_TRAIN = source_digest(
     "src/hasfl/fl",
     "src/hasfl/io.py",
     "src/hasfl/registry.py",
+    "src/hasfl/integrity.py",
     "workflow/scripts/train.py",
 )

@@ -1,7 +1,8 @@
 """Datasets (paper Section 4.1, Table 2) as in-memory tensors.
 
 The registry (:data:`hasfl.registry.DATASETS`) names each dataset's loader and raw files;
-loaders import their heavy dependencies lazily, so ``import hasfl.data`` stays cheap.
+a loader module is imported only when its dataset is loaded (torchvision and scikit-learn
+only then). The workflow reads file names from the registry, never from here.
 """
 
 from __future__ import annotations

@@ -61,6 +61,19 @@ class DatasetBundle:
             out = out.sub_(norm[0]).div_(norm[1])
         return out
 
+    def digest(self) -> str:
+        """sha256 over the train/test tensors (dtype, shape, bytes) and the normalisation: part of
+        a run's identity, so a run never resumes on other data under the same file names."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for attr in ("train_x", "train_y", "test_x", "test_y"):
+            t = getattr(self, attr).detach().cpu().contiguous()
+            h.update(f"{attr}:{t.dtype}:{tuple(t.shape)}".encode())
+            h.update(t.numpy().tobytes())
+        h.update(repr((self.num_classes, tuple(self.input_shape), self.mean, self.std)).encode())
+        return h.hexdigest()
+
     def to(self, device: torch.device | str) -> "DatasetBundle":
         """Move all tensors to ``device`` (in place); returns self."""
         for attr in ("train_x", "train_y", "test_x", "test_y"):

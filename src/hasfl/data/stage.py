@@ -106,7 +106,7 @@ def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int
 
 
 def stage_job(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
-    """The data_stage job (issue 2, Section 5): load the dataset of ``data_cfg``, write its tables."""
+    """The data_stage job: load the dataset of ``data_cfg``, write its tables."""
     import logging
 
     from hasfl.data import load_dataset

@@ -42,7 +42,3 @@ class CoordinateAggregator:
             w = self._weight[k]
             out[k] = torch.where(w > 0, self._sum[k] / w.clamp_min(1e-30), torch.zeros_like(w))
         return out
-
-    def covered(self) -> dict[str, Tensor]:
-        """Boolean mask of the coordinates at least one participant trained this round."""
-        return {k: self._weight[k] > 0 for k in self.keys}

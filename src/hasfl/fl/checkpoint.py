@@ -3,42 +3,40 @@
 A checkpoint holds everything the remaining rounds depend on (the global state, the
 method's state on the server, the estimates H~, the allocation, the policy's random
 stream, the record of the rounds so far). It is written atomically (temporary file +
-rename) and carries the fingerprint of the run it belongs to: a checkpoint of another
-run is ignored with a warning, never resumed. A run resumed from a checkpoint writes the
-same bytes as an uninterrupted one (tests/test_resume.py).
+rename) and carries the identity of the run it belongs to (:func:`hasfl.integrity.run_identity`:
+config slice, data-stage files, dataset, training code, matched run, device): a checkpoint
+of another identity, or one whose zip archive fails its CRC check, is ignored with a warning
+and the run starts afresh -- never resumed. A run resumed from a checkpoint writes the same
+bytes as an uninterrupted one (tests/test_resume.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import logging
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from hasfl.integrity import identity_difference
 from hasfl.io import atomic_path
 
-__all__ = ["Checkpointer", "run_fingerprint"]
+__all__ = ["Checkpointer"]
 
 log = logging.getLogger("hasfl.train")
 
 
-def run_fingerprint(run_cfg: Mapping[str, Any], hasfl_avg_p: float | None) -> str:
-    """Identity of a run's configuration; a checkpoint resumes only the same run."""
-    blob = json.dumps({"cfg": run_cfg, "target": hasfl_avg_p}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 class Checkpointer:
-    """Atomic save / load of the loop state every ``every`` rounds (0: never)."""
+    """Atomic save / load of the loop state every ``every`` rounds (0: never) for the run of
+    ``identity`` (a :func:`hasfl.integrity.run_identity`)."""
 
-    def __init__(self, path: str | Path | None, every: int, fingerprint: str) -> None:
+    def __init__(self, path: str | Path | None, every: int, identity: Mapping[str, Any]) -> None:
         self.path = Path(path) if path is not None else None
-        self.every, self.fingerprint = int(every), fingerprint
+        self.every, self.identity = int(every), dict(identity)
+        self.saved_round: int | None = None  # rounds done at the last save (or at the resumed one)
 
     def due(self, rounds_done: int, total: int) -> bool:
         """Whether to save after ``rounds_done`` rounds (never after the last one)."""
@@ -48,9 +46,10 @@ class Checkpointer:
         """Write ``payload`` with this run's fingerprint, atomically."""
         assert self.path is not None
         buf = io.BytesIO()
-        torch.save({"fingerprint": self.fingerprint, **payload}, buf)
+        torch.save({"identity": self.identity, **payload}, buf)
         with atomic_path(self.path) as tmp:
             tmp.write_bytes(buf.getvalue())
+        self.saved_round = int(payload["record"].next_round)
 
     def load(self) -> dict[str, Any] | None:
         """The saved payload of this run, or None (no file, unreadable, or another run's)."""
@@ -61,12 +60,19 @@ class Checkpointer:
         if not self.path.exists():
             return None
         try:
+            with zipfile.ZipFile(self.path) as archive:  # torch.load does not check the CRCs it carries
+                bad = archive.testzip()
+            if bad is not None:
+                raise ValueError(f"member {bad} fails its CRC check")
             saved = torch.load(self.path, weights_only=False)
         except Exception as exc:  # a checkpoint that cannot be read is ignored, never half-used
-            log.warning("ignoring unreadable checkpoint %s: %s", self.path, exc)
+            log.warning("ignoring unreadable checkpoint %s (%s); starting from round 0", self.path, exc)
             return None
-        if saved.get("fingerprint") != self.fingerprint:
-            log.warning("ignoring checkpoint %s of another configuration", self.path)
+        theirs = saved.get("identity") or {}
+        if theirs.get("digest") != self.identity.get("digest"):
+            log.warning("ignoring checkpoint %s of another run (differs in: %s); starting from round 0", self.path,
+                        ", ".join(identity_difference(theirs, self.identity)) or "identity format")
             return None
-        log.info("resuming from %s after round %d", self.path, saved["record"].next_round)
+        self.saved_round = int(saved["record"].next_round)
+        log.info("resuming from %s after round %d", self.path, self.saved_round)
         return saved

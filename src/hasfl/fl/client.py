@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hasfl.fl.server import ScaffoldServer
+from hasfl.models.cost import Cost
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, region
 
@@ -110,6 +111,11 @@ class LocalSGD:
 
     def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
         """Called after one client's local training."""
+
+    def forward_macs(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
+        """Forward multiply-accumulates per training sample (Table 1's count) of a client allocated
+        ``p`` that trains a width-``p_trained`` module."""
+        return float(costs(p_trained).macs)
 
     def run(self, client: int, model: nn.Module, data: ClientData, lr: float, generator: torch.Generator,
             p: float, p_trained: float) -> LocalResult:
@@ -304,6 +310,11 @@ class FjordDistill(LocalSGD):
         trained = dict(model.named_parameters())
         # the student's parameters are views of the trained module's, reshaped to its own shapes
         self._student = (student, [(k, trained[k], rel[k], q.shape) for k, q in student.named_parameters()])
+
+    def forward_macs(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
+        """The pmax-width forward pass plus, when the widths differ, the distilled student's."""
+        own = float(costs(p_trained).macs)
+        return own if self.family.widths(p) == self.family.widths(p_trained) else own + costs(p).macs
 
     def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
         logits = model(x)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,11 +28,11 @@ import torch
 
 from hasfl.data.base import DatasetBundle
 from hasfl.fl.aggregation import CoordinateAggregator
-from hasfl.fl.checkpoint import Checkpointer, run_fingerprint
+from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.client import OptimConfig, client_data
 from hasfl.fl.estimator import HeterogeneityTracker, divergence
 from hasfl.fl.methods import MethodContext, build_method
-from hasfl.fl.records import RunRecord, RunResult
+from hasfl.fl.records import RunRecord, RunResult, WidthCosts
 from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, family_for, resolve_device
 from hasfl.fl.sampling import local_generator, participant_schedule, policy_rng
 
@@ -49,16 +48,15 @@ def run_federation(
     hasfl_avg_p: float | None = None,
     hasfl_diverged: bool = False,
     progress: Callable[[int, dict[str, Any]], None] | None = None,
-    checkpoint: str | Path | None = None,
-    checkpoint_every: int = 0,
+    checkpointer: Checkpointer | None = None,
     clock: PhaseClock | None = None,
 ) -> RunResult:
     """Train one method on one dataset x seed (config slice ``run_cfg``); returns its record.
 
-    ``hasfl_avg_p`` is the budget a random-budget control matches. With ``checkpoint`` and
-    ``checkpoint_every > 0`` the loop state is saved every ``checkpoint_every`` rounds and a
-    run that finds a checkpoint of itself resumes from it, with the same result as an
-    uninterrupted run. ``clock`` times the phases (a fresh :class:`PhaseClock` by default).
+    ``hasfl_avg_p`` is the budget a random-budget control matches. With a ``checkpointer`` the
+    loop state is saved every ``checkpointer.every`` rounds and a run that finds a checkpoint
+    of its own identity resumes from it, with the same result as an uninterrupted run.
+    ``clock`` times the phases (a fresh :class:`PhaseClock` by default).
     """
     t_start = time.perf_counter()
     clock = clock or PhaseClock()
@@ -88,9 +86,10 @@ def run_federation(
         pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=rng, family=family, optim=optim,
         inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p, hasfl_diverged=hasfl_diverged))
     method.client.autocast = numerics.autocast
+    costs = WidthCosts(family)
 
-    record = RunRecord.fresh(n_clients)
-    ckpt = Checkpointer(checkpoint, checkpoint_every, run_fingerprint(run_cfg, hasfl_avg_p))
+    record = RunRecord(n_clients, t0=int(h["warmup"]))
+    ckpt = checkpointer or Checkpointer(None, 0, {})
     saved = ckpt.load()
     if saved is not None:  # resume: every piece of state the remaining rounds depend on
         record = saved["record"]
@@ -110,16 +109,18 @@ def run_federation(
             lr = optim.lr_at(t)
             agg = CoordinateAggregator(w, float_keys)
             method.server.begin_round()
-            updates, losses, finite = {}, [], True
+            updates, losses, uploads, macs, finite = {}, [], [], [], True
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
-                record.client_trained(i, p, p_trained)
+                record.client_trained(t, i, p, p_trained)
+                uploads.append(costs(p_trained).upload_mb)                # what the client pays (Table 1)
+                macs.append(method.client.forward_macs(costs, p, p_trained))
                 with clock.phase("slicing"):
                     module, rules = submodels.extract(p_trained, w)       # lines 7-8
                 with clock.phase("local_sgd"):                            # lines 9-13
                     res = method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
                 with clock.phase("aggregation"):
                     delta = SubModels.delta(module, rules, w, float_keys)  # lines 14-15: Delta_i
-                    agg.add(delta, rules, n_train[i])                     # line 18, numerator and weights
+                    agg.add(delta, rules, method.server.client_weight(n_train[i]))  # line 18: n_i
                 updates[i] = (delta, rules)
                 losses.append(res.loss)
                 finite &= res.finite
@@ -135,7 +136,8 @@ def run_federation(
                 method.policy.adapt(tracker.h_tilde)                      # lines 25-29: Eq. 6 + coverage
             tracker.normalize_if_due(t)                                   # Section 3.2: every T_norm
 
-            record.round_trained(participants, widths)
+            record.round_trained(participants, widths, trained, uploads, macs)
+            record.warmup_done(t, w)
             if not finite:
                 record.diverged(t + 1)
             if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:

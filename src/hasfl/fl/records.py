@@ -15,12 +15,38 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from torch import Tensor
 
-__all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult"]
+from hasfl.models.cost import Cost
+from hasfl.models.family import ModelFamily
 
-#: Columns of ``rounds.parquet``, one row per evaluated round.
-ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "mean_h_tilde", "n_participants", "train_loss")
+__all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
+
+#: Columns of ``rounds.parquet``, one row per evaluated round. ``avg_p`` is the mean allocated
+#: width of the round's participants (Tables 3, 6, 7), ``avg_p_trained`` the mean width of the
+#: modules they trained and uploaded (FjORD: pmax), ``upload_mb`` and ``train_mmacs`` the mean
+#: upload (MB) and training forward MACs per sample (millions, Table 1's count; FjORD's
+#: distillation forward pass included) per participant.
+ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs",
+                 "mean_h_tilde", "n_participants", "train_loss")
+
+
+class WidthCosts:
+    """Table 1 costs (:meth:`hasfl.models.ModelFamily.cost`) of the widths a run trains, computed
+    once per physical width (continuous allocations round to the same channels) without
+    touching torch's global random stream."""
+
+    def __init__(self, family: ModelFamily) -> None:
+        self.family = family
+        self._cache: dict[str, Cost] = {}
+
+    def __call__(self, p: float) -> Cost:
+        key = repr(self.family.widths(p))
+        if key not in self._cache:
+            with torch.random.fork_rng(devices=[]):
+                self._cache[key] = self.family.cost(p)
+        return self._cache[key]
 
 
 @dataclass
@@ -33,38 +59,61 @@ class RunResult:
     final_state: dict[str, Tensor]
     summary: dict[str, Any]
     timings: dict[str, Any] = field(default_factory=dict)
+    warmup_state: dict[str, Tensor] | None = None
 
 
 @dataclass
 class RunRecord:
-    """The loop's record so far; ``next_round`` is the first round still to train."""
+    """The loop's record so far; ``next_round`` is the first round still to train.
 
-    next_round: int
-    rows: list[dict[str, Any]]
-    p_sum: np.ndarray
-    times_sampled: np.ndarray
-    p_hi_alloc: np.ndarray
-    p_hi_trained: np.ndarray
-    avg_p_rounds: list[float]
+    ``t0`` is the last warm-up round (config ``hasfl.warmup``: the first adaptation round);
+    ``warmup_state`` the global state at the end of round t0 and ``p_hi_trained_after`` the
+    largest width each client trained in rounds t > t0 (Proposition 3 from t0 on).
+    """
+
+    n_clients: int
+    t0: int
+    next_round: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    p_sum: np.ndarray = field(init=False)
+    times_sampled: np.ndarray = field(init=False)
+    p_hi_alloc: np.ndarray = field(init=False)
+    p_hi_trained: np.ndarray = field(init=False)
+    p_hi_trained_after: np.ndarray = field(init=False)
+    avg_p_rounds: list[float] = field(default_factory=list)
+    avg_p_trained_rounds: list[float] = field(default_factory=list)
+    upload_mb_rounds: list[float] = field(default_factory=list)
+    train_mmacs_rounds: list[float] = field(default_factory=list)
+    warmup_state: dict[str, Tensor] | None = None
     status: str = "completed"
     diverged_round: int | None = None
 
-    @classmethod
-    def fresh(cls, n_clients: int) -> RunRecord:
-        """The record before round 0."""
-        return cls(0, [], np.zeros(n_clients), np.zeros(n_clients, dtype=np.int64), np.zeros(n_clients),
-                   np.zeros(n_clients), [])
+    def __post_init__(self) -> None:
+        n = self.n_clients
+        self.p_sum, self.times_sampled = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.p_hi_alloc, self.p_hi_trained, self.p_hi_trained_after = np.zeros(n), np.zeros(n), np.zeros(n)
 
-    def client_trained(self, client: int, p: float, p_trained: float) -> None:
-        """Client ``client`` was allocated width ``p`` and trained a width-``p_trained`` module."""
+    def client_trained(self, t: int, client: int, p: float, p_trained: float) -> None:
+        """In round ``t`` client ``client`` was allocated width ``p`` and trained a width-``p_trained`` module."""
         self.p_hi_alloc[client] = max(self.p_hi_alloc[client], p)
         self.p_hi_trained[client] = max(self.p_hi_trained[client], p_trained)
+        if t > self.t0:
+            self.p_hi_trained_after[client] = max(self.p_hi_trained_after[client], p_trained)
 
-    def round_trained(self, participants: np.ndarray, widths: np.ndarray) -> None:
-        """The allocation of one round's participants (avg p of Tables 3, 6, 7)."""
+    def round_trained(self, participants: np.ndarray, widths: np.ndarray, trained: np.ndarray,
+                      upload_mb: list[float], train_macs: list[float]) -> None:
+        """One round's allocation (avg p of Tables 3, 6, 7) and what its participants paid."""
         self.p_sum[participants] += widths
         self.times_sampled[participants] += 1
         self.avg_p_rounds.append(float(np.mean(widths)))
+        self.avg_p_trained_rounds.append(float(np.mean(trained)))
+        self.upload_mb_rounds.append(float(np.mean(upload_mb)))
+        self.train_mmacs_rounds.append(float(np.mean(train_macs)) / 1e6)
+
+    def warmup_done(self, t: int, global_state: Mapping[str, Tensor]) -> None:
+        """Keep the global state at the end of round t0 (``warmup.pt``)."""
+        if t == self.t0:
+            self.warmup_state = {k: v.detach().cpu().clone() for k, v in global_state.items()}
 
     def diverged(self, rounds_done: int) -> None:
         """The loss or the parameters became NaN/inf in round ``rounds_done``."""
@@ -74,14 +123,17 @@ class RunRecord:
                   train_loss: float) -> dict[str, Any]:
         """Append the row of an evaluated round and return it."""
         row = {"round": rounds_done, "test_acc": acc, "test_loss": loss, "avg_p": self.avg_p_rounds[-1],
-               "mean_h_tilde": mean_h_tilde, "n_participants": n_participants, "train_loss": train_loss}
+               "avg_p_trained": self.avg_p_trained_rounds[-1], "upload_mb": self.upload_mb_rounds[-1],
+               "train_mmacs": self.train_mmacs_rounds[-1], "mean_h_tilde": mean_h_tilde,
+               "n_participants": n_participants, "train_loss": train_loss}
         self.rows.append(row)
         return row
 
     def result(self, run_cfg: Mapping[str, Any], pmax: np.ndarray, p_final: np.ndarray, h_tilde: np.ndarray,
                hasfl_avg_p: float | None, hasfl_diverged: bool, init_state: dict[str, Tensor],
                final_state: dict[str, Tensor], timings: dict[str, Any]) -> RunResult:
-        """The run's tables, states and summary (run.json)."""
+        """The run's tables, states and summary (run.json). A run that ends before round t0 has
+        no warm-up state of its own: its final state stands in (nothing was trained after t0)."""
         rounds_df = pd.DataFrame.from_records(self.rows, columns=list(ROUND_COLUMNS))
         rounds_df = rounds_df.astype({"round": "int64", "n_participants": "int64"})
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -95,14 +147,18 @@ class RunRecord:
             "mean_p": mean_p,
             "p_max_allocated": self.p_hi_alloc,
             "p_max_trained": self.p_hi_trained,
+            "p_max_trained_after_warmup": self.p_hi_trained_after,
         })
         summary = {
             "dataset": run_cfg["dataset"], "method": run_cfg["method"], "seed": int(run_cfg["seed"]),
             "status": self.status, "diverged_round": self.diverged_round,
             "rounds_completed": len(self.avg_p_rounds),
             "avg_p": float(np.mean(self.avg_p_rounds)) if self.avg_p_rounds else math.nan,
+            "avg_p_trained": float(np.mean(self.avg_p_trained_rounds)) if self.avg_p_trained_rounds else math.nan,
+            "t0": self.t0,
             "final_test_acc": float(rounds_df["test_acc"].iloc[-1]) if len(rounds_df) else math.nan,
             "target_avg_p": hasfl_avg_p,
             "target_from_diverged_run": bool(hasfl_diverged) if hasfl_avg_p is not None else None,
         }
-        return RunResult(rounds_df, clients_df, init_state, final_state, summary, timings)
+        warmup = self.warmup_state if self.warmup_state is not None else final_state
+        return RunResult(rounds_df, clients_df, init_state, final_state, summary, timings, warmup)

@@ -25,6 +25,10 @@ class ServerStep:
     def begin_round(self) -> None:
         """Called once per round before the participants train."""
 
+    def client_weight(self, n_samples: int) -> float:
+        """Weight of a participant's update in the coordinate-wise mean (Algorithm 1 line 18: n_i)."""
+        return float(n_samples)
+
     def step(self, global_state: dict[str, Tensor], delta_bar: Mapping[str, Tensor], keys: list[str]) -> None:
         """Apply the aggregated update to the global state (in place)."""
         with torch.no_grad():
@@ -48,16 +52,27 @@ class ScaffoldServer(ServerStep):
 
     ``global_lr`` is eta_g (method param ``global_lr``, 1 by default); N is the number of
     clients of the federation (option II of Karimireddy et al. 2020, Algorithm 1 line 17).
+    ``weighting`` (method param): ``participants`` averages the updates with equal weights,
+    x <- x + eta_g / |S| sum_i dy_i, as Karimireddy et al.'s server step; ``samples`` weights
+    them by n_i like every other method (docs/decisions.md, "SCAFFOLD's server step").
     """
 
-    def __init__(self, n_clients: int, global_lr: float = 1.0) -> None:
-        self.n_clients, self._global_lr = int(n_clients), float(global_lr)
+    WEIGHTINGS = ("participants", "samples")
+
+    def __init__(self, n_clients: int, global_lr: float = 1.0, weighting: str = "participants") -> None:
+        if weighting not in self.WEIGHTINGS:
+            raise ValueError(f"method_params.scaffold.weighting is {weighting!r}; expected one of "
+                             f"{', '.join(self.WEIGHTINGS)}")
+        self.n_clients, self._global_lr, self.weighting = int(n_clients), float(global_lr), weighting
         self.c: dict[str, Tensor] | None = None
         self.c_i: dict[int, dict[str, Tensor]] = {}
         self._dc: list[dict[str, Tensor]] = []
 
     def global_lr(self) -> float:
         return self._global_lr
+
+    def client_weight(self, n_samples: int) -> float:
+        return 1.0 if self.weighting == "participants" else float(n_samples)
 
     def begin_round(self) -> None:
         self._dc = []

@@ -4,13 +4,18 @@ The job receives exactly its config slices (:func:`hasfl.config.run_config`,
 :func:`hasfl.config.data_config`) and paths; nothing else in the config can change its bytes.
 Files in the run folder (names in :data:`hasfl.registry.RUN_FILES`):
 
-* ``rounds.parquet``  -- per evaluated round: round, test_acc, test_loss, avg_p,
-  mean_h_tilde, n_participants, train_loss.
+* ``rounds.parquet``  -- per evaluated round: :data:`hasfl.fl.records.ROUND_COLUMNS` (accuracy,
+  loss, allocated and trained average width, upload MB and training MACs per participant,
+  mean H~, participants, train loss).
 * ``clients.parquet`` -- client_id, pmax, p_final, h_tilde_final, times_sampled, mean_p,
   p_max_allocated (largest width allocated), p_max_trained (largest width of the module
-  it trained and uploaded; differs from the allocation only for FjORD). 0 = never sampled.
+  it trained and uploaded; differs from the allocation only for FjORD),
+  p_max_trained_after_warmup (the same over rounds t > t0). 0 = never sampled.
 * ``init.pt`` / ``final.pt`` -- the global state_dict at round 0 and at the end.
-* ``run.json``        -- status (completed / diverged), avg_p, final accuracy; written last.
+* ``warmup.pt``       -- the global state_dict at the end of round t0 = ``hasfl.warmup`` (the
+  first adaptation round; Proposition 3 is checked from there on).
+* ``run.json``        -- status (completed / diverged), avg_p, avg_p_trained, t0, final accuracy.
+* ``manifest.json``   -- sha256 of every file above and the run's identity; written last.
 * ``timings.json``    -- wall times, kept apart so the files above are byte-identical
   across reruns of the same seed on CPU.
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,9 +39,19 @@ import torch
 
 from hasfl.data import load_dataset
 from hasfl.data.stage import build_tables
+from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.engine import run_federation
+from hasfl.integrity import (
+    MANIFEST,
+    IntegrityError,
+    identity_difference,
+    read_manifest,
+    run_identity,
+    training_code_digest,
+    write_run_manifest,
+)
 from hasfl.io import InputFileError, atomic_path, read_parquet, write_json, write_parquet
-from hasfl.registry import METHODS
+from hasfl.registry import METHODS, RUN_FILES
 
 CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
 
@@ -50,29 +66,71 @@ def save_state(state: Mapping[str, torch.Tensor], path: str | Path) -> None:
         tmp.write_bytes(buf.getvalue())
 
 
-def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """partition.parquet and clients.parquet, checked against the data stage's manifest.json."""
+DATA_TABLES = ("partition.parquet", "clients.parquet")
+
+
+def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """partition.parquet and clients.parquet, checked against the data stage's manifest.json,
+    and their sha256s."""
     manifest_path = data_dir / "manifest.json"
     if not manifest_path.is_file():
         raise InputFileError(f"input file '{manifest_path}' does not exist; run the data stage first")
     try:
         files = json.loads(manifest_path.read_text())["files"]
-    except (ValueError, KeyError) as exc:
+        digests = {name: str(files[name]["sha256"]) for name in DATA_TABLES}
+    except (ValueError, KeyError, TypeError) as exc:
         raise InputFileError(f"input file '{manifest_path}' is not a data-stage manifest ({exc})") from exc
-    return tuple(read_parquet(data_dir / name, files[name]["sha256"])  # type: ignore[return-value]
-                 for name in ("partition.parquet", "clients.parquet"))
+    partition, clients = (read_parquet(data_dir / name, digests[name]) for name in DATA_TABLES)
+    return partition, clients, digests
 
 
-def read_hasfl_avg_p(run_json: str | Path, method: str = "hasfl") -> tuple[float, bool]:
-    """The measured average p of a finished ``method`` run (a random-budget control's target) and
-    whether it diverged."""
+def table_digest(df: pd.DataFrame) -> str:
+    """sha256 of the Parquet bytes ``write_parquet`` writes for ``df`` (what the data stage's file holds)."""
+    import hashlib
+
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False, engine="pyarrow", compression="zstd")
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def read_budget_run(run_json: str | Path, method: str = "hasfl") -> tuple[float, bool, dict[str, Any]]:
+    """The measured average p of a finished ``method`` run (a random-budget control's target),
+    whether it diverged, and what of it enters this run's identity."""
     path = Path(run_json)
     if not path.is_file():
         raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
     summary = json.loads(path.read_text())
     if summary.get("method") != method:
         raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
-    return float(summary["avg_p"]), summary.get("status") == "diverged"
+    manifest = read_manifest(path.parent)
+    identity = (manifest or {}).get("identity", {}).get("digest")
+    return float(summary["avg_p"]), summary.get("status") == "diverged", {
+        "method": method, "avg_p": float(summary["avg_p"]), "identity": identity}
+
+
+def device_class(run_cfg: Mapping[str, Any]) -> str:
+    """The kind of device the run computes on (part of its identity): ``cpu`` or the GPU's name."""
+    from hasfl.fl.runtime import resolve_device
+
+    device = resolve_device(run_cfg["device"])
+    return f"cuda:{torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
+def check_out_dir(out: Path, identity: Mapping[str, Any], overwrite: bool) -> None:
+    """Refuse to write into a folder that holds a finished run of another identity."""
+    manifest = read_manifest(out)
+    if manifest is None or overwrite:
+        return
+    theirs = manifest.get("identity", {})
+    if theirs.get("digest") != identity["digest"]:
+        raise IntegrityError(
+            f"run folder '{out}' holds a finished run of another identity (differs in: "
+            f"{', '.join(identity_difference(theirs, identity)) or 'identity format'}); choose another --out, "
+            "or pass --overwrite to replace it")
+
+
+class Terminated(Exception):
+    """SIGTERM reached a training job (preemption, scancel, Ctrl-C of a scheduler)."""
 
 
 def train_job(
@@ -83,6 +141,7 @@ def train_job(
     data_dir: str | Path | None = None,
     hasfl_run: str | Path | None = None,
     checkpoint_every: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run one job and write its files to ``out_dir``; returns run.json's content.
 
@@ -90,45 +149,67 @@ def train_job(
     ``data_dir`` holds the data stage's partition.parquet / clients.parquet; without it
     they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
     run.json of the run whose budget a random-budget control matches.
-    ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results.
+    ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder that
+    holds a finished run of another identity is refused unless ``overwrite``.
     """
     torch.set_num_threads(int(run_cfg["threads"]))
     out = Path(out_dir)
     dataset, method, seed = run_cfg["dataset"], run_cfg["method"], int(run_cfg["seed"])
     bundle = load_dataset(dataset, data_cfg["data_dir"], data_cfg["dataset_params"])
     if data_dir is not None:
-        partition, clients = read_data_stage(Path(data_dir))
+        partition, clients, inputs = read_data_stage(Path(data_dir))
     else:
         partition, clients = build_tables(bundle, data_cfg, seed)
-    target, target_diverged = None, False
+        inputs = {"partition.parquet": table_digest(partition), "clients.parquet": table_digest(clients)}
+    target, target_diverged, budget = None, False, None
     budget_of = METHODS[method].budget_of
     if budget_of is not None:
         if hasfl_run is None:
             raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
-        target, target_diverged = read_hasfl_avg_p(hasfl_run, budget_of)
+        target, target_diverged, budget = read_budget_run(hasfl_run, budget_of)
+    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=training_code_digest(),
+                            budget=budget, device_class=device_class(run_cfg))
+    check_out_dir(out, identity, overwrite)
 
     from tqdm import tqdm
 
     bar = tqdm(total=run_cfg["federation"]["rounds"], desc=f"{dataset}/{method}/seed{seed}", mininterval=2.0,
                file=_LogStream(log), ascii=True)
+    done = [0]
 
     def progress(rnd: int, row: Mapping[str, Any]) -> None:
+        done[0] = rnd
         bar.n = rnd
         bar.set_postfix(acc=f"{row['test_acc']:.4f}", p=f"{row['avg_p']:.2f}", refresh=False)
         bar.refresh()
 
-    checkpoint = out / CHECKPOINT
-    result = run_federation(bundle, partition, clients, run_cfg, hasfl_avg_p=target, hasfl_diverged=target_diverged,
-                            progress=progress, checkpoint=checkpoint, checkpoint_every=int(checkpoint_every))
+    def on_sigterm(signum: int, _frame: Any) -> None:
+        raise Terminated()
+
+    checkpointer = Checkpointer(out / CHECKPOINT, int(checkpoint_every), identity)
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        result = run_federation(bundle, partition, clients, run_cfg, hasfl_avg_p=target,
+                                hasfl_diverged=target_diverged, progress=progress, checkpointer=checkpointer)
+    except Terminated:
+        saved = checkpointer.saved_round
+        log.error("terminated (SIGTERM) after round %d of %d; %s", done[0], run_cfg["federation"]["rounds"],
+                  f"checkpoint at round {saved}: rerunning the job resumes from it" if saved else
+                  "no checkpoint yet: rerunning the job starts from round 0")
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")
     save_state(result.init_state, out / "init.pt")
+    save_state(result.warmup_state if result.warmup_state is not None else result.final_state, out / "warmup.pt")
     save_state(result.final_state, out / "final.pt")
     write_json(out / "timings.json", result.timings)
     write_json(out / "run.json", result.summary)
-    if checkpoint.exists():
-        checkpoint.unlink()
+    write_run_manifest(out, [f for f in RUN_FILES if f != MANIFEST], identity)
+    if checkpointer.path is not None and checkpointer.path.exists():
+        checkpointer.path.unlink()
     log.info("run finished: %s", result.summary)
     return result.summary
 

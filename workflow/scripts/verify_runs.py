@@ -1,0 +1,11 @@
+"""Snakemake glue for rule verify_runs (hasfl.integrity.verify_runs_job)."""
+
+from pathlib import Path
+
+from hasfl.worker import call
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+call("hasfl.integrity:verify_runs_job",
+     {"run_dirs": [str(Path(m).parent) for m in sm.input.manifests], "expected": sm.params.expected,
+      "out_json": sm.output[0]},
+     sm.log[0])
