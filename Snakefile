@@ -34,14 +34,12 @@ try:
 except ConfigError as exc:
     stop(exc)
 
-# Before any job: one writer per results folder, and every finished data-stage and run
-# folder still matches its manifest (an edited file stops the run here, before Snakemake
-# would delete the outputs downstream of it).
+# Before any job: every finished data-stage and run folder still matches its manifest (an
+# edited file stops the run here, before Snakemake would delete the outputs downstream of
+# it), and (onstart) one writer per results folder.
 RESULTS_LOCK = ResultsLock(Path(config["results_dir"]) / config["name"])
 if workflow.is_main_process:
     try:
-        if workflow.executor_plugin is not None and not workflow.dryrun:
-            RESULTS_LOCK.acquire()  # held until this process exits
         verify_results(Path(config["results_dir"]) / config["name"])
     except IntegrityError as exc:
         stop(exc)
@@ -53,6 +51,11 @@ WARM_WORKER = {"socket": None}
 
 
 onstart:
+    if workflow.is_main_process:
+        try:
+            RESULTS_LOCK.acquire()  # held until this process exits; before any job removes an output
+        except IntegrityError as exc:
+            stop(exc)
     if config["warm_worker"] and workflow.local_exec and workflow.is_main_process:
         WARM_WORKER["socket"] = hasfl_worker.start_server(parent_pid=os.getpid())
         os.environ[hasfl_worker.ENV_SOCKET] = WARM_WORKER["socket"]

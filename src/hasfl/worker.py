@@ -283,6 +283,7 @@ def start_server(parent_pid: int | None = None, idle_s: float = 600.0) -> str:
     needs a few seconds to import; until its socket appears, :func:`call` runs jobs
     in their own processes.
     """
+    remove_stale_folders()
     folder = Path(tempfile.mkdtemp(prefix="hasfl-w-"))
     path = str(folder / "s")
     args = [sys.executable, "-m", "hasfl.worker", "--socket", path, "--idle-s", str(idle_s)]
@@ -292,6 +293,27 @@ def start_server(parent_pid: int | None = None, idle_s: float = 600.0) -> str:
                             start_new_session=True, close_fds=True)
     (folder / "pid").write_text(str(proc.pid))
     return path
+
+
+def remove_stale_folders(tmp: str | None = None) -> list[Path]:
+    """Remove the socket folders of workers that are gone (a SIGKILLed worker cannot clean up
+    after itself); a folder whose worker is alive, or still being set up, is left alone."""
+    removed = []
+    for folder in Path(tmp or tempfile.gettempdir()).glob("hasfl-w-*"):
+        try:
+            pid = int((folder / "pid").read_text())
+        except (OSError, ValueError):
+            continue  # no pid yet: a worker being started right now
+        if _alive(pid):
+            continue
+        for item in folder.iterdir():
+            item.unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+            removed.append(folder)
+        except OSError:
+            pass
+    return removed
 
 
 def stop_server(path: str | None) -> None:

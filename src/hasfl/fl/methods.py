@@ -127,7 +127,7 @@ def fedavg(ctx: MethodContext) -> Method:
 def scaffold(ctx: MethodContext) -> Method:
     """SCAFFOLD: full model, control variates owned by the server."""
     server = ScaffoldServer(len(ctx.pmax), float(ctx.params.get("global_lr", 1.0)),
-                            str(ctx.params.get("weighting", "samples")))
+                            str(ctx.params.get("weighting", "participants")))
     return Method(FullModelPolicy(ctx.pmax), ScaffoldClient(ctx.optim, ctx.inputs, server, ctx.params), server)
 
 
