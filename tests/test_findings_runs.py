@@ -211,3 +211,20 @@ def test_evaluate_accuracy_hand_example():
     bundle = DatasetBundle("t", "image", torch.zeros(5, 1, 2, 2, dtype=torch.uint8), y,
                            torch.zeros(5, 1, 2, 2, dtype=torch.uint8), y, 3, (1, 2, 2))
     assert stale.evaluate_accuracy(Constant(), bundle, batch_size=2) == pytest.approx(3 / 5)
+
+
+def test_report_states_what_table4b_implies():
+    from hasfl.analysis.report import stale_summary
+
+    row = {"dataset": "digits", "seed": 42, "status": "completed", "capped_after_t0": True, "frac_stale": 0.4,
+           "frozen_since_t0": True}
+    nocov = dict(row, method="hasfl_nocov", frac_stale_trained_before_t0=0.98, acc_full_pct=19.8, acc_reset_pct=72.7,
+                 acc_sub_pct=86.9)  # the numbers issue 14 measured on the quick preset
+    uniform = dict(row, method="uniform", frac_stale_trained_before_t0=0.0, acc_full_pct=74.0, acc_reset_pct=74.0,
+                   acc_sub_pct=88.0)
+    text = stale_summary(pd.DataFrame([nocov, uniform]))
+    assert "+52.9 points" in text and "+67.1 points" in text  # reset and sub-model vs full, stale runs only
+    assert "frozen at their warm-up values" in text and "do not" in text
+    text = stale_summary(pd.DataFrame([uniform]))
+    assert "at their random initialization, as Section 4.3 says" in text and "+14.0 points" in text
+    assert "No completed run" in stale_summary(pd.DataFrame([dict(uniform, capped_after_t0=False)]))

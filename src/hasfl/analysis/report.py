@@ -194,6 +194,13 @@ def _findings_units(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": _num(u.get("estimate")),
                          "Interval": interval, "MDE": _num(u.get("mde")), "Verdict": u["verdict"],
                          "Why": u["reason"]})
+            for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
+                plo, phi = part.get("low"), part.get("high")
+                rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
+                             "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
+                             "Estimate": _num(part.get("estimate")),
+                             "Interval": "--" if plo is None or phi is None else f"[{_num(plo)}, {_num(phi)}]",
+                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"]})
     return pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
                                                     "Verdict", "Why"])
 
@@ -214,6 +221,10 @@ def stale_summary(df: pd.DataFrame) -> str:
                      f"{g['frac_stale'].mean():.1%} of the model, {g['frac_stale_trained_before_t0'].mean():.1%} of "
                      f"them trained before t0; unchanged since t0 in {int(g['frozen_since_t0'].sum())} of {len(g)}.")
     text = "\n".join(lines) + "\n\n"
+    full_all, sub_all = float(capped["acc_full_pct"].mean()), float(capped["acc_sub_pct"].mean())
+    text += (f"Over all {len(capped)} capped run(s), the model without the coordinates untrained since t0 (the "
+             f"sub-model) scores {sub_all - full_all:+.1f} points relative to the full model that carries them into "
+             "every prediction.\n\n")
     trained = capped[capped["frac_stale_trained_before_t0"] > 0]
     if trained.empty:
         return text + ("In every capped run the stale coordinates were never trained: they are at their random "
