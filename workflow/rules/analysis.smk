@@ -278,14 +278,17 @@ rule analysis_table4b_stale_coordinates:
     log:
         f"{RESULTS}/logs/analysis/{STALE_TABLE}.log",
     resources:
-        mem_mb=lambda wc: 8000 if "emnist" in config["datasets"] else 4000,
+        mem_mb=8000 if "emnist" in config["datasets"] else 4000,
         runtime=30,
     params:
         code=SRC_ANALYSIS,
         models=model_blocks(),
-        data_dir=DATA_DIR,
-        dataset_params={
-            d: dict(config["dataset_params"][d]) for d in config["datasets"]
+        # the dataset to evaluate on (a mapping, as the data stage's data_cfg)
+        data={
+            "data_dir": DATA_DIR,
+            "dataset_params": {
+                d: dict(config["dataset_params"][d]) for d in config["datasets"]
+            },
         },
         atol=ANALYSIS_THRESHOLDS["f5_atol"],
     script:
