@@ -81,6 +81,7 @@ ANALYSIS_SCRIPTS = [
         "table5_confound",
         "matched_budget",
         "prop3_coverage",
+        "table4b_stale_coordinates",
         "figure",
         "comparison",
         "findings",

@@ -9,7 +9,8 @@ says "not run" instead of failing. Seed bands are mean +- sample std over seeds.
 * Fig 3 -- test accuracy of hasfl, fjord, uniform per dataset.
 * Fig 4 -- mean H~ and mean allocated p of hasfl over rounds, with the mean cap p_bar_max.
 * Fig 5 -- final per-client allocation p_i vs pmax_i (hasfl), per dataset x seed.
-* Fig 6 -- accuracy-capacity frontier: final accuracy vs avg p, every method, error bars.
+* Fig 6 -- accuracy-capacity frontier: final accuracy vs avg p allocated and trained (joined),
+  and vs upload MB per client-round, every method, error bars.
 * Fig 7 -- test accuracy of hasfl vs the full-model methods.
 * Fig 8 -- test loss of the same methods.
 """
@@ -215,35 +216,55 @@ def fig5_final_allocation(clients: Mapping[tuple[str, int], pd.DataFrame], datas
 
 
 def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence[str]) -> Figure:
-    """Figure 6: final accuracy vs average capacity, mean +- sample std over completed seeds.
+    """Figure 6: final accuracy vs average capacity, as allocated and as paid (issue 14).
 
-    ``runs`` has dataset, method, seed, status, final_acc_pct, avg_p (from run.json).
+    Top row: final accuracy vs the average width, hollow marker at the allocated
+    (sampled) width ``avg_p``, filled marker at the width actually trained and uploaded
+    ``avg_p_trained`` (they differ for FjORD, whose clients train at pmax), joined by a
+    line. Bottom row: final accuracy vs the mean upload MB per client-round (cost
+    model). Mean +- sample std over the completed seeds. ``runs`` has dataset, method,
+    seed, status, final_acc_pct, avg_p, avg_p_trained, upload_mb.
     """
     _style()
-    fig, axes = _panels(len(datasets), width=4.6, height=3.6)
+    n = max(1, len(datasets))
+    fig, axes = plt.subplots(2, n, figsize=(4.6 * n, 7.0), squeeze=False)
     if not datasets:
-        _empty(axes[0], "no dataset")
-    for ax, dataset in zip(axes, datasets, strict=False):
+        _empty(axes[0][0], "no dataset")
+        _empty(axes[1][0], "no dataset")
+
+    def sd(v: np.ndarray) -> float:
+        return float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+
+    for j, dataset in enumerate(datasets):
+        top, bottom = axes[0][j], axes[1][j]
         d = runs[(runs["dataset"] == dataset) & (runs["status"] == "completed")] if len(runs) else runs
         drawn = 0
         for method in methods:
             g = d[d["method"] == method]
             if g.empty:
                 continue
-            x, y = g["avg_p"].to_numpy(float), g["final_acc_pct"].to_numpy(float)
-            xe = float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
-            ye = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
-            ax.errorbar(float(x.mean()), float(y.mean()), xerr=xe, yerr=ye, fmt="o", capsize=3, ms=6,
-                        color=METHOD_COLORS.get(method, "k"), label=_label(method))
+            color = METHOD_COLORS.get(method, "k")
+            y = g["final_acc_pct"].to_numpy(float)
+            xa, xt, mb = (g[c].to_numpy(float) for c in ("avg_p", "avg_p_trained", "upload_mb"))
+            top.plot([xa.mean(), xt.mean()], [y.mean(), y.mean()], color=color, lw=1, alpha=0.6)
+            top.errorbar(float(xa.mean()), float(y.mean()), xerr=sd(xa), yerr=sd(y), fmt="o", mfc="white",
+                         capsize=3, ms=6, color=color)
+            top.errorbar(float(xt.mean()), float(y.mean()), xerr=sd(xt), yerr=sd(y), fmt="o", capsize=3, ms=6,
+                         color=color, label=_label(method))
+            bottom.errorbar(float(mb.mean()), float(y.mean()), xerr=sd(mb), yerr=sd(y), fmt="o", capsize=3, ms=6,
+                            color=color, label=_label(method))
             drawn += 1
         if not drawn:
-            _empty(ax)
+            _empty(top)
+            _empty(bottom)
         else:
-            ax.set_xlim(0.2, 1.05)
-            ax.set_xlabel(r"Average per-round capacity $\bar p$")
-            ax.set_ylabel("Final accuracy (%)")
-            ax.legend(fontsize=7, loc="best")
-        ax.set_title(_ds(dataset))
-    fig.suptitle("Accuracy-capacity frontier (mean +- std over seeds)")
+            top.set_xlim(0.2, 1.05)
+            top.set_xlabel(r"Average width $\bar p$ (hollow: allocated, filled: trained and uploaded)")
+            top.set_ylabel("Final accuracy (%)")
+            top.legend(fontsize=7, loc="best")
+            bottom.set_xlabel("Upload per client-round (MB, cost model)")
+            bottom.set_ylabel("Final accuracy (%)")
+        top.set_title(_ds(dataset))
+    fig.suptitle("Accuracy-capacity frontier, as allocated and as paid (mean +- std over seeds)")
     fig.tight_layout()
     return fig

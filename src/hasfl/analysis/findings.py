@@ -1,78 +1,139 @@
-"""The paper's claims as computed statements (findings.json).
+"""The paper's claims as tests that can fail (findings.json; issue 14).
 
-Each finding evaluates one statistic on a set of *units* (runs or datasets), each unit
-against a threshold from :data:`hasfl.analysis.specs.DEFAULT_THRESHOLDS` (config block
-``analysis``). The verdict:
+Every finding tests one claim of the paper, in the scope the paper states it, on
+*units* (one per dataset, or one per run for Proposition 3). Each unit gets a
+three-valued verdict and the finding combines its in-scope units:
 
-* ``not run`` -- no unit: the preset does not run the methods the claim needs;
-* ``supported`` -- every unit passes;
-* ``not supported`` -- some unit fails, or its statistic is undefined (NaN).
+* ``supported`` -- the confidence interval lies inside the claim's region (beyond the
+  margin in the claimed direction; inside +-margin for an equivalence claim);
+* ``contradicted`` -- the interval lies on the other side of the margin or, for the
+  claims of "no difference" (F1c, F1d, F3), the test rejects the claim's null value
+  (a significant difference contradicts "indistinguishable");
+* ``inconclusive`` -- neither, or the statistic is undefined (the reason says which),
+  or no unit of the paper's scope was run.
 
-Findings (paper sections in brackets):
+A finding is contradicted when any in-scope unit is, supported when every in-scope
+unit is (and there is at least one), inconclusive otherwise. Units outside the
+paper's scope are computed and reported (``in_scope: false``) but never counted.
 
-* F1a [4.4, Table 5] r(H~, pmax) <= ``f1_max_r_h_pmax`` on every hasfl run.
-* F1b [4.4] adj. R^2 of log H~ on the capacity tier exceeds that on TV by more than
-  ``f1_min_r2_gap`` on every hasfl run (the decomposition, no linearity assumed).
-* F2a [4.3, Table 4] decay (best - final) of hasfl_nocov exceeds hasfl's by more than
-  ``f2_min_decay_gap_pct`` points on every dataset.
-* F2b [4.2-4.3] the same for uniform (coverage-violating) vs heterofl (full coverage).
-* F3 [4.4] hasfl and random_budget final accuracies are indistinguishable: the paired
-  ``ci_level`` t interval of the difference covers 0 on every dataset.
-* F4 [4.5, Table 6] fedavg's mean final accuracy exceeds hasfl's by more than
-  ``f4_min_gap_pct`` points on every dataset.
-* F5 [3.3, Proposition 3] on every run whose largest trained width is < 1, every
-  never-covered coordinate equals its initial value (within ``f5_atol``).
-* F6 [4.7] positive control: r(H~, TV) > ``f6_min_r_h_tv`` on every fedavg run.
+All tests run at ``alpha = 1 - analysis.ci_level``; a one-sided bound at level
+``1 - alpha`` is an end of the two-sided ``1 - 2 alpha`` interval. Every unit records
+its number of seeds / runs, its margin (config block ``analysis``, defaults justified in
+docs/decisions.md) and its minimum detectable effect at ``analysis.power``.
+
+Findings (paper sections in brackets; statistics per dataset unless said otherwise):
+
+* F1a [4.4, Table 5] pooled r(H~, pmax) < ``f1_max_r_h_pmax`` (Fisher z over the hasfl seeds).
+* F1b [4.4, this project's decomposition] adj. R^2(log H~ ~ tier) - adj. R^2(log H~ ~ TV)
+  > ``f1_min_r2_gap`` (one-sided t over seeds).
+* F1c [4.4] pooled r(H~, TV | pmax) < ``f1c_max_pr_h_tv`` ("no data signal"); contradicted
+  when significantly positive.
+* F1d [4.4] pooled r(p, TV | pmax) ~ 0: TOST with margin ``f1d_equiv_pr_p_tv``;
+  contradicted when the two-sided interval excludes 0.
+* F2a [4.3, Table 4; image] decay(hasfl_nocov) - decay(hasfl) > ``f2_min_decay_gap_pct``
+  (paired one-sided t over seeds; decay = best - final).
+* F2a-spread [4.3; image] sd(final, hasfl_nocov) / sd(final, hasfl) > ``f2_min_spread_ratio``
+  (F interval of the variance ratio).
+* F2b [4.2-4.3; image] decay(uniform) - decay(heterofl) > ``f2_min_decay_gap_pct`` (paired).
+* F2c [4.6; Shakespeare] Uniform does not collapse: its decline best - final < ``f2c_max_decline_pct``.
+* F3 [4.4; image] final acc(hasfl) - final acc(random_budget): TOST with margin
+  ``f3_equiv_margin_pct`` on the paired per-seed differences; contradicted when the
+  two-sided interval excludes 0.
+* F3-shakespeare [4.6; Shakespeare] HAS-FL is the weakest of HAS-FL / FjORD / Uniform
+  (paired gaps > ``f3s_min_acc_gap_pct``) while training the widest sub-models (paired
+  gaps of the trained width > ``f3s_min_p_gap``).
+* F4 [4.5, Table 6; image] final acc(fedavg) - final acc(hasfl) > ``f4_min_gap_pct`` (paired).
+* F5 [3.3, Proposition 3] on every capped run, the coordinates no participant trained
+  are unchanged (|change| <= ``f5_atol``): never covered -> init.pt = final.pt; untrained
+  after t0 -> warmup.pt = final.pt (units: runs; exact, no sampling).
+* F6 [4.7, this project's extension] positive control: pooled r(H~, TV) of the fedavg
+  runs > ``f6_min_r_h_tv``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["VERDICTS", "evaluate_findings", "findings_frame"]
+from hasfl.analysis.specs import NATURAL_PARTITION_DATASETS, STALE_TABLE, alpha_of
+from hasfl.analysis.stats import (
+    fisher_pool,
+    paired_ci,
+    t_equivalence_margin,
+    t_mde,
+    variance_ratio,
+    variance_ratio_mde,
+    z_equivalence_margin,
+    z_mde,
+)
 
-VERDICTS = ("supported", "not supported", "not run")
+__all__ = [
+    "CONTRADICTED",
+    "FINDING_IDS",
+    "INCONCLUSIVE",
+    "REQUIRED_TABLES",
+    "SUPPORTED",
+    "VERDICTS",
+    "alpha_of",
+    "combine",
+    "evaluate_findings",
+    "findings_frame",
+]
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+
+F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
+F2A, F2A_SPREAD, F2B, F2C = "F2a", "F2a-spread", "F2b", "F2c"
+F3, F3_SHAKESPEARE, F4, F5, F6 = "F3", "F3-shakespeare", "F4", "F5", "F6"
+FINDING_IDS = (F1A, F1B, F1C, F1D, F2A, F2A_SPREAD, F2B, F2C, F3, F3_SHAKESPEARE, F4, F5, F6)
+
+#: Scopes: which datasets a claim is stated for.
+IMAGE, TEXT, ALL = "image", "text", "all"
+_SCOPE_TEXT = {IMAGE: "image datasets (the paper: CIFAR-10, EMNIST)",
+               TEXT: "natural-partition datasets (the paper: Shakespeare)", ALL: "every dataset"}
+
+T5, T3S, T4S, T6S, T7S = ("table5_confound", "table3_allocation_seeds", "table4_coverage_seeds",
+                          "table6_full_model_seeds", "table7_shakespeare_seeds")
+MBS, P3 = "matched_budget_seeds", "prop3_coverage"
+#: Tables findings.json is computed from (file names without .parquet under tables/).
+REQUIRED_TABLES = (T5, T3S, T4S, T6S, T7S, MBS, P3, STALE_TABLE)
+
+COMPLETED = "completed"
 
 
-def _num(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
+# --- small helpers ----------------------------------------------------------------------
 
 
-def _finding(fid: str, claim: str, source: str, statistic: str, rule: str, threshold: float,
-             units: list[dict[str, Any]], aggregate: Callable[[list[float]], float], files: Sequence[str],
-             not_run_reason: str) -> dict[str, Any]:
-    """Assemble one finding from its evaluated units (each with ``value`` and ``pass``)."""
-    if not units:
-        verdict, reason, value = "not run", not_run_reason, math.nan
-    else:
-        failed = [u for u in units if u["pass"] is False]
-        undefined = [u for u in units if u["pass"] is None]
-        values = [u["value"] for u in units if math.isfinite(_num(u["value"]))]
-        value = aggregate(values) if values else math.nan
-        if failed:
-            verdict = "not supported"
-            reason = f"fails on {len(failed)} of {len(units)}: " + ", ".join(u["unit"] for u in failed)
-        elif undefined:
-            verdict = "not supported"
-            reason = f"statistic undefined on {len(undefined)} of {len(units)}: " + ", ".join(u["unit"] for u in undefined)
-        else:
-            verdict, reason = "supported", f"holds on all {len(units)}"
-    return {"id": fid, "claim": claim, "source": source, "statistic": statistic, "rule": rule,
-            "threshold": threshold, "value": _clean(value), "verdict": verdict, "reason": reason,
-            "n_units": len(units), "units": [{k: _clean(v) for k, v in u.items()} for u in units],
-            "files": list(files)}
+@dataclass(frozen=True)
+class Settings:
+    """The test settings of one evaluation: significance level, power and the margins."""
+
+    alpha: float
+    power: float
+    th: Mapping[str, float]
+
+    @property
+    def one_sided_level(self) -> float:
+        """Level of the two-sided interval whose ends are the one-sided (1 - alpha) bounds."""
+        return 1.0 - 2.0 * self.alpha
+
+    @property
+    def two_sided_level(self) -> float:
+        return 1.0 - self.alpha
 
 
 def _clean(v: Any) -> Any:
-    """JSON-safe: NaN -> None, numpy scalars -> Python."""
+    """JSON-safe: NaN -> None, numpy scalars -> Python, containers recursively."""
+    if isinstance(v, Mapping):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return v
     if hasattr(v, "item"):
@@ -82,141 +143,588 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _check(value: float, ok: Callable[[float], bool]) -> bool | None:
-    return ok(value) if math.isfinite(value) else None
+def _f(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
-def _completed(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "completed"] if len(df) else df
+def _fmt(x: float, digits: int = 3) -> str:
+    return "--" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
-def _method_row(tables: Sequence[pd.DataFrame], dataset: str, method: str) -> dict[str, Any] | None:
-    """The first row of ``method`` on ``dataset`` with at least one completed seed."""
-    for df in tables:
-        if df is None or df.empty:
-            continue
-        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & (df["n_completed"] > 0)]
-        if len(sel):
-            return sel.iloc[0].to_dict()
-    return None
+def combine(verdicts: Sequence[str]) -> str:
+    """contradicted if any is, supported if all are (and there is one), inconclusive otherwise."""
+    if not verdicts:
+        return INCONCLUSIVE
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
 
 
-def _decay_units(tables: Sequence[pd.DataFrame], datasets: Sequence[str], without: str, with_: str,
-                 gap_min: float) -> list[dict[str, Any]]:
-    units = []
-    for dataset in datasets:
-        a, b = _method_row(tables, dataset, without), _method_row(tables, dataset, with_)
-        if a is None or b is None:
-            continue
-        decay_without, decay_with = -_num(a["delta_pct_mean"]), -_num(b["delta_pct_mean"])
-        gap = decay_without - decay_with
-        units.append({"unit": dataset, "value": gap, f"decay_{without}": decay_without, f"decay_{with_}": decay_with,
-                      "pass": _check(gap, lambda g: g > gap_min)})
-    return units
+def _in_scope(dataset: str, scope: str) -> bool:
+    natural = dataset in NATURAL_PARTITION_DATASETS
+    return scope == ALL or (scope == TEXT) == natural
 
 
-def evaluate_findings(*, table3: pd.DataFrame, table4: pd.DataFrame, table6: pd.DataFrame, table7: pd.DataFrame,
-                      table5: pd.DataFrame, matched: pd.DataFrame, prop3: pd.DataFrame,
-                      datasets: Sequence[str], thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
-    """All findings, in order F1a ... F6 (see the module docstring)."""
-    th = thresholds
+def _directional(low: float, high: float, margin: float, above: bool) -> tuple[str, str]:
+    """Verdict of "theta > margin" (``above``) or "theta < margin" from the one-sided bounds [low, high]."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return INCONCLUSIVE, "interval undefined"
+    if above:
+        if low > margin:
+            return SUPPORTED, f"lower bound {_fmt(low)} > margin {_fmt(margin)}"
+        if high < margin:
+            return CONTRADICTED, f"upper bound {_fmt(high)} < margin {_fmt(margin)}"
+        return INCONCLUSIVE, f"interval [{_fmt(low)}, {_fmt(high)}] contains the margin {_fmt(margin)}"
+    if high < margin:
+        return SUPPORTED, f"upper bound {_fmt(high)} < margin {_fmt(margin)}"
+    if low > margin:
+        return CONTRADICTED, f"lower bound {_fmt(low)} > margin {_fmt(margin)}"
+    return INCONCLUSIVE, f"interval [{_fmt(low)}, {_fmt(high)}] contains the margin {_fmt(margin)}"
+
+
+def _equivalence(eq_low: float, eq_high: float, two_low: float, two_high: float, margin: float,
+                 null: float = 0.0) -> tuple[str, str]:
+    """TOST with precedence to a significant difference (see the module docstring)."""
+    if not all(math.isfinite(v) for v in (eq_low, eq_high, two_low, two_high)):
+        return INCONCLUSIVE, "interval undefined"
+    if two_low > null or two_high < null:
+        return CONTRADICTED, f"the two-sided interval [{_fmt(two_low)}, {_fmt(two_high)}] excludes {_fmt(null)}"
+    if -margin < eq_low and eq_high < margin:
+        return SUPPORTED, f"the TOST interval [{_fmt(eq_low)}, {_fmt(eq_high)}] lies inside +-{_fmt(margin)}"
+    return INCONCLUSIVE, (f"the TOST interval [{_fmt(eq_low)}, {_fmt(eq_high)}] is not inside +-{_fmt(margin)} "
+                          f"and the two-sided interval covers {_fmt(null)}")
+
+
+# --- per-seed values ----------------------------------------------------------------------
+
+
+def _seed_values(df: pd.DataFrame, dataset: str, method: str, column: str) -> tuple[dict[int, float], list[int]]:
+    """``({seed: value} of completed runs with a finite value, [seeds left out])``."""
+    if df is None or df.empty:
+        return {}, []
+    sel = df[(df["dataset"] == dataset) & (df["method"] == method)]
+    good, bad = {}, []
+    for r in sel.to_dict("records"):
+        v = _f(r.get(column))
+        if r.get("status", COMPLETED) == COMPLETED and math.isfinite(v):
+            good[int(r["seed"])] = v
+        else:
+            bad.append(int(r["seed"]))
+    return good, sorted(bad)
+
+
+def _has(df: pd.DataFrame, dataset: str, method: str) -> bool:
+    return df is not None and not df.empty and bool(((df["dataset"] == dataset) & (df["method"] == method)).any())
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed values of two methods, paired by seed, and the seeds left out (not completed / NaN)."""
+
+    seeds: list[int]
+    a: np.ndarray
+    b: np.ndarray
+    left_out: list[int]
+
+    @property
+    def diff(self) -> np.ndarray:
+        return self.a - self.b
+
+
+def _paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, col_a: str,
+            col_b: str | None = None, transform: Callable[[float], float] = lambda v: v) -> Paired:
+    a, bad_a = _seed_values(da, dataset, ma, col_a)
+    b, bad_b = _seed_values(db, dataset, mb, col_b or col_a)
+    seeds = sorted(set(a) & set(b))
+    left = sorted((set(a) | set(b) | set(bad_a) | set(bad_b)) - set(seeds))
+    return Paired(seeds, np.array([transform(a[s]) for s in seeds], dtype=np.float64),
+                  np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
+
+
+def _left_out(left: Sequence[int]) -> str:
+    return f"; seeds left out (not completed or NaN): {', '.join(map(str, left))}" if left else ""
+
+
+# --- unit evaluators ------------------------------------------------------------------------
+
+
+def _t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Settings,
+            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One-sided t test of mean(values) beyond ``margin`` (supported) or on its other side (contradicted)."""
+    ci = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    unit: dict[str, Any] = {"unit": name, "n": ci.n, "estimate": ci.mean_diff, "sd": ci.sd_diff,
+                            "low": ci.ci_low, "high": ci.ci_high, "interval_level": st.one_sided_level,
+                            "margin": margin, "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
+                            "values": [float(v) for v in values], **(extra or {})}
+    if ci.n < 2:
+        unit.update(verdict=INCONCLUSIVE, reason=f"{ci.n} seed(s): a t interval needs at least 2")
+    elif not ci.sd_diff > 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+    else:
+        v, why = _directional(ci.ci_low, ci.ci_high, margin, above)
+        unit.update(verdict=v, reason=f"{why} (n = {ci.n}; minimum detectable distance from the margin at "
+                                      f"{st.power:.0%} power: {_fmt(unit['mde'])})")
+    return unit
+
+
+def _t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Settings,
+                        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """TOST at ``margin`` plus the two-sided test of 0 on the paired differences ``values``."""
+    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
+    unit: dict[str, Any] = {
+        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
+        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
+        "two_sided_level": st.two_sided_level, "p_value": two.p_value, "margin": margin,
+        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power, two_sided=True),
+        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
+        "values": [float(v) for v in values], **(extra or {})}
+    if eq.n < 2:
+        unit.update(verdict=INCONCLUSIVE, reason=f"{eq.n} seed(s): a t interval needs at least 2")
+    elif not eq.sd_diff > 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+    else:
+        v, why = _equivalence(eq.ci_low, eq.ci_high, two.ci_low, two.ci_high, margin)
+        unit.update(verdict=v, reason=(f"{why} (n = {eq.n}; minimum detectable difference at {st.power:.0%} power: "
+                                       f"{_fmt(unit['mde'])}; smallest margin a TOST reaches at that power if the "
+                                       f"true difference is 0: {_fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def _corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings) -> dict[str, Any]:
+    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict)."""
+    rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    ns = rows["n_clients"].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    pool = fisher_pool(rs, ns, n_controls)
+    low, high = pool.interval(st.one_sided_level)
+    two_low, two_high = pool.interval(st.two_sided_level)
+    return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
+            "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
+            "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
+            "heterogeneity_p": pool.q_p,
+            "values": {str(int(s)): _f(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
+            "_se": pool.se}
+
+
+def _corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, margin: float,
+                           above: bool, st: Settings) -> dict[str, Any]:
+    unit = _corr_unit(name, rows, column, n_controls, st)
+    se = unit.pop("_se")
+    shift = z_mde(se, st.alpha, st.power)
+    edge = math.atanh(margin)
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
+        return unit
+    v, why = _directional(unit["low"], unit["high"], margin, above)
+    side = ">=" if above else "<="
+    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
+                                  f"{st.power:.0%} power needs a true r {side} {_fmt(unit['mde'])})")
+    return unit
+
+
+def _corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+    """F1c: supported when the upper bound < margin; contradicted when the lower bound > 0."""
+    unit = _corr_unit(name, rows, column, 1, st)
+    se = unit.pop("_se")
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power))
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        return unit
+    low, high = unit["low"], unit["high"]
+    if low > 0.0:
+        v, why = CONTRADICTED, f"lower bound {_fmt(low)} > 0: a consistent positive data signal remains"
+    elif high < margin:
+        v, why = SUPPORTED, f"upper bound {_fmt(high)} < margin {_fmt(margin)}"
+    else:
+        v, why = INCONCLUSIVE, f"interval [{_fmt(low)}, {_fmt(high)}] contains the margin {_fmt(margin)} and 0"
+    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
+                                  f"{st.power:.0%} power needs a true r <= {_fmt(unit['mde'])})")
+    return unit
+
+
+def _corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+    """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0."""
+    unit = _corr_unit(name, rows, column, 1, st)
+    se = unit.pop("_se")
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
+    unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
+        else math.nan
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        return unit
+    v, why = _equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
+    unit.update(verdict=v, reason=(f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; minimum "
+                                   f"detectable |r| at {st.power:.0%} power: {_fmt(unit['mde'])}; smallest margin a "
+                                   f"TOST reaches at that power if r = 0: {_fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def _spread_unit(name: str, a: np.ndarray, b: np.ndarray, margin: float, st: Settings,
+                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    vr = variance_ratio(a, b, st.one_sided_level)
+    mde = margin * variance_ratio_mde(vr.n_a, vr.n_b, st.alpha, st.power)
+    unit: dict[str, Any] = {"unit": name, "n": min(vr.n_a, vr.n_b), "estimate": vr.ratio, "sd_a": vr.sd_a,
+                            "sd_b": vr.sd_b, "low": vr.low, "high": vr.high, "interval_level": st.one_sided_level,
+                            "margin": margin, "mde": mde, **(extra or {})}
+    if not math.isfinite(vr.ratio):
+        unit.update(verdict=INCONCLUSIVE, reason="spread undefined (fewer than 2 seeds, or no spread with coverage)")
+        return unit
+    v, why = _directional(vr.low, vr.high, margin, True)
+    unit.update(verdict=v, reason=f"{why} (n = {unit['n']} seeds each; {st.power:.0%} power needs a true sd ratio "
+                                  f">= {_fmt(mde)})")
+    return unit
+
+
+# --- assembling a finding ---------------------------------------------------------------------
+
+
+def _finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, test: str, margin_key: str | None,
+             st: Settings, units: list[dict[str, Any]], files: Sequence[str], mde_meaning: str,
+             not_run: str, extension: bool = False) -> dict[str, Any]:
+    inside = [u for u in units if u.get("in_scope", True)]
+    for u in units:
+        u.setdefault("in_scope", True)
+    verdict = combine([u["verdict"] for u in inside])
+    if not inside:
+        reason = f"not run: {not_run}"
+    else:
+        reason = "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside)
+    margin = st.th[margin_key] if margin_key else None
+    return _clean({
+        "id": fid, "claim": claim, "source": source, "scope": _SCOPE_TEXT.get(scope, scope), "extension": extension,
+        "statistic": statistic, "test": test, "margin_key": f"analysis.{margin_key}" if margin_key else None,
+        "margin": margin, "alpha": st.alpha, "power": st.power, "verdict": verdict, "reason": reason,
+        "n_units": len(inside), "n_per_unit": {u["unit"]: u.get("n") for u in inside},
+        "mde": {u["unit"]: u.get("mde") for u in inside}, "mde_meaning": mde_meaning,
+        "units": units, "files": list(files)})
+
+
+def _confound_rows(t5: pd.DataFrame, method: str, dataset: str) -> pd.DataFrame:
+    if t5 is None or t5.empty:
+        return pd.DataFrame(columns=["seed", "n_clients"])
+    return t5[(t5["method"] == method) & (t5["dataset"] == dataset) & (t5["status"] == COMPLETED)]
+
+
+def _datasets_with(t5: pd.DataFrame, method: str, datasets: Sequence[str]) -> list[str]:
+    return [d for d in datasets if len(_confound_rows(t5, method, d))]
+
+
+# --- the findings ----------------------------------------------------------------------------
+
+
+def _f1(t5: pd.DataFrame, datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F1a-F1d [Section 4.4, Table 5]: per dataset, every dataset reported, image datasets in scope."""
+    files = [f"tables/{T5}.parquet"]
+    ds = _datasets_with(t5, "hasfl", datasets)
+    scope = {d: _in_scope(d, IMAGE) for d in ds}
     out = []
-
-    # F1: hasfl rows of Table 5.
-    h5 = _completed(table5[table5["method"] == "hasfl"]) if len(table5) else table5
-    units = [{"unit": f"{r['dataset']}/seed{r['seed']}", "value": _num(r["r_h_pmax"]),
-              "pass": _check(_num(r["r_h_pmax"]), lambda v: v <= th["f1_max_r_h_pmax"])} for r in h5.to_dict("records")]
+    units = [dict(_corr_directional_unit(d, _confound_rows(t5, "hasfl", d), "r_h_pmax", 0, st.th["f1_max_r_h_pmax"],
+                                         False, st), in_scope=scope[d]) for d in ds]
     out.append(_finding(
-        "F1a", "Update divergence tracks capacity: r(H~, pmax) is strongly negative on every hasfl run",
-        "Section 4.4, Table 5", "r(H~, pmax) over the clients of each hasfl run (value: the largest)",
-        "r(H~, pmax) <= threshold on every run", th["f1_max_r_h_pmax"], units, max,
-        ["tables/table5_confound.parquet"], "no completed hasfl run"))
+        F1A, claim="Update divergence tracks capacity: r(H~, pmax) is strongly negative", source="Section 4.4, Table 5",
+        scope=IMAGE, statistic="r(H~, pmax) over the clients of each hasfl run, pooled over seeds (Fisher z)",
+        test="one-sided z test on the pooled Fisher z: supported if the upper bound < margin, contradicted if the "
+             "lower bound > margin", margin_key="f1_max_r_h_pmax", st=st, units=units, files=files,
+        mde_meaning="true pooled r at which the test returns supported with the configured power",
+        not_run="no completed hasfl run on an image dataset"))
     units = []
-    for r in h5.to_dict("records"):
-        gap = _num(r["adj_r2_tier"]) - _num(r["adj_r2_tv"])
-        units.append({"unit": f"{r['dataset']}/seed{r['seed']}", "value": gap, "adj_r2_tier": _num(r["adj_r2_tier"]),
-                      "adj_r2_tv": _num(r["adj_r2_tv"]), "pass": _check(gap, lambda g: g > th["f1_min_r2_gap"])})
+    for d in ds:
+        rows = _confound_rows(t5, "hasfl", d)
+        gap = (rows["adj_r2_tier"].to_numpy(float) - rows["adj_r2_tv"].to_numpy(float))
+        keep = np.isfinite(gap)
+        units.append(dict(_t_unit(d, gap[keep], st.th["f1_min_r2_gap"], True, st,
+                                  {"seeds": [int(s) for s in rows["seed"].to_numpy()[keep]]}), in_scope=scope[d]))
     out.append(_finding(
-        "F1b", "Capacity tier explains more variance of log H~ than TV does (no linearity assumed)",
-        "Section 4.4 (decomposition)", "adj. R^2(log H~ ~ C(tier)) - adj. R^2(log H~ ~ TV) per hasfl run (value: the smallest)",
-        "gap > threshold on every run", th["f1_min_r2_gap"], units, min,
-        ["tables/table5_confound.parquet"], "no completed hasfl run"))
+        F1B, claim="Capacity tier explains more variance of log H~ than TV does (no linearity assumed)",
+        source="Section 4.4 (this project's decomposition of Table 5)", scope=IMAGE,
+        statistic="adj. R^2(log H~ ~ C(tier)) - adj. R^2(log H~ ~ TV) per hasfl run",
+        test="one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper bound "
+             "< margin", margin_key="f1_min_r2_gap", st=st, units=units, files=files,
+        mde_meaning="smallest true mean gap above the margin detected with the configured power",
+        not_run="no completed hasfl run on an image dataset", extension=True))
+    units = [dict(_corr_not_positive_unit(d, _confound_rows(t5, "hasfl", d), "pr_h_tv_pmax",
+                                          st.th["f1c_max_pr_h_tv"], st), in_scope=scope[d]) for d in ds]
+    out.append(_finding(
+        F1C, claim="Once capacity is controlled no data signal remains: r(H~, TV | pmax) is near zero or negative",
+        source="Section 4.4, Table 5", scope=IMAGE,
+        statistic="partial r(H~, TV | pmax) per hasfl run, pooled over seeds (Fisher z, n - 4 weights)",
+        test="supported if the one-sided upper bound < margin; contradicted if the one-sided lower bound > 0 "
+             "(a consistent positive data signal); contradiction takes precedence",
+        margin_key="f1c_max_pr_h_tv", st=st, units=units, files=files,
+        mde_meaning="true pooled partial r at or below which the test returns supported with the configured power",
+        not_run="no completed hasfl run on an image dataset"))
+    units = [dict(_corr_equivalence_unit(d, _confound_rows(t5, "hasfl", d), "pr_p_tv_pmax",
+                                         st.th["f1d_equiv_pr_p_tv"], st), in_scope=scope[d]) for d in ds]
+    out.append(_finding(
+        F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
+        scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z)",
+        test="equivalence (TOST): supported if the 1 - 2 alpha interval lies inside +-margin; contradicted if the "
+             "1 - alpha interval excludes 0; contradiction takes precedence",
+        margin_key="f1d_equiv_pr_p_tv", st=st, units=units, files=files,
+        mde_meaning="minimum detectable |r| of the two-sided test (see min_equivalence_margin per unit)",
+        not_run="no completed hasfl run on an image dataset"))
+    return out
 
-    # F2: peak-to-final decay with vs without coverage.
-    out.append(_finding(
-        "F2a", "Without the coverage guarantee the peak-to-final decay is larger (hasfl_nocov vs hasfl)",
-        "Section 4.3, Table 4", "decay(hasfl_nocov) - decay(hasfl), decay = best - final, points (value: the smallest)",
-        "gap > threshold on every dataset", th["f2_min_decay_gap_pct"],
-        _decay_units([table4], datasets, "hasfl_nocov", "hasfl", th["f2_min_decay_gap_pct"]), min,
-        ["tables/table4_coverage.parquet"], "hasfl_nocov or hasfl not run"))
-    out.append(_finding(
-        "F2b", "A coverage-violating static policy decays more than a fully covering one (uniform vs heterofl)",
-        "Sections 4.2-4.3, Tables 3, 4, 7", "decay(uniform) - decay(heterofl), points (value: the smallest)",
-        "gap > threshold on every dataset", th["f2_min_decay_gap_pct"],
-        _decay_units([table3, table7, table4], datasets, "uniform", "heterofl", th["f2_min_decay_gap_pct"]), min,
-        ["tables/table3_allocation.parquet", "tables/table7_shakespeare.parquet", "tables/table4_coverage.parquet"],
-        "uniform or heterofl not run"))
 
-    # F3: matched budget.
-    units = []
-    mb = matched[(matched["metric"] == "final_acc_pct") & (matched["status"] != "not run")] if len(matched) else matched
-    for r in mb.to_dict("records"):
-        covers = r.get("ci_covers_zero")
-        covers = None if covers is None or (isinstance(covers, float) and math.isnan(covers)) or covers is pd.NA else bool(covers)
-        units.append({"unit": r["dataset"], "value": _num(r["p_value"]), "mean_diff": _num(r["mean_diff"]),
-                      "ci_low": _num(r["ci_low"]), "ci_high": _num(r["ci_high"]), "n_pairs": int(r["n_pairs"]),
-                      "pass": covers})
-    out.append(_finding(
-        "F3", "HAS-FL and the matched-budget random control reach indistinguishable final accuracy",
-        "Section 4.4", f"paired t-test p-value of final acc(hasfl) - final acc(random_budget) (value: the smallest); "
-                       f"the {th['ci_level']:.0%} paired t interval",
-        f"the {th['ci_level']:.0%} interval covers 0 (p >= {1 - th['ci_level']:.2g}) on every dataset", th["ci_level"],
-        units, min, ["tables/matched_budget.parquet"], "hasfl or random_budget not run"))
+def _decay(delta_pct: float) -> float:
+    return -delta_pct  # delta = final - best <= 0; decay = best - final >= 0
 
-    # F4: full model vs sub-model.
-    units = []
-    for dataset in datasets:
-        a, b = _method_row([table6], dataset, "fedavg"), _method_row([table6], dataset, "hasfl")
-        if a is None or b is None:
+
+def _f2(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F2a, F2a-spread, F2b [Sections 4.2-4.3, Table 4; image], F2c [Section 4.6; Shakespeare]."""
+    t3s, t4s, t7s = t[T3S], t[T4S], t[T7S]
+    image = [d for d in datasets if _in_scope(d, IMAGE)]
+    margin = st.th["f2_min_decay_gap_pct"]
+    out = []
+    units, spread = [], []
+    for d in image:
+        if not (_has(t4s, d, "hasfl_nocov") and _has(t4s, d, "hasfl")):
             continue
-        gap = _num(a["final_acc_pct_mean"]) - _num(b["final_acc_pct_mean"])
-        units.append({"unit": dataset, "value": gap, "fedavg_final_acc_pct": _num(a["final_acc_pct_mean"]),
-                      "hasfl_final_acc_pct": _num(b["final_acc_pct_mean"]),
-                      "pass": _check(gap, lambda g: g > th["f4_min_gap_pct"])})
+        p = _paired(t4s, "hasfl_nocov", t4s, "hasfl", d, "delta_pct", transform=_decay)
+        extra = {"seeds": p.seeds, "decay_hasfl_nocov": list(p.a), "decay_hasfl": list(p.b)}
+        u = _t_unit(d, p.diff, margin, True, st, extra)
+        u["reason"] += _left_out(p.left_out)
+        units.append(u)
+        q = _paired(t4s, "hasfl_nocov", t4s, "hasfl", d, "final_acc_pct")
+        s = _spread_unit(d, q.a, q.b, st.th["f2_min_spread_ratio"], st,
+                         {"seeds": q.seeds, "final_hasfl_nocov": list(q.a), "final_hasfl": list(q.b)})
+        s["reason"] += _left_out(q.left_out)
+        spread.append(s)
+    files4 = [f"tables/{T4S}.parquet"]
     out.append(_finding(
-        "F4", "Full-model training beats sub-model training (fedavg vs hasfl final accuracy)",
-        "Section 4.5, Table 6", "mean final acc(fedavg) - mean final acc(hasfl), points (value: the smallest)",
-        "gap > threshold on every dataset", th["f4_min_gap_pct"], units, min,
-        ["tables/table6_full_model.parquet"], "fedavg or hasfl not run"))
-
-    # F5: Proposition 3.
+        F2A, claim="Without the coverage guarantee the peak-to-final decay is larger (hasfl_nocov vs hasfl)",
+        source="Section 4.3, Table 4", scope=IMAGE,
+        statistic="per seed: decay(hasfl_nocov) - decay(hasfl), decay = best - final accuracy (points)",
+        test="paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
+             "bound < margin", margin_key="f2_min_decay_gap_pct", st=st, units=units, files=files4,
+        mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
+        not_run="hasfl_nocov or hasfl not run on an image dataset"))
+    out.append(_finding(
+        F2A_SPREAD, claim="Without the coverage guarantee the seed-to-seed spread of final accuracy grows "
+                          "('roughly doubles')", source="Section 4.3, Table 4", scope=IMAGE,
+        statistic="sd over seeds of final accuracy, hasfl_nocov / hasfl",
+        test="F test of the variance ratio (one-sided bounds of the sd ratio): supported if the lower bound > margin, "
+             "contradicted if the upper bound < margin", margin_key="f2_min_spread_ratio", st=st, units=spread,
+        files=files4, mde_meaning="true sd ratio at which the test returns supported with the configured power",
+        not_run="hasfl_nocov or hasfl not run on an image dataset"))
     units = []
-    capped = prop3[prop3["capped"]] if len(prop3) else prop3
-    for r in capped.to_dict("records"):
-        n_changed = int(r["n_never_covered_changed"])
-        units.append({"unit": f"{r['dataset']}/{r['method']}/seed{r['seed']}", "value": n_changed,
-                      "p_hi": _num(r["p_hi"]), "n_never_covered": int(r["n_never_covered"]),
-                      "max_abs_change": _num(r["max_abs_change_never_covered"]), "pass": n_changed == 0})
+    for d in image:
+        if not (_has(t3s, d, "uniform") and _has(t4s, d, "heterofl")):
+            continue
+        p = _paired(t3s, "uniform", t4s, "heterofl", d, "delta_pct", transform=_decay)
+        u = _t_unit(d, p.diff, margin, True, st, {"seeds": p.seeds, "decay_uniform": list(p.a),
+                                                   "decay_heterofl": list(p.b)})
+        u["reason"] += _left_out(p.left_out)
+        units.append(u)
     out.append(_finding(
-        "F5", "Proposition 3: with every client capped below full width, never-covered coordinates stay at init",
-        "Section 3.3, Proposition 3",
-        f"never-covered coordinates with |final - init| > {th['f5_atol']:g} per capped run (value: the largest)",
-        "no such coordinate on every capped run", th["f5_atol"], units, max,
-        ["tables/prop3_coverage.parquet"], "no run capped every client below full width"))
+        F2B, claim="A coverage-violating static policy decays more than a fully covering one (uniform vs heterofl)",
+        source="Sections 4.2-4.3, Tables 3-4", scope=IMAGE,
+        statistic="per seed: decay(uniform) - decay(heterofl), points",
+        test="paired one-sided t test over seeds (as F2a)", margin_key="f2_min_decay_gap_pct", st=st, units=units,
+        files=[f"tables/{T3S}.parquet", f"tables/{T4S}.parquet"],
+        mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
+        not_run="uniform or heterofl not run on an image dataset"))
+    units = []
+    for d in [d for d in datasets if _in_scope(d, TEXT)]:
+        if not _has(t7s, d, "uniform"):
+            continue
+        vals, left = _seed_values(t7s, d, "uniform", "delta_pct")
+        seeds = sorted(vals)
+        u = _t_unit(d, np.array([_decay(vals[s]) for s in seeds]), st.th["f2c_max_decline_pct"], False, st,
+                    {"seeds": seeds, "best_acc_pct": [_seed_values(t7s, d, "uniform", "best_acc_pct")[0].get(s)
+                                                      for s in seeds]})
+        u["reason"] += _left_out(left)
+        units.append(u)
+    out.append(_finding(
+        F2C, claim="Uniform does not collapse on Shakespeare although it caps every client at half width",
+        source="Sections 4.3 and 4.6, Table 7", scope=TEXT,
+        statistic="per seed: Uniform's decline best - final accuracy (points)",
+        test="one-sided t test over seeds: supported if the upper bound < margin, contradicted if the lower bound "
+             "> margin", margin_key="f2c_max_decline_pct", st=st, units=units, files=[f"tables/{T7S}.parquet"],
+        mde_meaning="smallest true distance below the margin detected with the configured power (points)",
+        not_run="uniform not run on a natural-partition dataset"))
+    return out
 
-    # F6: positive control.
-    f5 = _completed(table5[table5["method"] == "fedavg"]) if len(table5) else table5
-    units = [{"unit": f"{r['dataset']}/seed{r['seed']}", "value": _num(r["r_h_tv"]),
-              "pass": _check(_num(r["r_h_tv"]), lambda v: v > th["f6_min_r_h_tv"])} for r in f5.to_dict("records")]
+
+def _f3(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F3 [Section 4.4; image] and F3-shakespeare [Section 4.6]."""
+    mbs, t7s = t[MBS], t[T7S]
+    units = []
+    for d in [d for d in datasets if _in_scope(d, IMAGE)]:
+        rows = mbs[(mbs["dataset"] == d)] if len(mbs) else mbs
+        if not len(rows):
+            continue
+        ok = rows[rows["paired"].astype(bool)]
+        diff = ok["diff_final_acc_pct"].to_numpy(dtype=np.float64)
+        keep = np.isfinite(diff)
+        left = sorted(set(int(s) for s in rows["seed"]) - set(int(s) for s in ok["seed"].to_numpy()[keep]))
+        u = _t_equivalence_unit(d, diff[keep], st.th["f3_equiv_margin_pct"], st,
+                                {"seeds": [int(s) for s in ok["seed"].to_numpy()[keep]]})
+        u["reason"] += _left_out(left)
+        units.append(u)
+    out = [_finding(
+        F3, claim="HAS-FL and the matched-budget random control reach indistinguishable final accuracy",
+        source="Section 4.4, Table 6", scope=IMAGE,
+        statistic="per seed: final acc(hasfl) - final acc(random_budget), points",
+        test="TOST on the paired differences: supported if the 1 - 2 alpha interval lies inside +-margin; "
+             "contradicted if the 1 - alpha interval excludes 0 (precedence); inconclusive otherwise",
+        margin_key="f3_equiv_margin_pct", st=st, units=units, files=[f"tables/{MBS}.parquet"],
+        mde_meaning="minimum detectable difference of the two-sided test at the configured power (points); "
+                    "min_equivalence_margin per unit: the smallest margin a TOST reaches",
+        not_run="hasfl or random_budget not run on an image dataset")]
+    units = []
+    m_acc, m_p = st.th["f3s_min_acc_gap_pct"], st.th["f3s_min_p_gap"]
+    for d in [d for d in datasets if _in_scope(d, TEXT)]:
+        if not all(_has(t7s, d, m) for m in ("hasfl", "fjord", "uniform")):
+            continue
+        missing = [c for c in ("avg_p_trained",) if c not in t7s.columns]
+        if missing:
+            raise ValueError(f"findings: tables/{T7S}.parquet lacks {missing} (the width trained and uploaded, engine "
+                             "contract of issue 14); rerun the training jobs and Table 7")
+        parts = []
+        for other in ("fjord", "uniform"):
+            p = _paired(t7s, other, t7s, "hasfl", d, "final_acc_pct")
+            u = _t_unit(f"final acc({other}) - final acc(hasfl)", p.diff, m_acc, True, st, {"seeds": p.seeds})
+            u["reason"] += _left_out(p.left_out)
+            parts.append(u)
+        for other in ("fjord", "uniform"):
+            p = _paired(t7s, "hasfl", t7s, other, d, "avg_p_trained")
+            alloc = _paired(t7s, "hasfl", t7s, other, d, "avg_p")
+            u = _t_unit(f"trained width(hasfl) - trained width({other})", p.diff, m_p, True, st,
+                        {"seeds": p.seeds, "allocated_width_diff": list(alloc.diff)})
+            u["reason"] += _left_out(p.left_out)
+            parts.append(u)
+        verdict = combine([u["verdict"] for u in parts])
+        units.append({"unit": d, "n": min(u["n"] for u in parts), "verdict": verdict,
+                      "reason": "; ".join(f"{u['unit']}: {u['verdict']}" for u in parts),
+                      "mde": max((u["mde"] for u in parts[:2] if math.isfinite(_f(u["mde"]))), default=math.nan),
+                      "parts": parts})
     out.append(_finding(
-        "F6", "Positive control: with equal widths (fedavg) the estimate correlates positively with TV",
-        "Section 4.7", "r(H~, TV) over the clients of each fedavg run (value: the smallest)",
-        "r(H~, TV) > threshold on every run", th["f6_min_r_h_tv"], units, min,
-        ["tables/table5_confound.parquet"], "no completed fedavg run"))
+        F3_SHAKESPEARE, claim="On Shakespeare HAS-FL is the weakest of HAS-FL, FjORD and Uniform while using the most "
+                              "capacity", source="Section 4.6, Table 7", scope=TEXT,
+        statistic="per seed: final acc(FjORD or Uniform) - final acc(HAS-FL) (points) and width trained and uploaded "
+                  "(HAS-FL) - (FjORD or Uniform)",
+        test="four paired one-sided t tests over seeds, each supported if its lower bound > margin and contradicted "
+             "if its upper bound < margin; the unit is supported only if all four are",
+        margin_key="f3s_min_acc_gap_pct", st=st, units=units, files=[f"tables/{T7S}.parquet"],
+        mde_meaning="the larger minimum detectable accuracy gap of the two accuracy tests (points); per part in "
+                    "units[].parts", not_run="hasfl, fjord or uniform not run on a natural-partition dataset"))
+    return out
+
+
+def _f4(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> dict[str, Any]:
+    """F4 [Section 4.5, Table 6; image]."""
+    t6s = t[T6S]
+    units = []
+    for d in [d for d in datasets if _in_scope(d, IMAGE)]:
+        if not (_has(t6s, d, "fedavg") and _has(t6s, d, "hasfl")):
+            continue
+        p = _paired(t6s, "fedavg", t6s, "hasfl", d, "final_acc_pct")
+        u = _t_unit(d, p.diff, st.th["f4_min_gap_pct"], True, st, {"seeds": p.seeds, "fedavg": list(p.a),
+                                                                    "hasfl": list(p.b)})
+        u["reason"] += _left_out(p.left_out)
+        units.append(u)
+    return _finding(
+        F4, claim="Full-model training beats sub-model training (fedavg vs hasfl final accuracy)",
+        source="Section 4.5, Table 6", scope=IMAGE, statistic="per seed: final acc(fedavg) - final acc(hasfl), points",
+        test="paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
+             "bound < margin", margin_key="f4_min_gap_pct", st=st, units=units, files=[f"tables/{T6S}.parquet"],
+        mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
+        not_run="fedavg or hasfl not run on an image dataset")
+
+
+def _f5(t: Mapping[str, pd.DataFrame], st: Settings) -> dict[str, Any]:
+    """F5 [Section 3.3, Proposition 3]: every capped run, from init (never covered) and from t0 (untrained after t0)."""
+    p3, t4b = t[P3], t[STALE_TABLE]
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    def unit(r: Mapping[str, Any]) -> dict[str, Any]:
+        key = (str(r["dataset"]), str(r["method"]), int(r["seed"]))
+        return runs.setdefault(key, {"unit": f"{key[0]}/{key[1]}/seed{key[2]}", "n": 1, "checks": [], "mde": None})
+
+    for r in (p3[p3["capped"].astype(bool)] if len(p3) else p3).to_dict("records"):
+        unit(r)["checks"].append({
+            "check": "never covered: init.pt -> final.pt", "p_hi": _f(r["p_hi"]),
+            "n_coords": int(r["n_never_covered"]), "n_changed": int(r["n_never_covered_changed"]),
+            "max_abs_change": _f(r["max_abs_change_never_covered"])})
+    for r in (t4b[t4b["capped_after_t0"].astype(bool)] if len(t4b) else t4b).to_dict("records"):
+        unit(r)["checks"].append({
+            "check": f"untrained after t0 = {int(r['t0'])}: warmup.pt -> final.pt", "p_hi": _f(r["p_hi_after_t0"]),
+            "n_coords": int(r["n_stale"]), "n_changed": int(r["n_stale_changed"]),
+            "max_abs_change": _f(r["max_abs_change_stale"])})
+    units = []
+    for key in sorted(runs):
+        u = runs[key]
+        moved = [c for c in u["checks"] if c["n_changed"] > 0]
+        u["estimate"] = sum(c["n_changed"] for c in u["checks"])
+        if moved:
+            u.update(verdict=CONTRADICTED, reason="; ".join(
+                f"{c['check']}: {c['n_changed']} of {c['n_coords']} coordinates moved (max |change| "
+                f"{_fmt(c['max_abs_change'])})" for c in moved))
+        else:
+            u.update(verdict=SUPPORTED, reason="; ".join(f"{c['check']}: all {c['n_coords']} unchanged"
+                                                         for c in u["checks"]))
+        units.append(u)
+    return _finding(
+        F5, claim="Proposition 3: coordinates no participant trains stay at the value they had when training on them "
+                  "stopped (at init.pt if never covered)", source="Section 3.3, Proposition 3; Section 4.3",
+        scope=ALL, statistic="coordinates outside the largest trained width whose value changed (|change| > f5_atol), "
+                             "per capped run",
+        test="exact comparison of saved states on every capped run (max p_max_trained < 1: init.pt vs final.pt; "
+             "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt)", margin_key="f5_atol", st=st, units=units,
+        files=[f"tables/{P3}.parquet", f"tables/{STALE_TABLE}.parquet"],
+        mde_meaning="none: an exact, deterministic check (no sampling error)",
+        not_run="no run capped every client below full width")
+
+
+def _f6(t5: pd.DataFrame, datasets: Sequence[str], st: Settings) -> dict[str, Any]:
+    """F6 [Section 4.7, this project's extension]: the positive control."""
+    units = [_corr_directional_unit(d, _confound_rows(t5, "fedavg", d), "r_h_tv", 0, st.th["f6_min_r_h_tv"], True, st)
+             for d in _datasets_with(t5, "fedavg", datasets)]
+    return _finding(
+        F6, claim="Positive control: with equal widths (fedavg) the estimate correlates positively with TV",
+        source="Section 4.7 (asserted, not measured, in the paper: this project's extension)", scope=ALL,
+        statistic="r(H~, TV) over the clients of each fedavg run, pooled over seeds (Fisher z)",
+        test="one-sided z test: supported if the lower bound > margin, contradicted if the upper bound < margin",
+        margin_key="f6_min_r_h_tv", st=st, units=units, files=[f"tables/{T5}.parquet"],
+        mde_meaning="true pooled r at which the test returns supported with the configured power",
+        not_run="no completed fedavg run", extension=True)
+
+
+def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[str],
+                      thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
+    """All findings, in the order of :data:`FINDING_IDS` (see the module docstring).
+
+    ``tables`` maps every name of :data:`REQUIRED_TABLES` to its frame.
+
+    Raises:
+        ValueError: naming a missing table.
+    """
+    missing = [n for n in REQUIRED_TABLES if n not in tables]
+    if missing:
+        raise ValueError(f"findings: missing table(s) {', '.join(missing)}")
+    st = Settings(alpha=alpha_of(thresholds), power=float(thresholds["power"]), th=thresholds)
+    out = [*_f1(tables[T5], datasets, st), *_f2(tables, datasets, st), *_f3(tables, datasets, st),
+           _f4(tables, datasets, st), _f5(tables, st), _f6(tables[T5], datasets, st)]
+    assert [f["id"] for f in out] == list(FINDING_IDS)
     return out
 
 
 def findings_frame(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The findings as a table (for the report): id, claim, statistic, value, rule, threshold, verdict, reason."""
-    cols = ["id", "claim", "statistic", "value", "rule", "threshold", "verdict", "reason"]
-    return pd.DataFrame.from_records([{c: f[c] for c in cols} for f in findings], columns=cols)
+    """One row per finding and unit (for the report): id, unit, in scope, n, estimate, interval, margin, MDE, verdict."""
+    rows = []
+    for f in findings:
+        units = f["units"] or [{"unit": "--", "in_scope": True, "n": 0, "verdict": f["verdict"], "reason": f["reason"]}]
+        for u in units:
+            rows.append({"id": f["id"], "unit": u["unit"], "in_scope": u.get("in_scope", True), "n": u.get("n"),
+                         "estimate": u.get("estimate"), "low": u.get("low"), "high": u.get("high"),
+                         "margin": f["margin"], "mde": u.get("mde"), "verdict": u["verdict"], "reason": u["reason"]})
+    return pd.DataFrame.from_records(rows, columns=["id", "unit", "in_scope", "n", "estimate", "low", "high", "margin",
+                                                    "mde", "verdict", "reason"])

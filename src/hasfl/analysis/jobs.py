@@ -19,7 +19,14 @@ import pandas as pd
 
 from hasfl.analysis import confound, findings as findings_mod, published as pub, report, tables
 from hasfl.analysis.runs import group_data_files, group_run_files, load_run_metrics, read_json
-from hasfl.analysis.specs import FIGURES, METHOD_TABLES, resolve_thresholds, table_datasets
+from hasfl.analysis.specs import (
+    FIGURES,
+    METHOD_TABLES,
+    STALE_RUN_FILES,
+    STALE_TABLE,
+    resolve_thresholds,
+    table_datasets,
+)
 from hasfl.io import atomic_path, write_json, write_parquet
 
 log = logging.getLogger("hasfl.analysis")
@@ -97,7 +104,7 @@ def job_method_table(table: str, run_files: Sequence[PathLike], datasets: Sequen
                      seeds: Sequence[int], out_parquet: PathLike, out_seeds: PathLike, out_md: PathLike) -> pd.DataFrame:
     """Tables 3, 4, 6, 7: aggregate (``out_parquet``) and per-seed rows (``out_seeds``)."""
     spec = METHOD_TABLES[table]
-    metrics = load_run_metrics(group_run_files(run_files))
+    metrics = _metrics_with_costs(group_run_files(run_files))
     df = tables.method_table(spec, metrics, datasets, methods, seeds)
     per_seed = tables.seed_rows(metrics, table_datasets(spec, datasets), spec.methods)
     write_parquet(df, out_parquet)
@@ -107,6 +114,24 @@ def job_method_table(table: str, run_files: Sequence[PathLike], datasets: Sequen
                                extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed})
     _write_text(out_md, md)
     return df
+
+
+def _metrics_with_costs(files: Mapping[tuple[str, str, int], Mapping[str, Path]]) -> pd.DataFrame:
+    """Per-run metrics (:func:`load_run_metrics`) plus the costs as paid (:func:`tables.run_costs`).
+
+    Raises:
+        ValueError: naming the run file and key/column the engine contract adds (issue 14).
+    """
+    metrics = load_run_metrics(files)
+    rows = []
+    for (dataset, method, seed), f in files.items():
+        source = f["run.json"].parent.as_posix()
+        costs = tables.run_costs(pd.read_parquet(f["rounds.parquet"]), read_json(f["run.json"]), source)
+        rows.append({"dataset": dataset, "method": method, "seed": int(seed), **costs})
+    cost_df = pd.DataFrame.from_records(rows, columns=["dataset", "method", "seed", *tables.COST_METRICS])
+    if metrics.empty:
+        return metrics.assign(**{c: pd.Series(dtype="float64") for c in tables.COST_METRICS})
+    return metrics.merge(cost_df.astype({"seed": "int64"}), on=["dataset", "method", "seed"], how="left")
 
 
 def _run_status(files: Mapping[tuple[str, str, int], Mapping[str, Path]]) -> dict[tuple[str, str, int], str]:
@@ -172,6 +197,62 @@ def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mode
     return df
 
 
+def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+                data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], atol: float,
+                out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 4b (Section 4.3, issue 14): coordinates untrained since t0 in every run, and for capped runs
+    the accuracy of the full model, of the model with them reset to init.pt, and of the sub-model.
+
+    Needs, per run, clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt,
+    final.pt and run.json (with ``t0``) -- the engine contract of issue 14; raises a
+    ValueError naming the file (and column) a run lacks.
+    """
+    from hasfl.analysis import stale
+    from hasfl.analysis.coverage import load_state
+    from hasfl.data import load_dataset
+    from hasfl.models import build_family
+
+    specs = preset_models(manifests, models)
+    families: dict[str, Any] = {}
+    bundles: dict[str, Any] = {}
+    rows = []
+    for (dataset, method, seed), f in group_run_files(run_files).items():
+        missing = [name for name in STALE_RUN_FILES if name not in f]
+        if missing:
+            where = next(iter(f.values())).parent.as_posix()
+            raise ValueError(f"table4b: run {where} lacks {', '.join(missing)} among the inputs (engine contract of "
+                             "issue 14: warmup.pt is the global state at the end of round t0 = hasfl.warmup)")
+        if dataset not in families:
+            s = specs[dataset]
+            cfg = dict(s["model"])
+            arch = cfg.pop("arch")
+            families[dataset] = build_family(arch, in_shape=tuple(s["in_shape"]), num_classes=s["num_classes"], **cfg)
+        summary = read_json(f["run.json"])
+        if summary.get("t0") is None:
+            raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
+                             "predates the engine contract of issue 14 -- rerun its training job")
+        p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]),
+                                                    f["clients.parquet"].as_posix())
+        status = str(summary.get("status", "completed"))
+        evaluate = p_hi < 1.0 and status == "completed"
+        if evaluate and dataset not in bundles:
+            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
+        res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=load_state(str(f["warmup.pt"])),
+                              final=load_state(str(f["final.pt"])), family=families[dataset], p_hi_after_t0=p_hi,
+                              bundle=bundles.get(dataset), evaluate=evaluate, atol=atol)
+        acc = summary.get("final_test_acc")
+        rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
+                     "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan,
+                     **res})
+    df = pd.DataFrame.from_records(rows, columns=stale.COLUMNS)
+    df = df.astype({"seed": "int64", "t0": "int64", "capped_after_t0": "bool", "frozen_since_t0": "bool",
+                    "n_coords": "int64", "n_stale": "int64", "n_stale_changed": "int64"})
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown(STALE_TABLE, df, _source_list([*run_files, *manifests], root)))
+    return df
+
+
 # --- figures ------------------------------------------------------------------------
 
 
@@ -207,11 +288,13 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
         for (d, m, s), f in runs.items():
             j = read_json(f["run.json"])
             acc = j.get("final_test_acc")
+            costs = tables.run_costs(pd.read_parquet(f["rounds.parquet"]), j, f["run.json"].parent.as_posix())
             rows.append({"dataset": d, "method": m, "seed": s, "status": str(j.get("status", "completed")),
                          "final_acc_pct": float(acc) * 100.0 if acc is not None else math.nan,
-                         "avg_p": float(j["avg_p"]) if j.get("avg_p") is not None else math.nan})
+                         "avg_p": float(j["avg_p"]) if j.get("avg_p") is not None else math.nan, **costs})
         fig = F.fig6_frontier(pd.DataFrame.from_records(
-            rows, columns=["dataset", "method", "seed", "status", "final_acc_pct", "avg_p"]), datasets, methods)
+            rows, columns=["dataset", "method", "seed", "status", "final_acc_pct", "avg_p", *tables.COST_METRICS]),
+            datasets, methods)
     else:  # pragma: no cover - guarded by the wildcard constraint
         raise ValueError(f"unknown figure '{slug}'")
     F.save_figure(fig, out_png, out_pdf)
@@ -241,13 +324,14 @@ def job_comparison(table_paths: Mapping[str, PathLike], published_path: PathLike
 def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], thresholds: Mapping[str, Any],
                  out_json: PathLike) -> dict[str, Any]:
     """findings.json from the tables (``table_paths`` keyed by table name)."""
-    t = _read_tables(table_paths)
+    missing = [n for n in findings_mod.REQUIRED_TABLES if n not in table_paths]
+    if missing:
+        raise ValueError(f"findings: the tables {', '.join(missing)} are not among the inputs")
+    t = _read_tables({n: table_paths[n] for n in findings_mod.REQUIRED_TABLES})
     th = resolve_thresholds(thresholds)
-    items = findings_mod.evaluate_findings(
-        table3=t["table3_allocation"], table4=t["table4_coverage"], table6=t["table6_full_model"],
-        table7=t["table7_shakespeare"], table5=t["table5_confound"], matched=t["matched_budget"],
-        prop3=t["prop3_coverage"], datasets=datasets, thresholds=th)
-    doc = {"thresholds": th, "verdicts": list(findings_mod.VERDICTS), "findings": items}
+    items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th)
+    doc = {"thresholds": th, "alpha": findings_mod.alpha_of(th), "verdicts": list(findings_mod.VERDICTS),
+           "findings": items}
     # Round-trip through json to fail here (not in the report) on anything non-serialisable.
     json.dumps(doc, allow_nan=False)
     write_json(out_json, doc)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from hasfl.analysis.specs import DATASET_LABELS, FIGURES, METHOD_LABELS, METHOD_TABLES
 
-__all__ = ["TABLE_TITLES", "display_table", "md_table", "report_markdown", "table_markdown"]
+__all__ = ["TABLE_TITLES", "display_table", "md_table", "report_markdown", "stale_summary", "table_markdown"]
 
 STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
             "peak-to-final delta (final - best) in percentage points.")
@@ -30,6 +30,7 @@ TABLE_TITLES = {
     "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
     "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
     "prop3_coverage": "Proposition 3 -- never-covered coordinates per run",
+    "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up (Section 4.3)",
     "comparison": "Comparison with the published values (Tables 1, 3-7)",
 }
 
@@ -45,6 +46,13 @@ TABLE_NOTES = {
                       "and paired t-test.",
     "prop3_coverage": "p_hi = largest width any client trained (clients.parquet p_max_trained); coordinates outside "
                       "the width-p_hi mask were trained by no client. prop3_holds: all of them equal init.pt.",
+    "table4b_stale_coordinates": "Per run: p_hi_after_t0 = largest width any participant trained after the warm-up "
+                                 "round t0 (clients.parquet p_max_trained_after_warmup); coordinates outside that "
+                                 "width (stale) were trained by no one since t0. frozen_since_t0: all of them equal "
+                                 "in warmup.pt and final.pt (F5). For runs capped after t0, test accuracy (%) of the "
+                                 "full final model, of the same model with the stale coordinates reset to init.pt, "
+                                 "and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); "
+                                 "acc_logged_pct is the run's own final evaluation.",
 }
 
 
@@ -96,8 +104,15 @@ def _method_display(df: pd.DataFrame) -> pd.DataFrame:
         "Best acc (%)": [pm(a, b) for a, b in zip(df["best_acc_pct_mean"], df["best_acc_pct_std"], strict=True)],
         "Final acc (%)": [pm(a, b) for a, b in zip(df["final_acc_pct_mean"], df["final_acc_pct_std"], strict=True)],
         "Peak->final delta": [pm(a, b) for a, b in zip(df["delta_pct_mean"], df["delta_pct_std"], strict=True)],
-        "Avg p": [pm(a, b, 2) for a, b in zip(df["avg_p_mean"], df["avg_p_std"], strict=True)],
+        "Avg p (allocated)": [pm(a, b, 2) for a, b in zip(df["avg_p_mean"], df["avg_p_std"], strict=True)],
     })
+    if "avg_p_trained_mean" in df.columns:  # costs as paid (issue 14)
+        out["Avg p (trained)"] = [pm(a, b, 2) for a, b in zip(df["avg_p_trained_mean"], df["avg_p_trained_std"],
+                                                              strict=True)]
+        out["Upload MB / client-round"] = [pm(a, b, 3) for a, b in zip(df["upload_mb_mean"], df["upload_mb_std"],
+                                                                       strict=True)]
+        out["Train MMACs / sample"] = [pm(a, b, 2) for a, b in zip(df["train_mmacs_mean"], df["train_mmacs_std"],
+                                                                   strict=True)]
     return out
 
 
@@ -147,14 +162,90 @@ def table_markdown(name: str, df: pd.DataFrame, sources: Sequence[str] = (), ext
     return "".join(parts)
 
 
-def _findings_display(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "--"
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return "--" if not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def _findings_summary(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per finding: its claim, scope, test, margin and verdict."""
     rows = []
     for f in findings:
-        v = f.get("value")
-        rows.append({"ID": f["id"], "Claim": f["claim"], "Statistic": f["statistic"],
-                     "Value": "--" if v is None else fmt(v), "Rule": f["rule"], "Threshold": fmt(f["threshold"]),
-                     "Verdict": f"**{f['verdict']}**", "Why": f["reason"], "Source": f"`{f['files'][0]}`"})
+        margin = "--" if f.get("margin") is None else f"{_num(f['margin'])} (`{f['margin_key']}`)"
+        rows.append({"ID": f["id"], "Verdict": f"**{f['verdict']}**", "Claim": f["claim"], "Source": f["source"]
+                     + (" [extension]" if f.get("extension") else ""), "Scope": f["scope"], "Test": f["test"],
+                     "Margin": margin, "Units": f["n_units"]})
     return pd.DataFrame.from_records(rows)
+
+
+def _findings_units(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per finding x unit: n, estimate and interval, MDE at the configured power, verdict and why."""
+    rows = []
+    for f in findings:
+        for u in f["units"]:
+            lo, hi = u.get("low"), u.get("high")
+            interval = "--" if lo is None or hi is None else f"[{_num(lo)}, {_num(hi)}]"
+            rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
+                         "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": _num(u.get("estimate")),
+                         "Interval": interval, "MDE": _num(u.get("mde")), "Verdict": u["verdict"],
+                         "Why": u["reason"]})
+            for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
+                plo, phi = part.get("low"), part.get("high")
+                rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
+                             "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
+                             "Estimate": _num(part.get("estimate")),
+                             "Interval": "--" if plo is None or phi is None else f"[{_num(plo)}, {_num(phi)}]",
+                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"]})
+    return pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
+                                                    "Verdict", "Why"])
+
+
+def stale_summary(df: pd.DataFrame) -> str:
+    """What Table 4b implies for Section 4.3's explanation, from the table's numbers (or why there are none)."""
+    if df is None or df.empty:
+        return "No run in this preset (Table 4b is empty).\n"
+    capped = df[df["capped_after_t0"].astype(bool) & (df["status"] == "completed")]
+    if capped.empty:
+        return "No completed run was capped below full width after the warm-up round t0.\n"
+    lines = []
+    for (dataset, method), g in capped.groupby(["dataset", "method"], sort=True):
+        lines.append(f"- {DATASET_LABELS.get(dataset, dataset)} / {METHOD_LABELS.get(method, method)}: {len(g)} capped "
+                     f"run(s); mean test accuracy of the full model {g['acc_full_pct'].mean():.1f}%, with the stale "
+                     f"coordinates reset to init {g['acc_reset_pct'].mean():.1f}%, of the sub-model at the largest "
+                     f"width trained after t0 {g['acc_sub_pct'].mean():.1f}%; stale coordinates "
+                     f"{g['frac_stale'].mean():.1%} of the model, {g['frac_stale_trained_before_t0'].mean():.1%} of "
+                     f"them trained before t0; unchanged since t0 in {int(g['frozen_since_t0'].sum())} of {len(g)}.")
+    text = "\n".join(lines) + "\n\n"
+    full_all, sub_all = float(capped["acc_full_pct"].mean()), float(capped["acc_sub_pct"].mean())
+    text += (f"Over all {len(capped)} capped run(s), the model without the coordinates untrained since t0 (the "
+             f"sub-model) scores {sub_all - full_all:+.1f} points relative to the full model that carries them into "
+             "every prediction.\n\n")
+    trained = capped[capped["frac_stale_trained_before_t0"] > 0]
+    if trained.empty:
+        return text + ("In every capped run the stale coordinates were never trained: they are at their random "
+                       "initialization, as Section 4.3 says.\n")
+    full, reset, sub = (float(trained[c].mean()) for c in ("acc_full_pct", "acc_reset_pct", "acc_sub_pct"))
+    methods = ", ".join(sorted({METHOD_LABELS.get(m, m) for m in trained["method"]}))
+    text += (f"Section 4.3 says the uncovered parameters \"stay at their random initialization\". In {len(trained)} "
+             f"capped run(s) ({methods}) they do not: Algorithm 1's warm-up allocates p = pmax, so the top-tier "
+             "clients train those coordinates before round t0 and abandon them afterwards. They are stale trained "
+             "values, and Proposition 3 (stated from w(0)) holds for them only from t0 on, which is how F5 checks "
+             f"them (warmup.pt vs final.pt). Averaged over these runs, resetting them to their initial values moves "
+             f"test accuracy by {reset - full:+.1f} points and dropping them (the sub-model) by {sub - full:+.1f} "
+             "points relative to the full model. ")
+    if reset > full:
+        text += ("The stale values do more damage than random initial values in their place would, so the ablation's "
+                 "collapse is not the mechanism Section 4.3 describes (trained coordinates drifting away from random "
+                 "ones): it is caused by coordinates frozen at their warm-up values.\n")
+    else:
+        text += ("Random initial values in their place would do at least as much damage, consistent with Section "
+                 "4.3's account that the untrained width itself costs accuracy.\n")
+    return text
 
 
 def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],
@@ -171,10 +262,25 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
     for k, v in config_summary.items():
         out.append(f"| {k} | {fmt(v) if not isinstance(v, (list, tuple)) else ', '.join(map(str, v))} |\n")
 
-    out.append("\n## Findings\n\nFrom `findings.json` (thresholds: config block `analysis`, defaults in "
-               "`hasfl.analysis.specs.DEFAULT_THRESHOLDS`).\n\n")
-    out.append(md_table(_findings_display(findings["findings"])))
-    out.append("\nThresholds: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
+    items = findings["findings"]
+    alpha, power = findings.get("alpha"), findings["thresholds"].get("power")
+    counts = {v: sum(f["verdict"] == v for f in items) for v in findings.get("verdicts", [])}
+    out.append("\n## Findings\n\nFrom `findings.json`. Each claim of the paper is tested in the scope the paper "
+               f"states it, at alpha = {_num(alpha)}: **supported** when the interval lies beyond the margin (inside "
+               "+-margin for claims of no difference), **contradicted** when it lies on the other side (or a claimed "
+               "absence of difference is rejected), **inconclusive** otherwise -- absence of evidence is not read as "
+               f"equivalence. MDE: the minimum detectable effect at {_num(power)} power for the seeds / runs at hand "
+               "(its meaning per finding is in `findings.json`, `mde_meaning`). Margins: config block `analysis`, "
+               "defaults justified in docs/decisions.md.\n\n")
+    out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
+    out.append(md_table(_findings_summary(items)))
+    out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "
+               "toward the verdict.\n\n")
+    out.append(md_table(_findings_units(items)))
+    out.append("\nSettings: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
+    if "table4b_stale_coordinates" in tables:
+        out.append("\n## What the coverage ablation shows (Table 4b)\n\nFrom `tables/table4b_stale_coordinates.parquet`."
+                   "\n\n" + stale_summary(tables["table4b_stale_coordinates"]))
 
     out.append("\n## Tables\n\n" + STD_NOTE + "\n")
     for tname, df in tables.items():

@@ -5,23 +5,30 @@ rule file imports it while building the DAG.
 
 * :data:`METHOD_TABLES` -- paper Tables 3, 4, 6 and 7: which methods, which datasets.
 * :data:`FIGURES` -- paper Figures 2-8: the slug of each and the run files it reads.
-* :data:`DEFAULT_THRESHOLDS` -- every threshold of the findings (config block ``analysis``).
+* :data:`MARGINS` / :data:`DEFAULT_THRESHOLDS` -- every margin and test setting of the
+  findings (config block ``analysis``) with its bounds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "MARGINS",
+    "MarginSpec",
+    "alpha_of",
     "FIGURES",
     "FigureSpec",
     "METHOD_LABELS",
     "METHOD_TABLES",
     "MethodTableSpec",
     "NATURAL_PARTITION_DATASETS",
+    "STALE_RUN_FILES",
+    "STALE_TABLE",
     "DATASET_LABELS",
     "resolve_thresholds",
     "table_datasets",
@@ -79,6 +86,11 @@ def table_methods(spec: MethodTableSpec, methods: Sequence[str]) -> list[str]:
     return [m for m in spec.methods if m in methods]
 
 
+#: Section 4.3 coverage ablation, what the stale coordinates do (issue 14): name and run files.
+STALE_TABLE = "table4b_stale_coordinates"
+STALE_RUN_FILES = ("clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json")
+
+
 @dataclass(frozen=True)
 class FigureSpec:
     """One paper figure: file slug, the methods whose runs it reads, which run files."""
@@ -102,7 +114,7 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec("fig5_final_allocation", 5, "Final per-client allocation vs capacity", ("hasfl",), ("clients.parquet",)),
         FigureSpec("fig6_frontier", 6, "Accuracy-capacity frontier",
                    ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget", "fjord", "heterofl", "uniform",
-                    "hasfl_nocov"), ("run.json",)),
+                    "hasfl_nocov"), ("rounds.parquet", "run.json")),
         FigureSpec("fig7_convergence_full_model", 7, "Convergence vs full-model methods",
                    ("hasfl", "fedavg", "scaffold", "fedprox"), ("rounds.parquet", "run.json")),
         FigureSpec("fig8_test_loss", 8, "Test-loss trajectories",
@@ -110,40 +122,99 @@ FIGURES: dict[str, FigureSpec] = {
     )
 }
 
-#: Findings thresholds (config block ``analysis``); the one place their defaults live.
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    # F1 (Table 5): r(H~, pmax) must be at most this on every hasfl run ("strongly negative").
-    "f1_max_r_h_pmax": -0.5,
-    # F1 (decomposition): adj. R^2(tier) - adj. R^2(TV) of log H~ must exceed this on every hasfl run.
-    "f1_min_r2_gap": 0.0,
-    # F2 (Table 4): decay(no coverage) - decay(coverage), in accuracy points, must exceed this.
-    "f2_min_decay_gap_pct": 0.0,
-    # F3 / matched_budget: confidence level of the paired t interval (the claim: it covers 0).
-    "ci_level": 0.95,
-    # F4 (Table 6): mean final acc(fedavg) - mean final acc(hasfl), in points, must exceed this.
-    "f4_min_gap_pct": 0.0,
-    # F5 (Proposition 3): largest |final - init| allowed on a never-covered coordinate.
-    "f5_atol": 0.0,
-    # F6 (Section 4.7): r(H~, TV) of every fedavg run must exceed this.
-    "f6_min_r_h_tv": 0.0,
-    # comparison.parquet: ours is "within" when |ours - published| <= k * published std.
-    "comparison_k_std": 2.0,
+@dataclass(frozen=True)
+class MarginSpec:
+    """One key of the config block ``analysis``: default, admissible open/closed bounds, meaning.
+
+    The defaults and their justification from the paper's numbers are in
+    docs/decisions.md ("Findings: three-valued verdicts"); the schema
+    (workflow/schemas/config.schema.json) carries the same bounds.
+    """
+
+    key: str
+    default: float
+    low: float
+    high: float
+    low_open: bool
+    high_open: bool
+    meaning: str
+
+    def check(self, value: float) -> str | None:
+        """None when ``value`` is admissible, else the reason."""
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value!r}"
+        lo_bad = value <= self.low if self.low_open else value < self.low
+        hi_bad = value >= self.high if self.high_open else value > self.high
+        if lo_bad or hi_bad:
+            lb, hb = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"must lie in {lb}{self.low:g}, {self.high:g}{hb}, got {value!r}"
+        return None
+
+
+#: The config block ``analysis``: every margin and test setting of the findings (one place).
+MARGINS: dict[str, MarginSpec] = {
+    m.key: m
+    for m in (
+        MarginSpec("ci_level", 0.95, 0.5, 1.0, True, True,
+                   "confidence level; every test runs at alpha = 1 - ci_level (one-sided bounds: the "
+                   "two-sided 1 - 2 alpha interval)"),
+        MarginSpec("power", 0.8, 0.0, 1.0, True, True, "power at which minimum detectable effects are reported"),
+        MarginSpec("f1_max_r_h_pmax", -0.5, -1.0, 1.0, True, True,
+                   "F1a: pooled r(H~, pmax) must lie below this ('strongly negative')"),
+        MarginSpec("f1_min_r2_gap", 0.0, -1.0, 1.0, False, False,
+                   "F1b: adj. R^2(tier) - adj. R^2(TV) of log H~ must exceed this"),
+        MarginSpec("f1c_max_pr_h_tv", 0.36, 0.0, 1.0, False, True,
+                   "F1c: pooled r(H~, TV | pmax) must lie below this ('not positive')"),
+        MarginSpec("f1d_equiv_pr_p_tv", 0.36, 0.0, 1.0, True, True,
+                   "F1d: equivalence margin of pooled r(p, TV | pmax) ('~ 0')"),
+        MarginSpec("f2_min_decay_gap_pct", 0.0, -100.0, 100.0, False, False,
+                   "F2a/F2b: decay without coverage - decay with coverage must exceed this (points)"),
+        MarginSpec("f2_min_spread_ratio", 1.0, 0.0, 100.0, True, False,
+                   "F2a-spread: sd(final, no coverage) / sd(final, coverage) must exceed this"),
+        MarginSpec("f2c_max_decline_pct", 6.0, 0.0, 100.0, True, False,
+                   "F2c: Uniform's peak-to-final decline on Shakespeare must stay below this (points)"),
+        MarginSpec("f3_equiv_margin_pct", 2.0, 0.0, 100.0, True, False,
+                   "F3: equivalence margin of final acc(hasfl) - final acc(random_budget) (points)"),
+        MarginSpec("f3s_min_acc_gap_pct", 0.0, -100.0, 100.0, False, False,
+                   "F3-shakespeare: final acc(other) - final acc(hasfl) must exceed this (points)"),
+        MarginSpec("f3s_min_p_gap", 0.0, -1.0, 1.0, False, False,
+                   "F3-shakespeare: trained width(hasfl) - trained width(other) must exceed this"),
+        MarginSpec("f4_min_gap_pct", 0.0, -100.0, 100.0, False, False,
+                   "F4: final acc(fedavg) - final acc(hasfl) must exceed this (points)"),
+        MarginSpec("f5_atol", 0.0, 0.0, 1.0, False, False,
+                   "F5: largest |change| allowed on a coordinate no participant trained (0 = bit-identical)"),
+        MarginSpec("f6_min_r_h_tv", 0.0, -1.0, 1.0, True, True,
+                   "F6: pooled r(H~, TV) of the fedavg runs must exceed this"),
+        MarginSpec("comparison_k_std", 2.0, 0.0, 10.0, True, False,
+                   "comparison.parquet: ours is 'within' when |ours - published| <= k * published std"),
+    )
 }
+
+#: Defaults of the config block ``analysis`` (derived from :data:`MARGINS`).
+DEFAULT_THRESHOLDS: dict[str, float] = {k: m.default for k, m in MARGINS.items()}
 
 
 def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, float]:
     """:data:`DEFAULT_THRESHOLDS` updated by ``overrides`` (the config's ``analysis`` block).
 
     Raises:
-        ValueError: naming an unknown key or a non-numeric value.
+        ValueError: naming an unknown key, a non-numeric value, a NaN / infinite value
+            or one outside its bounds (:class:`MarginSpec`).
     """
     out = dict(DEFAULT_THRESHOLDS)
     for key, value in (overrides or {}).items():
-        if key not in DEFAULT_THRESHOLDS:
-            raise ValueError(f"unknown config key 'analysis.{key}'; allowed keys: {', '.join(sorted(DEFAULT_THRESHOLDS))}")
+        if key not in MARGINS:
+            raise ValueError(f"unknown config key 'analysis.{key}'; allowed keys: {', '.join(sorted(MARGINS))}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"config key 'analysis.{key}': expected a number, got {value!r}")
         out[key] = float(value)
-    if not 0.0 < out["ci_level"] < 1.0:
-        raise ValueError(f"config key 'analysis.ci_level': must lie in (0, 1), got {out['ci_level']}")
+    for key, value in out.items():
+        problem = MARGINS[key].check(value)
+        if problem is not None:
+            raise ValueError(f"config key 'analysis.{key}': {problem}")
     return out
+
+
+def alpha_of(thresholds: Mapping[str, float]) -> float:
+    """The significance level of every finding: ``1 - ci_level``."""
+    return 1.0 - float(thresholds["ci_level"])

@@ -11,6 +11,13 @@
 * :func:`paired_ci` -- matched-budget comparison: paired differences, Student-t
   confidence interval and paired t-test
   (a one-sample t-test of the differences, identical to scipy's ttest_rel).
+* :func:`fisher_pool` -- correlations of several runs pooled in Fisher's z (fixed
+  effect, weights n - 3 - k for k controlled variables), with Cochran's Q.
+* :func:`variance_ratio` -- ratio of two seed-to-seed standard deviations with its
+  F-distribution interval (Section 4.3's "spread roughly doubles").
+* Power: :func:`t_mde`, :func:`t_equivalence_margin`, :func:`z_mde`,
+  :func:`z_equivalence_margin`, :func:`variance_ratio_mde` -- the smallest effect a test
+  detects with the configured power (docs/decisions.md "Findings").
 
 Every function returns NaN (never raises) where a statistic is undefined: fewer
 points than needed, or a constant variable.
@@ -27,6 +34,15 @@ from scipy import stats as sps
 
 __all__ = [
     "PairedCI",
+    "PooledCorrelation",
+    "VarianceRatio",
+    "fisher_pool",
+    "t_equivalence_margin",
+    "t_mde",
+    "variance_ratio",
+    "variance_ratio_mde",
+    "z_equivalence_margin",
+    "z_mde",
     "mean_std",
     "paired_ci",
     "partial_corr",
@@ -199,3 +215,153 @@ def paired_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, 
     else:
         t_stat, p_value = _NAN, _NAN
     return PairedCI(n, mean, sd, mean - half, mean + half, t_stat, p_value, level)
+
+
+# --- pooled correlations (F1, F6) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PooledCorrelation:
+    """Correlations of several runs pooled in Fisher's z (fixed effect).
+
+    ``z = sum(w_i atanh(r_i)) / sum(w_i)`` with ``w_i = n_i - 3 - k`` (``k`` controlled
+    variables: 0 for a correlation, 1 for a partial correlation given one variable);
+    ``se = 1 / sqrt(sum(w_i))``. ``q`` is Cochran's heterogeneity statistic
+    ``sum(w_i (z_i - z)^2)`` and ``q_p`` its chi-square(n_runs - 1) upper tail.
+    """
+
+    n_runs: int
+    n_obs: int
+    weight: float
+    r: float
+    z: float
+    se: float
+    q: float
+    q_p: float
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """Two-sided ``level`` interval of the pooled correlation (back-transformed with tanh)."""
+        if not (self.n_runs and math.isfinite(self.se)):
+            return _NAN, _NAN
+        half = float(sps.norm.ppf(0.5 + level / 2.0)) * self.se
+        return math.tanh(self.z - half), math.tanh(self.z + half)
+
+
+def fisher_pool(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
+    """Pool the correlations ``rs`` of runs with ``ns`` observations each (see :class:`PooledCorrelation`).
+
+    Runs whose correlation is not finite or whose weight ``n - 3 - n_controls`` is not
+    positive are left out; with none left every statistic is NaN. ``|r| = 1`` is
+    clipped to ``1 - 1e-12`` so that z stays finite.
+    """
+    r, n = _arr(rs), _arr(ns)
+    if r.size != n.size:
+        raise ValueError(f"fisher_pool: {r.size} correlations but {n.size} sizes")
+    w = n - 3.0 - float(n_controls)
+    keep = np.isfinite(r) & np.isfinite(w) & (w > 0)
+    r, n, w = r[keep], n[keep], w[keep]
+    if r.size == 0:
+        return PooledCorrelation(0, 0, 0.0, _NAN, _NAN, _NAN, _NAN, _NAN)
+    z_i = np.arctanh(np.clip(r, -1.0 + 1e-12, 1.0 - 1e-12))
+    total = float(w.sum())
+    z = float((w * z_i).sum() / total)
+    q = float((w * (z_i - z) ** 2).sum())
+    q_p = float(sps.chi2.sf(q, r.size - 1)) if r.size > 1 else _NAN
+    return PooledCorrelation(int(r.size), int(n.sum()), total, math.tanh(z), z, 1.0 / math.sqrt(total), q, q_p)
+
+
+# --- seed-to-seed spread (F2a-spread) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VarianceRatio:
+    """sd(a) / sd(b) over seeds with the F interval of the variance ratio (square-rooted)."""
+
+    n_a: int
+    n_b: int
+    sd_a: float
+    sd_b: float
+    ratio: float
+    low: float
+    high: float
+    level: float
+
+
+def variance_ratio(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float) -> VarianceRatio:
+    """``sd(a) / sd(b)`` (ddof = 1) and its two-sided ``level`` interval.
+
+    The interval inverts the F test: ``s_a^2 / s_b^2 ~ (sigma_a^2 / sigma_b^2) F(n_a - 1, n_b - 1)``
+    for independent normal samples. Seeds pair the two methods; a positive correlation
+    between the paired values only narrows the true sampling distribution, so the F
+    interval is conservative for them. NaN unless both have >= 2 finite values and
+    ``sd(b) > 0``.
+    """
+    x, y = _arr(a), _arr(b)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if x.size < 2 or y.size < 2:
+        return VarianceRatio(int(x.size), int(y.size), _NAN, _NAN, _NAN, _NAN, _NAN, level)
+    sa, sb = float(x.std(ddof=1)), float(y.std(ddof=1))
+    if sb <= 0.0:
+        return VarianceRatio(int(x.size), int(y.size), sa, sb, _NAN, _NAN, _NAN, level)
+    f = (sa / sb) ** 2
+    d1, d2 = x.size - 1, y.size - 1
+    lo = f / float(sps.f.ppf(0.5 + level / 2.0, d1, d2))
+    hi = f / float(sps.f.ppf(0.5 - level / 2.0, d1, d2))
+    return VarianceRatio(int(x.size), int(y.size), sa, sb, math.sqrt(f), math.sqrt(lo), math.sqrt(hi), level)
+
+
+def variance_ratio_mde(n_a: int, n_b: int, alpha: float, power: float) -> float:
+    """Smallest true sd ratio sigma_a / sigma_b that the one-sided F test at ``alpha`` detects with ``power``.
+
+    The test rejects when ``F_obs > F_{1-alpha}``; under a true variance ratio ``lambda``,
+    ``F_obs / lambda ~ F``, so power = P(F > F_{1-alpha} / lambda) and
+    ``lambda = F_{1-alpha} / F_{1-power}``. NaN for fewer than 2 seeds on either side.
+    """
+    if n_a < 2 or n_b < 2:
+        return _NAN
+    d1, d2 = n_a - 1, n_b - 1
+    return math.sqrt(float(sps.f.ppf(1.0 - alpha, d1, d2)) / float(sps.f.ppf(1.0 - power, d1, d2)))
+
+
+# --- power: minimum detectable effects -----------------------------------------------------------
+
+
+def t_mde(n: int, sd: float, alpha: float, power: float, *, two_sided: bool = False) -> float:
+    """Minimum detectable mean (distance from the null value) of a one-sample t test on ``n`` values.
+
+    ``(t_{1-a, n-1} + t_{power, n-1}) * sd / sqrt(n)`` with ``a = alpha`` (one-sided) or
+    ``alpha / 2`` (two-sided): the usual approximation with the observed ``sd`` taken as
+    the true one. NaN for n < 2 or a non-finite / zero sd.
+    """
+    if n < 2 or not math.isfinite(sd) or sd <= 0.0:
+        return _NAN
+    a = alpha / 2.0 if two_sided else alpha
+    df = n - 1
+    return (float(sps.t.ppf(1.0 - a, df)) + float(sps.t.ppf(power, df))) * sd / math.sqrt(n)
+
+
+def t_equivalence_margin(n: int, sd: float, alpha: float, power: float) -> float:
+    """Smallest equivalence margin a TOST on ``n`` values establishes with ``power`` when the true mean is 0.
+
+    ``(t_{1-alpha, n-1} + t_{(1+power)/2, n-1}) * sd / sqrt(n)`` (same approximation as :func:`t_mde`).
+    """
+    if n < 2 or not math.isfinite(sd) or sd <= 0.0:
+        return _NAN
+    df = n - 1
+    return (float(sps.t.ppf(1.0 - alpha, df)) + float(sps.t.ppf(0.5 + power / 2.0, df))) * sd / math.sqrt(n)
+
+
+def z_mde(se: float, alpha: float, power: float, *, two_sided: bool = False) -> float:
+    """Minimum detectable distance (in Fisher z units) of a z test with standard error ``se``."""
+    if not math.isfinite(se) or se <= 0.0:
+        return _NAN
+    a = alpha / 2.0 if two_sided else alpha
+    return (float(sps.norm.ppf(1.0 - a)) + float(sps.norm.ppf(power))) * se
+
+
+def z_equivalence_margin(se: float, alpha: float, power: float) -> float:
+    """Smallest equivalence margin (Fisher z units) a TOST with standard error ``se`` establishes with
+    ``power`` when the true value is 0: ``(z_{1-alpha} + z_{(1+power)/2}) * se`` (exact for a known se)."""
+    if not math.isfinite(se) or se <= 0.0:
+        return _NAN
+    return (float(sps.norm.ppf(1.0 - alpha)) + float(sps.norm.ppf(0.5 + power / 2.0))) * se

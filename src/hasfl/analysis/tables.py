@@ -4,7 +4,9 @@
   width p for the paper's three models and the preset's own.
 * :func:`table2_datasets` -- Table 2 (Section 4.1): the data stage's dataset summaries.
 * :func:`method_table` -- Tables 3, 4, 6, 7: best / final accuracy, peak-to-final
-  delta and avg p, mean and sample std (ddof = 1) over seeds, per dataset x method.
+  delta, the allocated avg p and the costs as paid (:func:`run_costs`: width trained
+  and uploaded, upload MB and training MMACs per participant-round), mean and sample
+  std (ddof = 1) over seeds, per dataset x method.
 * :func:`matched_budget` -- Section 4.4: hasfl vs random_budget paired by seed.
 
 Every function is pure (frames in, frames out) and returns rows in a fixed order.
@@ -23,7 +25,9 @@ from hasfl.analysis.specs import DATASET_LABELS, MethodTableSpec, table_datasets
 from hasfl.analysis.stats import mean_std, paired_ci
 
 __all__ = [
+    "COST_METRICS",
     "METRICS",
+    "run_costs",
     "PAPER_MODELS",
     "matched_budget",
     "method_table",
@@ -32,8 +36,12 @@ __all__ = [
     "table2_datasets",
 ]
 
-#: Per-seed metrics averaged by :func:`method_table`.
-METRICS = ("best_acc_pct", "final_acc_pct", "delta_pct", "avg_p")
+#: Cost metrics of a run as it was paid (issue 14; engine contract): the width trained and
+#: uploaded, the upload MB and the training MACs per sample (millions) per participant-round.
+COST_METRICS = ("avg_p_trained", "upload_mb", "train_mmacs")
+
+#: Per-seed metrics averaged by :func:`method_table` (``avg_p`` is the allocated width).
+METRICS = ("best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", *COST_METRICS)
 
 #: Table 1 model names of :func:`hasfl.models.cost.table1` and their datasets.
 PAPER_MODELS = {"CIFAR-10 CNN": "cifar10", "EMNIST CNN": "emnist", "Shakespeare LSTM": "shakespeare"}
@@ -96,6 +104,35 @@ def table2_datasets(summaries: Mapping[str, Sequence[Mapping[str, Any]]]) -> pd.
         })
     return pd.DataFrame.from_records(rows, columns=["dataset", "task", "classes", "train_size", "test_size",
                                                     "input_shape", "clients"])
+
+
+def run_costs(rounds: pd.DataFrame, summary: Mapping[str, Any], source: str = "run") -> dict[str, float]:
+    """What a run paid (Section 3.4 and Table 1, issue 14): ``avg_p_trained``, ``upload_mb``, ``train_mmacs``.
+
+    ``avg_p_trained`` is run.json's mean over rounds of the width participants trained and
+    uploaded (equal to the allocated ``avg_p`` except for FjORD, whose clients train at
+    pmax). ``upload_mb`` and ``train_mmacs`` are the means over the rows of rounds.parquet
+    of the per-round means over participants (upload size from the cost model; forward
+    MACs per sample as Table 1 counts them, FjORD's distillation pass included); rows
+    exist for the evaluated rounds, i.e. every round when ``eval_every`` is 1.
+
+    Raises:
+        ValueError: naming ``source`` and the missing key / column when the run predates
+            the engine contract of issue 14.
+    """
+    if summary.get("avg_p_trained") is None:
+        raise ValueError(f"{source}/run.json lacks 'avg_p_trained' (the average width actually trained and "
+                         "uploaded); the run predates the engine contract of issue 14 -- rerun its training job")
+    missing = [c for c in ("upload_mb", "train_mmacs") if c not in rounds.columns]
+    if missing:
+        raise ValueError(f"{source}/rounds.parquet lacks the column(s) {', '.join(repr(c) for c in missing)}; the run "
+                         "predates the engine contract of issue 14 -- rerun its training job")
+    out = {"avg_p_trained": float(summary["avg_p_trained"])}
+    for c in ("upload_mb", "train_mmacs"):
+        v = pd.to_numeric(rounds[c], errors="coerce").to_numpy(dtype=np.float64)
+        v = v[np.isfinite(v)]
+        out[c] = float(v.mean()) if v.size else math.nan
+    return out
 
 
 def seed_rows(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:

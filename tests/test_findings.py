@@ -1,0 +1,386 @@
+"""findings.json (issue 14): every finding on hand-made tables where its claim is true (supported),
+false (contradicted) and underpowered or ambiguous (inconclusive), plus the statistics behind them.
+
+Numbers in the comments are computed by hand: 3 seeds x 20 clients give a pooled Fisher-z
+standard error of 1/sqrt(3 * 17) = 0.140 (correlations) or 1/sqrt(3 * 16) = 0.144 (partial
+correlations); one-sided 95% bounds are z +- 1.645 se; t_{0.95, 2} = 2.920, t_{0.975, 2} = 4.303.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hasfl.analysis import findings as F
+from hasfl.analysis import stats
+from hasfl.analysis.specs import DEFAULT_THRESHOLDS, STALE_TABLE, resolve_thresholds
+
+SEEDS = (42, 43, 44)
+S, C, I = F.SUPPORTED, F.CONTRADICTED, F.INCONCLUSIVE
+
+
+# --- hand-made tables ------------------------------------------------------------------------
+
+
+def t5(method: str, dataset: str, **cols: list[float]) -> list[dict]:
+    """Table 5 rows of one method x dataset, one per seed; ``cols`` give per-seed values."""
+    rows = []
+    for i, s in enumerate(SEEDS):
+        row = {"dataset": dataset, "seed": s, "method": method, "status": "completed", "n_clients": 20,
+               "r_h_tv": 0.0, "r_h_pmax": -0.8, "pr_h_tv_pmax": 0.0, "pr_p_tv_pmax": 0.0,
+               "adj_r2_tier": (0.5, 0.6, 0.55)[i], "adj_r2_tv": 0.0}
+        row.update({k: v[i] for k, v in cols.items()})
+        rows.append(row)
+    return rows
+
+
+def seeds(dataset: str, method: str, *, final: list[float], decay: list[float] | None = None,
+          p_trained: list[float] | None = None) -> list[dict]:
+    """Per-seed method-table rows; best = final + decay."""
+    decay = decay or [0.0] * len(SEEDS)
+    p_trained = p_trained or [0.5] * len(SEEDS)
+    return [{"dataset": dataset, "method": method, "seed": s, "status": "completed", "best_acc_pct": f + d,
+             "final_acc_pct": f, "delta_pct": -d, "avg_p": 0.5, "avg_p_trained": p, "upload_mb": 0.1,
+             "train_mmacs": 1.0, "rounds_completed": 30}
+            for s, f, d, p in zip(SEEDS, final, decay, p_trained, strict=True)]
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(rows)
+
+
+def base_tables() -> dict[str, pd.DataFrame]:
+    """Tables on which every finding is supported (cifar10 image, shakespeare text)."""
+    t5_rows = t5("hasfl", "cifar10") + t5("fedavg", "cifar10", r_h_tv=[0.5] * 3)
+    t3s = seeds("cifar10", "uniform", final=[60, 62, 61], decay=[20, 25, 30])
+    t4s = (seeds("cifar10", "hasfl", final=[70, 71, 72], decay=[1, 2, 1])
+           + seeds("cifar10", "hasfl_nocov", final=[20, 60, 90], decay=[20, 25, 30])
+           + seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1]))
+    t6s = seeds("cifar10", "fedavg", final=[88, 89, 87]) + seeds("cifar10", "hasfl", final=[74, 76, 73])
+    t7s = (seeds("shakespeare", "hasfl", final=[25, 26, 27], p_trained=[0.53, 0.54, 0.52])
+           + seeds("shakespeare", "fjord", final=[32, 33, 35], p_trained=[0.45, 0.47, 0.44])
+           + seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3))
+    mbs = [{"dataset": "cifar10", "seed": s, "paired": True, "diff_final_acc_pct": d}
+           for s, d in zip(SEEDS, [0.1, -0.1, 0.0], strict=True)]
+    p3 = [{"dataset": "cifar10", "method": "uniform", "seed": 42, "status": "completed", "p_hi": 0.5, "capped": True,
+           "n_never_covered": 100, "n_never_covered_changed": 0, "max_abs_change_never_covered": 0.0},
+          {"dataset": "cifar10", "method": "hasfl", "seed": 42, "status": "completed", "p_hi": 1.0, "capped": False,
+           "n_never_covered": 0, "n_never_covered_changed": 0, "max_abs_change_never_covered": float("nan")}]
+    t4b = [{"dataset": "cifar10", "method": m, "seed": 42, "status": "completed", "t0": 10, "p_hi_after_t0": p,
+            "capped_after_t0": p < 1, "n_stale": n, "n_stale_changed": 0, "max_abs_change_stale": 0.0}
+           for m, p, n in (("uniform", 0.5, 100), ("hasfl_nocov", 0.75, 40), ("hasfl", 1.0, 0))]
+    return {F.T5: frame(t5_rows), F.T3S: frame(t3s), F.T4S: frame(t4s), F.T6S: frame(t6s), F.T7S: frame(t7s),
+            F.MBS: frame(mbs), F.P3: frame(p3), STALE_TABLE: frame(t4b)}
+
+
+DATASETS = ["cifar10", "shakespeare"]
+
+
+def evaluate(tables: dict[str, pd.DataFrame], datasets=DATASETS, **overrides) -> dict[str, dict]:
+    th = resolve_thresholds(overrides)
+    return {f["id"]: f for f in F.evaluate_findings(tables, datasets=datasets, thresholds=th)}
+
+
+def replace(tables: dict[str, pd.DataFrame], name: str, dataset: str, method: str | None, rows: list[dict]):
+    """``tables`` with the rows of (dataset, method) in table ``name`` replaced by ``rows``."""
+    df = tables[name]
+    keep = df["dataset"] != dataset
+    if method is not None:
+        keep |= df["method"] != method
+    out = dict(tables)
+    out[name] = pd.concat([df[keep], frame(rows)], ignore_index=True)
+    return out
+
+
+def unit(f: dict, name: str) -> dict:
+    return next(u for u in f["units"] if u["unit"] == name)
+
+
+# --- the whole document ---------------------------------------------------------------------------
+
+
+def test_every_finding_supported_on_the_base_tables_and_fully_described():
+    res = evaluate(base_tables())
+    assert list(res) == list(F.FINDING_IDS)
+    assert {k: f["verdict"] for k, f in res.items()} == dict.fromkeys(F.FINDING_IDS, S)
+    for f in res.values():
+        for key in ("claim", "source", "scope", "statistic", "test", "margin", "alpha", "power", "n_units", "mde",
+                    "mde_meaning", "reason", "units"):
+            assert key in f, (f["id"], key)
+        assert f["n_units"] >= 1 and f["alpha"] == pytest.approx(0.05) and f["power"] == 0.8
+        assert all(u["verdict"] in F.VERDICTS and u["n"] >= 1 for u in f["units"])
+    json.dumps(list(res.values()), allow_nan=False)
+    assert res[F.F1B]["extension"] and res[F.F6]["extension"] and not res[F.F3]["extension"]
+
+
+def test_combine():
+    assert F.combine([]) == I
+    assert F.combine([S, S]) == S
+    assert F.combine([S, I]) == I
+    assert F.combine([S, I, C]) == C
+
+
+# --- F1 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("r", "verdict"), [(-0.8, S),   # z -1.099, upper -0.868 -> r -0.70 < -0.5
+                                            (-0.1, C),   # z -0.100, lower -0.330 -> r -0.32 > -0.5
+                                            (-0.5, I)])  # the interval contains the margin
+def test_f1a(r, verdict):
+    tables = replace(base_tables(), F.T5, "cifar10", "hasfl", t5("hasfl", "cifar10", r_h_pmax=[r] * 3))
+    f = evaluate(tables)[F.F1A]
+    assert f["verdict"] == verdict and f["margin"] == -0.5
+    u = unit(f, "cifar10")
+    assert u["estimate"] == pytest.approx(r) and u["n"] == 3 and u["n_clients"] == 60
+    assert u["se_z"] == pytest.approx(1 / math.sqrt(51))
+    # power: a true pooled r <= tanh(atanh(-0.5) - (1.645 + 0.842) * 0.140) = -0.75 is supported with 80% power
+    assert u["mde"] == pytest.approx(math.tanh(math.atanh(-0.5) - 2.4865 / math.sqrt(51)), abs=1e-3)
+
+
+def test_f1_reports_every_dataset_but_only_image_datasets_count():
+    tables = base_tables()
+    tables[F.T5] = pd.concat([tables[F.T5], frame(t5("hasfl", "shakespeare", r_h_pmax=[0.2] * 3,
+                                                       pr_h_tv_pmax=[0.5] * 3))], ignore_index=True)
+    res = evaluate(tables)
+    for fid in (F.F1A, F.F1C):
+        sh = unit(res[fid], "shakespeare")
+        assert not sh["in_scope"] and sh["verdict"] == C
+        assert res[fid]["verdict"] == S and res[fid]["n_units"] == 1  # shakespeare is out of Table 5's scope
+
+
+@pytest.mark.parametrize(("gaps", "verdict"), [([0.5, 0.6, 0.55], S), ([-0.5, -0.6, -0.55], C),
+                                               ([0.5, -0.4, 0.1], I), ([0.3, 0.3, 0.3], I)])
+def test_f1b(gaps, verdict):
+    rows = t5("hasfl", "cifar10", adj_r2_tier=gaps, adj_r2_tv=[0.0] * 3)
+    f = evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", rows))[F.F1B]
+    assert f["verdict"] == verdict
+    if gaps[0] == gaps[1] == gaps[2]:
+        assert "degenerate" in f["reason"]
+
+
+@pytest.mark.parametrize(("pr", "verdict"), [(-0.3, S),   # upper r -0.07 < 0.36
+                                             (0.5, C),    # lower z 0.549 - 0.237 > 0: a positive data signal
+                                             (0.15, I)])  # lower < 0 < upper r 0.37 > 0.36
+def test_f1c(pr, verdict):
+    f = evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl",
+                         t5("hasfl", "cifar10", pr_h_tv_pmax=[pr] * 3)))[F.F1C]
+    assert f["verdict"] == verdict and f["margin"] == 0.36
+    assert unit(f, "cifar10")["se_z"] == pytest.approx(1 / math.sqrt(48))  # n - 4 weights for a partial r
+
+
+@pytest.mark.parametrize(("prs", "verdict"), [([0.05, -0.05, 0.0], S),  # 90%: r within +-0.233 < 0.36
+                                              ([-0.4] * 3, C),          # 95%: z -0.424 +- 0.283 excludes 0
+                                              ([0.2] * 3, I)])          # 90% upper r 0.41 > 0.36, 95% covers 0
+def test_f1d(prs, verdict):
+    f = evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", t5("hasfl", "cifar10", pr_p_tv_pmax=prs)))[F.F1D]
+    assert f["verdict"] == verdict
+    u = unit(f, "cifar10")
+    # the smallest margin a TOST reaches with 80% power at r = 0: tanh((1.645 + 1.282) / sqrt(48)) = 0.40
+    assert u["min_equivalence_margin"] == pytest.approx(math.tanh(2.9264 / math.sqrt(48)), abs=1e-3)
+
+
+# --- F2 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("nocov", "hasfl", "verdict"), [([20, 25, 30], [1, 2, 1], S),
+                                                         ([0, 0, 1], [10, 12, 11], C),
+                                                         ([20, 0, 1], [0, 10, 0], I)])
+def test_f2a(nocov, hasfl, verdict):
+    t = replace(base_tables(), F.T4S, "cifar10", "hasfl_nocov",
+                seeds("cifar10", "hasfl_nocov", final=[50, 50, 50], decay=nocov))
+    t = replace(t, F.T4S, "cifar10", "hasfl", seeds("cifar10", "hasfl", final=[70, 71, 72], decay=hasfl))
+    f = evaluate(t)[F.F2A]
+    assert f["verdict"] == verdict
+    u = unit(f, "cifar10")
+    assert u["values"] == pytest.approx(list(np.subtract(nocov, hasfl)))
+
+
+def test_f2_is_not_claimed_on_shakespeare():
+    tables = base_tables()
+    tables[F.T4S] = pd.concat([tables[F.T4S], frame(seeds("shakespeare", "hasfl_nocov", final=[20] * 3,
+                                                            decay=[0.3, 0.2, 0.1]))], ignore_index=True)
+    res = evaluate(tables)
+    assert [u["unit"] for u in res[F.F2A]["units"]] == ["cifar10"]
+    only_text = evaluate(tables, datasets=["shakespeare"])
+    assert only_text[F.F2A]["verdict"] == I and only_text[F.F2A]["reason"].startswith("not run")
+    assert only_text[F.F4]["verdict"] == I and only_text[F.F3]["verdict"] == I
+
+
+@pytest.mark.parametrize(("nocov", "hasfl", "verdict"), [([20, 60, 90], [70, 71, 72], S),  # sd ratio 35 > 4.36
+                                                         ([70, 71, 72], [20, 60, 90], C),
+                                                         ([68, 70, 72], [69, 70, 71], I)])  # ratio 2: underpowered
+def test_f2a_spread(nocov, hasfl, verdict):
+    t = replace(base_tables(), F.T4S, "cifar10", "hasfl_nocov", seeds("cifar10", "hasfl_nocov", final=nocov))
+    t = replace(t, F.T4S, "cifar10", "hasfl", seeds("cifar10", "hasfl", final=hasfl))
+    f = evaluate(t)[F.F2A_SPREAD]
+    assert f["verdict"] == verdict
+    # 3 vs 3 seeds: only a true sd ratio >= sqrt(F_0.95(2,2) / F_0.2(2,2)) = sqrt(19 / 0.25) = 8.7 is detected
+    assert unit(f, "cifar10")["mde"] == pytest.approx(math.sqrt(19.0 / 0.25), rel=1e-3)
+
+
+@pytest.mark.parametrize(("uniform", "heterofl", "verdict"), [([20, 25, 30], [1, 2, 1], S),
+                                                              ([0, 1, 0], [5, 6, 7], C),
+                                                              ([20, 0, 1], [0, 10, 0], I)])
+def test_f2b(uniform, heterofl, verdict):
+    t = replace(base_tables(), F.T3S, "cifar10", "uniform", seeds("cifar10", "uniform", final=[60] * 3,
+                                                                  decay=uniform))
+    t = replace(t, F.T4S, "cifar10", "heterofl", seeds("cifar10", "heterofl", final=[75] * 3, decay=heterofl))
+    assert evaluate(t)[F.F2B]["verdict"] == verdict
+
+
+@pytest.mark.parametrize(("decline", "verdict"), [([0.5, 0.2, 0.8], S), ([20, 25, 22], C), ([1, 15, 2], I)])
+def test_f2c(decline, verdict):
+    t = replace(base_tables(), F.T7S, "shakespeare", "uniform",
+                seeds("shakespeare", "uniform", final=[34, 35, 36], decay=decline, p_trained=[0.44] * 3))
+    f = evaluate(t)[F.F2C]
+    assert f["verdict"] == verdict and f["margin"] == 6.0
+    assert [u["unit"] for u in f["units"]] == ["shakespeare"]  # the paper's claim is about Shakespeare only
+
+
+# --- F3 ----------------------------------------------------------------------------------------
+
+
+def mb(diffs: list[float]) -> list[dict]:
+    return [{"dataset": "cifar10", "seed": s, "paired": True, "diff_final_acc_pct": d}
+            for s, d in zip(SEEDS, diffs, strict=True)]
+
+
+@pytest.mark.parametrize(("diffs", "verdict"), [
+    ([0.1, -0.1, 0.0], S),        # 90% interval +-0.17 inside +-2, 95% covers 0
+    ([5.0, 5.5, 6.0], C),         # 95%: 5.5 +- 1.24 excludes 0
+    ([1.0, 1.1, 1.2], C),         # inside +-2 yet significantly non-zero: "indistinguishable" is contradicted
+    ([0.557, 0.557, 5.571], I)])  # the quick preset's digits: 95% [-4.96, 9.42] covers 0, 90% not inside +-2
+def test_f3(diffs, verdict):
+    f = evaluate(replace(base_tables(), F.MBS, "cifar10", None, mb(diffs)))[F.F3]
+    assert f["verdict"] == verdict
+    u = unit(f, "cifar10")
+    if verdict == I:
+        assert u["two_sided_low"] == pytest.approx(-4.96, abs=0.01) and u["two_sided_high"] == pytest.approx(9.42,
+                                                                                                               abs=0.01)
+        # minimum detectable difference (4.303 + 1.061) * sd / sqrt(3), sd = 2.895
+        assert u["mde"] == pytest.approx((4.3027 + 1.0607) * 2.8950 / math.sqrt(3), rel=1e-3)
+        assert "minimum detectable difference" in u["reason"]
+
+
+def test_f3_leaves_out_unpaired_seeds():
+    rows = mb([0.1, -0.1, 0.0]) + [{"dataset": "cifar10", "seed": 45, "paired": False,
+                                    "diff_final_acc_pct": float("nan")}]
+    u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
+    assert u["n"] == 3 and "45" in u["reason"]
+
+
+def t7(hasfl, fjord, uniform, p_hasfl, p_fjord, p_uniform=(0.44, 0.44, 0.44)) -> list[dict]:
+    return (seeds("shakespeare", "hasfl", final=hasfl, p_trained=list(p_hasfl))
+            + seeds("shakespeare", "fjord", final=fjord, p_trained=list(p_fjord))
+            + seeds("shakespeare", "uniform", final=uniform, decay=[0.5, 0.2, 0.8], p_trained=list(p_uniform)))
+
+
+@pytest.mark.parametrize(("rows", "verdict"), [
+    (t7([25, 26, 27], [32, 33, 35], [34, 36, 35], (0.53, 0.54, 0.52), (0.45, 0.47, 0.44)), S),
+    (t7([35, 36, 37], [25, 26, 28], [24, 26, 27], (0.53, 0.54, 0.52), (0.45, 0.47, 0.44)), C),   # HAS-FL best
+    (t7([25, 26, 27], [32, 33, 35], [34, 36, 35], (0.53, 0.54, 0.52), (0.525, 0.53, 0.52)), I)])  # same width
+def test_f3_shakespeare(rows, verdict):
+    t = dict(base_tables())
+    t[F.T7S] = frame(rows)
+    f = evaluate(t)[F.F3_SHAKESPEARE]
+    assert f["verdict"] == verdict
+    u = unit(f, "shakespeare")
+    assert len(u["parts"]) == 4 and u["n"] == 3
+
+
+def test_f3_shakespeare_needs_the_trained_width():
+    t = dict(base_tables())
+    t[F.T7S] = t[F.T7S].drop(columns=["avg_p_trained"])
+    with pytest.raises(ValueError, match="avg_p_trained"):
+        evaluate(t)
+
+
+# --- F4 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fedavg", "hasfl", "verdict"), [([88, 89, 87], [74, 76, 73], S),
+                                                          ([70, 71, 72], [80, 81, 83], C),
+                                                          ([94, 96, 98], [92, 67, 71], I)])
+def test_f4(fedavg, hasfl, verdict):
+    t = replace(base_tables(), F.T6S, "cifar10", None,
+                seeds("cifar10", "fedavg", final=fedavg) + seeds("cifar10", "hasfl", final=hasfl))
+    assert evaluate(t)[F.F4]["verdict"] == verdict
+
+
+# --- F5 ----------------------------------------------------------------------------------------
+
+
+def test_f5_supported_checks_uniform_from_init_and_nocov_from_t0():
+    f = evaluate(base_tables())[F.F5]
+    assert f["verdict"] == S and f["mde"] == {u["unit"]: None for u in f["units"]}
+    names = [u["unit"] for u in f["units"]]
+    assert names == ["cifar10/hasfl_nocov/seed42", "cifar10/uniform/seed42"]  # hasfl (not capped) is no unit
+    assert [c["check"].split(":")[0] for c in unit(f, "cifar10/uniform/seed42")["checks"]] == [
+        "never covered", "untrained after t0 = 10"]
+
+
+def test_f5_contradicted_by_a_moved_stale_coordinate():
+    t = dict(base_tables())
+    t4b = t[STALE_TABLE].copy()
+    t4b.loc[t4b["method"] == "hasfl_nocov", ["n_stale_changed", "max_abs_change_stale"]] = [3, 0.25]
+    t[STALE_TABLE] = t4b
+    f = evaluate(t)[F.F5]
+    assert f["verdict"] == C and "3 of 40 coordinates moved" in unit(f, "cifar10/hasfl_nocov/seed42")["reason"]
+
+
+def test_f5_inconclusive_without_a_capped_run():
+    t = dict(base_tables())
+    t[F.P3] = t[F.P3].assign(capped=False)
+    t[STALE_TABLE] = t[STALE_TABLE].assign(capped_after_t0=False)
+    f = evaluate(t)[F.F5]
+    assert f["verdict"] == I and f["n_units"] == 0 and f["reason"].startswith("not run")
+
+
+# --- F6 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("r", "verdict"), [(0.5, S), (-0.4, C), (0.1, I)])
+def test_f6(r, verdict):
+    t = replace(base_tables(), F.T5, "cifar10", "fedavg", t5("fedavg", "cifar10", r_h_tv=[r] * 3))
+    assert evaluate(t)[F.F6]["verdict"] == verdict
+
+
+def test_missing_tables_and_bad_margins_are_named():
+    t = base_tables()
+    del t[STALE_TABLE]
+    with pytest.raises(ValueError, match=STALE_TABLE):
+        evaluate(t)
+    with pytest.raises(ValueError, match="analysis.power"):
+        resolve_thresholds({"power": float("nan")})
+    assert DEFAULT_THRESHOLDS["f3_equiv_margin_pct"] == 2.0
+
+
+# --- statistics behind the findings ---------------------------------------------------------------
+
+
+def test_fisher_pool_hand_example():
+    # r = 0.5, 0.5 with n = 13, 23: z = atanh 0.5 = 0.549306 for both, weights 10 + 20, se = 1/sqrt(30)
+    p = stats.fisher_pool([0.5, 0.5, float("nan")], [13, 23, 20])
+    assert (p.n_runs, p.n_obs) == (2, 36) and p.r == pytest.approx(0.5) and p.q == pytest.approx(0.0, abs=1e-12)
+    assert p.se == pytest.approx(1 / math.sqrt(30))
+    lo, hi = p.interval(0.95)
+    assert lo == pytest.approx(math.tanh(0.549306 - 1.959964 / math.sqrt(30)), abs=1e-6)
+    assert hi == pytest.approx(math.tanh(0.549306 + 1.959964 / math.sqrt(30)), abs=1e-6)
+    assert stats.fisher_pool([0.3], [20], n_controls=1).se == pytest.approx(1 / 4)
+    assert stats.fisher_pool([0.3], [3]).n_runs == 0  # weight n - 3 = 0
+
+
+def test_variance_ratio_and_power_hand_examples():
+    vr = stats.variance_ratio([1.0, 3.0, 5.0], [0.0, 1.0, 2.0], 0.9)  # sds 2 and 1
+    assert vr.ratio == pytest.approx(2.0)
+    assert vr.low == pytest.approx(math.sqrt(4 / 19.0), rel=1e-6) and vr.high == pytest.approx(math.sqrt(4 * 19.0),
+                                                                                              rel=1e-6)
+    # (t_{0.95,2} + t_{0.8,2}) * sd / sqrt(n) = (2.919986 + 1.060660) * 1 / sqrt(3)
+    assert stats.t_mde(3, 1.0, 0.05, 0.8) == pytest.approx(3.980646 / math.sqrt(3), rel=1e-5)
+    assert math.isnan(stats.t_mde(1, 1.0, 0.05, 0.8)) and math.isnan(stats.t_mde(3, 0.0, 0.05, 0.8))
+    assert stats.z_mde(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 0.841621) * 0.1, rel=1e-6)
+    assert stats.z_equivalence_margin(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 1.281552) * 0.1, rel=1e-6)
