@@ -226,6 +226,7 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         # the estimator (Eqs. 4-5) runs for every method; Eq. 6's p_min / gamma only for HAS-FL's policy
         "hasfl": {k: v for k, v in config["hasfl"].items()
                   if METHODS[method].allocation_rule or k not in ("p_min", "gamma")},
+        "estimators": copy.deepcopy(config["estimators"]),  # E1-E3 are logged by every run
         "method_params": dict(config["method_params"].get(method, {})),
         "dataset_params": copy.deepcopy(config["dataset_params"][dataset]),
     }

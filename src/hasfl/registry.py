@@ -56,7 +56,8 @@ class MethodInfo:
     budget_of: str | None = None
 
 
-#: The nine methods of Section 4.1, in the order of the paper's tables.
+#: The nine methods of Section 4.1, in the order of the paper's tables, then this project's
+#: allocation by capacity-separable estimators (E2 probe, E3 reported) with their matched controls.
 METHODS: dict[str, MethodInfo] = {
     "hasfl": MethodInfo("hasfl.fl.methods:hasfl", allocation_rule=True),
     "hasfl_nocov": MethodInfo("hasfl.fl.methods:hasfl_nocov", allocation_rule=True),
@@ -67,6 +68,10 @@ METHODS: dict[str, MethodInfo] = {
     "fedavg": MethodInfo("hasfl.fl.methods:fedavg"),
     "scaffold": MethodInfo("hasfl.fl.methods:scaffold"),
     "fedprox": MethodInfo("hasfl.fl.methods:fedprox"),
+    "hasfl_probe": MethodInfo("hasfl.fl.methods:hasfl_probe", allocation_rule=True),
+    "random_budget_probe": MethodInfo("hasfl.fl.methods:random_budget", budget_of="hasfl_probe"),
+    "hasfl_reported": MethodInfo("hasfl.fl.methods:hasfl_reported", allocation_rule=True),
+    "random_budget_reported": MethodInfo("hasfl.fl.methods:random_budget", budget_of="hasfl_reported"),
 }
 
 

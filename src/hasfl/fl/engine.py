@@ -30,11 +30,12 @@ from hasfl.data.base import DatasetBundle
 from hasfl.fl.aggregation import CoordinateAggregator
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.client import OptimConfig, client_data
-from hasfl.fl.estimator import HeterogeneityTracker, divergence
+from hasfl.fl.estimator import HeterogeneityTracker, divergence, reported_tv, within_tier
 from hasfl.fl.methods import MethodContext, build_method
+from hasfl.fl.probe import Probe
 from hasfl.fl.records import RunRecord, RunResult, WidthCosts
 from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, family_for, resolve_device
-from hasfl.fl.sampling import local_generator, participant_schedule, policy_rng
+from hasfl.fl.sampling import local_generator, participant_schedule, policy_rng, report_rng
 
 __all__ = ["run_federation"]
 
@@ -87,6 +88,14 @@ def run_federation(
         inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p, hasfl_diverged=hasfl_diverged))
     method.client.autocast = numerics.autocast
     costs = WidthCosts(family)
+    # the capacity-separable estimators, logged for every run (hasfl.fl.estimator.ESTIMATORS)
+    est = run_cfg["estimators"]
+    probe = Probe(est["probe"]["width"] or min(run_cfg["capacity"]["tiers"]), est["probe"]["batches"], optim,
+                  bundle.inputs, submodels, h["epsilon"], seed)
+    probe.sgd.autocast = numerics.autocast
+    probe_tracker = HeterogeneityTracker(n_clients, h["beta"], h["t_norm"])
+    reported = reported_tv({i: d.y[d.index].cpu().numpy() for i, d in data.items()}, n_clients, bundle.num_classes,
+                           est["reported"]["epsilon"], report_rng(seed))
 
     record = RunRecord(n_clients, t0=int(h["warmup"]))
     ckpt = checkpointer or Checkpointer(None, 0, {})
@@ -97,6 +106,7 @@ def run_federation(
             for k, v in saved["global_state"].items():
                 w[k].copy_(v)
         method.policy.p, tracker.h_tilde = saved["policy_p"], saved["h_tilde"]
+        probe_tracker.h_tilde = saved["h_probe"]
         method.server.load_state(saved["server"])
         rng.bit_generator.state = saved["policy_rng"]
         clock.restore(saved["seconds"])
@@ -107,6 +117,10 @@ def run_federation(
             widths = method.policy.widths(t, participants, rng)          # p_i(t)
             trained = method.policy.trained_widths(participants, widths)
             lr = optim.lr_at(t)
+            adapting = t >= int(h["warmup"]) and t % int(h["t_adapt"]) == 0  # line 20
+            if adapting:  # E2: probes of one width from w(t), before anyone trains
+                with clock.phase("probe"):
+                    h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys)
             agg = CoordinateAggregator(w, float_keys)
             method.server.begin_round()
             updates, losses, uploads, macs, finite = {}, [], [], [], True
@@ -128,15 +142,20 @@ def run_federation(
                 delta_bar = agg.mean()                                    # lines 17-18: Delta_bar(t)
                 method.server.step(w, delta_bar, float_keys)              # line 19: w(t+1)
             finite &= all(bool(torch.isfinite(w[k]).all()) for k in param_keys)
-            if t >= int(h["warmup"]) and t % int(h["t_adapt"]) == 0:      # line 20
+            if adapting:                                                  # line 20
                 with clock.phase("estimation"):
                     h_hat = np.array([divergence(updates[i][0], delta_bar, updates[i][1], param_keys, h["epsilon"])
                                       for i in participants.tolist()])    # line 22: Eq. 4
                 tracker.update(participants, h_hat)                       # line 23: Eq. 5
-                method.policy.adapt(tracker.h_tilde)                      # lines 25-29: Eq. 6 + coverage
+                probe_tracker.update(participants, h_probe)               # E2, smoothed the same way
+                estimates = {"update": tracker.h_tilde, "within_tier": within_tier(tracker.h_tilde, pmax),
+                             "probe": probe_tracker.h_tilde, "reported": reported}
+                method.policy.adapt(estimates[method.policy.estimator])   # lines 25-29: Eq. 6 + coverage
             tracker.normalize_if_due(t)                                   # Section 3.2: every T_norm
+            probe_tracker.normalize_if_due(t)
 
-            record.round_trained(participants, widths, trained, uploads, macs)
+            record.round_trained(participants, widths, trained, uploads, macs,
+                                 probe_gmacs=costs(probe.width).macs * probe.samples / 1e9 if adapting else 0.0)
             record.warmup_done(t, w)
             if not finite:
                 record.diverged(t + 1)
@@ -155,15 +174,17 @@ def run_federation(
                 break
             if ckpt.due(t + 1, rounds):
                 ckpt.save({"record": record, "global_state": {k: v.detach().cpu() for k, v in w.items()},
-                           "policy_p": method.policy.p, "h_tilde": tracker.h_tilde,
+                           "policy_p": method.policy.p, "h_tilde": tracker.h_tilde, "h_probe": probe_tracker.h_tilde,
                            "server": method.server.state(), "policy_rng": rng.bit_generator.state,
                            "seconds": clock.snapshot()})
 
     s = clock.seconds
     timings = {"total_s": time.perf_counter() - t_start, "local_training_s": s["slicing"] + s["local_sgd"],
-               "server_s": s["aggregation"] + s["estimation"], "evaluation_s": s["evaluation"],
+               "server_s": s["aggregation"] + s["estimation"], "evaluation_s": s["evaluation"], "probe_s": s["probe"],
                "phases_s": clock.snapshot(), "device": str(device), "threads": torch.get_num_threads(),
                "precision": numerics.precision, "channels_last": numerics.channels_last}
     final_state = {k: v.detach().cpu().clone() for k, v in w.items()}
-    return record.result(run_cfg, pmax, method.policy.p, tracker.h_tilde, hasfl_avg_p, hasfl_diverged,
+    estimates = {"update": tracker.h_tilde, "within_tier": within_tier(tracker.h_tilde, pmax),
+                 "probe": probe_tracker.h_tilde, "reported": reported}
+    return record.result(run_cfg, pmax, method.policy.p, estimates, hasfl_avg_p, hasfl_diverged,
                          init_state, final_state, timings)

@@ -58,3 +58,48 @@ class HeterogeneityTracker:
                 self.h_tilde /= mean
             return True
         return False
+
+
+# --- capacity-separable estimators (the paper's Section 5 "natural next step") -------------
+#: Names of the per-client heterogeneity estimates every run logs (config block ``estimators``):
+#: E0 ``update`` (Eqs. 4-5), E1 ``within_tier``, E2 ``probe``, E3 ``reported``.
+ESTIMATORS = ("update", "within_tier", "probe", "reported")
+
+
+def within_tier(h_tilde: np.ndarray, pmax: np.ndarray) -> np.ndarray:
+    """E1: the update estimate with the capacity tiers taken out.
+
+    Per tier (clients of equal pmax), the z-score of log H~ among that tier's clients: only
+    within-tier variation is left. A tier with one member, or whose members all have the
+    same estimate, gets 0 (no within-tier information).
+    """
+    logs = np.log(np.maximum(np.asarray(h_tilde, dtype=np.float64), 1e-300))
+    out = np.zeros_like(logs)
+    for tier in np.unique(pmax):
+        members = np.flatnonzero(pmax == tier)
+        if len(members) < 2:
+            continue
+        sd = logs[members].std(ddof=1)
+        if sd > 0 and np.isfinite(sd):
+            out[members] = (logs[members] - logs[members].mean()) / sd
+    return out
+
+
+def reported_tv(labels: Mapping[int, np.ndarray], n_clients: int, num_classes: int, epsilon: float | None,
+                rng: np.random.Generator) -> np.ndarray:
+    """E3: each client reports its label histogram once (next-character histogram for
+    Shakespeare); the server computes the TV distance of each report to the aggregate of all
+    reports weighted by their sizes. With ``epsilon`` the counts carry Laplace noise of scale
+    1/epsilon (sensitivity 1: one sample added or removed), clipped at 0 -- epsilon-differential
+    privacy for each report; None reports exact counts. Either way it discloses label
+    information that Eqs. 4-5 do not ask for.
+    """
+    counts = np.zeros((n_clients, num_classes), dtype=np.float64)
+    for c, y in labels.items():
+        counts[c] = np.bincount(np.asarray(y, dtype=np.int64), minlength=num_classes)[:num_classes]
+    if epsilon is not None:
+        counts = np.maximum(counts + rng.laplace(0.0, 1.0 / float(epsilon), size=counts.shape), 0.0)
+    totals = counts.sum(axis=1, keepdims=True)
+    dists = np.divide(counts, totals, out=np.full_like(counts, 1.0 / num_classes), where=totals > 0)
+    pooled = counts.sum(axis=0) / max(counts.sum(), 1e-300)
+    return 0.5 * np.abs(dists - pooled).sum(axis=1)

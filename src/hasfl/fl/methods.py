@@ -74,9 +74,9 @@ def _sgd(ctx: MethodContext) -> LocalSGD:
     return LocalSGD(ctx.optim, ctx.inputs)
 
 
-def _hasfl(ctx: MethodContext, coverage: bool) -> Method:
+def _hasfl(ctx: MethodContext, coverage: bool, estimator: str = "update") -> Method:
     h = ctx.run_cfg["hasfl"]
-    return Method(HasflPolicy(ctx.pmax, h["p_min"], h["gamma"], h["epsilon"], coverage), _sgd(ctx))
+    return Method(HasflPolicy(ctx.pmax, h["p_min"], h["gamma"], h["epsilon"], coverage, estimator), _sgd(ctx))
 
 
 # --- the builders named by hasfl.registry.METHODS -------------------------------------
@@ -88,6 +88,16 @@ def hasfl(ctx: MethodContext) -> Method:
 def hasfl_nocov(ctx: MethodContext) -> Method:
     """The Table 4 ablation: Eq. 6 verbatim, no coverage guarantee."""
     return _hasfl(ctx, coverage=False)
+
+
+def hasfl_probe(ctx: MethodContext) -> Method:
+    """Algorithm 1 with Eq. 6 fed by E2 (probe updates of one width), coverage guarantee on."""
+    return _hasfl(ctx, coverage=True, estimator="probe")
+
+
+def hasfl_reported(ctx: MethodContext) -> Method:
+    """Algorithm 1 with Eq. 6 fed by E3 (TV of reported label histograms), coverage guarantee on."""
+    return _hasfl(ctx, coverage=True, estimator="reported")
 
 
 def heterofl(ctx: MethodContext) -> Method:

@@ -17,7 +17,13 @@ import numpy as np
 
 
 class AllocationPolicy(ABC):
-    """Allocation interface; ``p`` holds the current allocation of all N clients."""
+    """Allocation interface; ``p`` holds the current allocation of all N clients.
+
+    ``estimator`` names the estimate :meth:`adapt` receives (one of
+    :data:`hasfl.fl.estimator.ESTIMATORS`; Algorithm 1: ``update``, Eqs. 4-5).
+    """
+
+    estimator = "update"
 
     def __init__(self, pmax: np.ndarray) -> None:
         self.pmax = np.asarray(pmax, dtype=np.float64)
@@ -73,10 +79,13 @@ class HasflPolicy(AllocationPolicy):
     """HAS-FL, Definition 2 (Eq. 6) plus the coverage guarantee (optional: the Table 4 ablation).
 
     p_i = min(pmax_i, p_min + gamma * H_tilde_i / (H_bar + eps)), H_bar = mean over all N.
+    ``estimator`` feeds Eq. 6 with another estimate than Eqs. 4-5 (``probe``: E2, ``reported``: E3).
     """
 
-    def __init__(self, pmax: np.ndarray, p_min: float, gamma: float, epsilon: float, coverage: bool) -> None:
+    def __init__(self, pmax: np.ndarray, p_min: float, gamma: float, epsilon: float, coverage: bool,
+                 estimator: str = "update") -> None:
         self.p_min, self.gamma, self.epsilon, self.coverage = float(p_min), float(gamma), float(epsilon), coverage
+        self.estimator = estimator
         super().__init__(pmax)
 
     def allocation(self, h_tilde: np.ndarray) -> np.ndarray:

@@ -27,9 +27,10 @@ __all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
 #: width of the round's participants (Tables 3, 6, 7), ``avg_p_trained`` the mean width of the
 #: modules they trained and uploaded (FjORD: pmax), ``upload_mb`` and ``train_mmacs`` the mean
 #: upload (MB) and training forward MACs per sample (millions, Table 1's count; FjORD's
-#: distillation forward pass included) per participant.
+#: distillation forward pass included) per participant; ``probe_gmacs`` the forward GMACs of the
+#: round's E2 probes (all participants together; 0 outside adaptation rounds).
 ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs",
-                 "mean_h_tilde", "n_participants", "train_loss")
+                 "probe_gmacs", "mean_h_tilde", "n_participants", "train_loss")
 
 
 class WidthCosts:
@@ -84,6 +85,7 @@ class RunRecord:
     avg_p_trained_rounds: list[float] = field(default_factory=list)
     upload_mb_rounds: list[float] = field(default_factory=list)
     train_mmacs_rounds: list[float] = field(default_factory=list)
+    probe_gmacs_rounds: list[float] = field(default_factory=list)
     warmup_state: dict[str, Tensor] | None = None
     status: str = "completed"
     diverged_round: int | None = None
@@ -101,8 +103,9 @@ class RunRecord:
             self.p_hi_trained_after[client] = max(self.p_hi_trained_after[client], p_trained)
 
     def round_trained(self, participants: np.ndarray, widths: np.ndarray, trained: np.ndarray,
-                      upload_mb: list[float], train_macs: list[float]) -> None:
+                      upload_mb: list[float], train_macs: list[float], probe_gmacs: float = 0.0) -> None:
         """One round's allocation (avg p of Tables 3, 6, 7) and what its participants paid."""
+        self.probe_gmacs_rounds.append(float(probe_gmacs))
         self.p_sum[participants] += widths
         self.times_sampled[participants] += 1
         self.avg_p_rounds.append(float(np.mean(widths)))
@@ -124,15 +127,17 @@ class RunRecord:
         """Append the row of an evaluated round and return it."""
         row = {"round": rounds_done, "test_acc": acc, "test_loss": loss, "avg_p": self.avg_p_rounds[-1],
                "avg_p_trained": self.avg_p_trained_rounds[-1], "upload_mb": self.upload_mb_rounds[-1],
-               "train_mmacs": self.train_mmacs_rounds[-1], "mean_h_tilde": mean_h_tilde,
+               "train_mmacs": self.train_mmacs_rounds[-1], "probe_gmacs": self.probe_gmacs_rounds[-1],
+               "mean_h_tilde": mean_h_tilde,
                "n_participants": n_participants, "train_loss": train_loss}
         self.rows.append(row)
         return row
 
-    def result(self, run_cfg: Mapping[str, Any], pmax: np.ndarray, p_final: np.ndarray, h_tilde: np.ndarray,
-               hasfl_avg_p: float | None, hasfl_diverged: bool, init_state: dict[str, Tensor],
+    def result(self, run_cfg: Mapping[str, Any], pmax: np.ndarray, p_final: np.ndarray,
+               estimates: Mapping[str, np.ndarray], hasfl_avg_p: float | None, hasfl_diverged: bool, init_state: dict[str, Tensor],
                final_state: dict[str, Tensor], timings: dict[str, Any]) -> RunResult:
-        """The run's tables, states and summary (run.json). A run that ends before round t0 has
+        """The run's tables, states and summary (run.json); ``estimates`` maps each estimator of
+        :data:`hasfl.fl.estimator.ESTIMATORS` to its final per-client values. A run that ends before round t0 has
         no warm-up state of its own: its final state stands in (nothing was trained after t0)."""
         rounds_df = pd.DataFrame.from_records(self.rows, columns=list(ROUND_COLUMNS))
         rounds_df = rounds_df.astype({"round": "int64", "n_participants": "int64"})
@@ -142,12 +147,16 @@ class RunRecord:
             "client_id": np.arange(len(pmax), dtype=np.int64),
             "pmax": pmax,
             "p_final": p_final.astype(np.float64),
-            "h_tilde_final": h_tilde.copy(),
+            "h_tilde_final": np.asarray(estimates["update"], dtype=np.float64).copy(),
             "times_sampled": self.times_sampled,
             "mean_p": mean_p,
             "p_max_allocated": self.p_hi_alloc,
             "p_max_trained": self.p_hi_trained,
             "p_max_trained_after_warmup": self.p_hi_trained_after,
+            # E1-E3 (hasfl.fl.estimator.ESTIMATORS), final values; E0 is h_tilde_final
+            "est_within_tier_final": np.asarray(estimates["within_tier"], dtype=np.float64),
+            "est_probe_final": np.asarray(estimates["probe"], dtype=np.float64),
+            "est_reported": np.asarray(estimates["reported"], dtype=np.float64),
         })
         summary = {
             "dataset": run_cfg["dataset"], "method": run_cfg["method"], "seed": int(run_cfg["seed"]),

@@ -12,13 +12,15 @@ import torch
 
 from hasfl.data.partition import rng_for
 
-__all__ = ["STREAM_LOCAL", "STREAM_POLICY", "STREAM_SAMPLING", "local_generator", "participant_schedule",
-           "policy_rng"]
+__all__ = ["STREAM_LOCAL", "STREAM_POLICY", "STREAM_PROBE", "STREAM_REPORT", "STREAM_SAMPLING", "local_generator",
+           "participant_schedule", "policy_rng", "report_rng", "stream_generator"]
 
 # numpy streams of one seed (1 and 2 are the data stage's partition and capacities)
 STREAM_SAMPLING = 3
 STREAM_POLICY = 4
 STREAM_LOCAL = 5
+STREAM_PROBE = 6   # E2's mini-batches (hasfl.fl.probe)
+STREAM_REPORT = 7  # E3's Laplace noise (hasfl.fl.estimator.reported_tv)
 
 
 def participant_schedule(seed: int, n_clients: int, per_round: int, rounds: int) -> list[np.ndarray]:
@@ -32,7 +34,17 @@ def policy_rng(seed: int) -> np.random.Generator:
     return rng_for(seed, STREAM_POLICY)
 
 
+def report_rng(seed: int) -> np.random.Generator:
+    """The random stream of E3's privacy noise (hasfl.fl.estimator.reported_tv)."""
+    return rng_for(seed, STREAM_REPORT)
+
+
 def local_generator(seed: int, t: int, client: int) -> torch.Generator:
     """Mini-batch order of one client in one round, independent of the method."""
-    state = np.random.SeedSequence([seed, STREAM_LOCAL, t, client]).generate_state(1)[0]
+    return stream_generator(seed, STREAM_LOCAL, t, client)
+
+
+def stream_generator(seed: int, stream: int, *keys: int) -> torch.Generator:
+    """A torch generator of stream ``stream`` of ``seed`` for ``keys`` (e.g. round, client)."""
+    state = np.random.SeedSequence([seed, stream, *keys]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(state))
