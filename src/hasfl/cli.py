@@ -74,6 +74,23 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    """Capacity-grouped check of a per-client estimate from any framework's logs."""
+    from hasfl.analysis.diagnose import as_json, diagnose, plot, read_table, render
+
+    df = read_table(args.table)
+    d = diagnose(df, args.estimate, args.capacity, args.truth, args.group, alpha=args.alpha,
+                 permutations=args.permutations, seed=args.seed)
+    if args.json:
+        print(json.dumps(as_json(d, {"estimate": args.estimate, "capacity": args.capacity, "truth": args.truth,
+                                     "group": args.group}), indent=2))
+    else:
+        print(render(d, args.estimate, args.capacity, args.truth))
+    if args.plot is not None:
+        plot(df, args.estimate, args.capacity, args.truth, args.plot, title=f"{d.verdict}: {args.table.name}")
+    return 0
+
+
 def _cmd_cost(args: argparse.Namespace) -> int:
     """Print per-width params, MACs/sample and upload MB of the paper's models (Table 1)."""
     from hasfl.models.cost import table1
@@ -168,6 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every data-stage and run folder of a results folder against its manifest")
     p.add_argument("results", type=Path, help="a preset's results folder, e.g. results/quick")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("diagnose", help="is a per-client heterogeneity estimate capacity or data? (any framework's "
+                                        "table; Section 5's capacity-grouped check)")
+    p.add_argument("table", type=Path, help="CSV or Parquet table, one row per client")
+    p.add_argument("--estimate", required=True, help="column of the heterogeneity estimate")
+    p.add_argument("--capacity", required=True, help="column of the client's capacity (e.g. pmax)")
+    p.add_argument("--truth", default=None, help="column of the ground truth (e.g. TV of the label distribution)")
+    p.add_argument("--group", default=None, help="column of capacity groups (default: the distinct capacities)")
+    p.add_argument("--alpha", type=float, default=0.05, help="level of the tests (default: %(default)s)")
+    p.add_argument("--permutations", type=int, default=2000, help="within-group permutations (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutations (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also plot estimate vs truth by group")
+    p.set_defaults(func=_cmd_diagnose)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")
