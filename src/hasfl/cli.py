@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "on this device; quick-preset = wall time of a finished quick-preset run). "
                                    "Writes a page only when --doc is given.")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: every section at small budgets (about a minute on 2 idle cores)")
+                   help="smoke test: every section at small budgets (under 2 minutes on 2 cores)")
     p.add_argument("--sections", type=_bench_sections, default=("client", "width", "server", "paper-scale",
                                                                  "quick-preset"),
                    help="comma list of client,width,server,paper-scale,quick-preset (default: all)")
