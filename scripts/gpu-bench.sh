@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# GPU measurements of `hasfl bench` (issue 6 (d) and (k)) on a machine with CUDA and a
-# Python that has torch, numpy, pandas, pyarrow and pyyaml (jsonschema may come as wheels
-# in .whl/). Writes to ${OUT:-bench-gpu}/ (file names below).
+# `hasfl bench` on a machine with CUDA and a Python that has torch, numpy, pandas, pyarrow and
+# pyyaml (jsonschema may come as wheels in .whl/). Writes to ${OUT:-bench-gpu}/.
+#
+# Steps (each skippable): TRAIN=1 a real training job end to end on the GPU (quick preset, digits,
+# hasfl) -> train_job-<p>.json, train_timings-<p>.json; BENCH=1 the bench sections BENCH_SECTIONS
+# (default client,width,server,paper-scale; the quick-preset section needs a finished quick run)
+# -> h200-<p>.json and the page h200-<p>.md; EXPERIMENTS=1 (off by default) the GPU experiments of
+# scripts/experiments/ (CUDA-graph step; concurrent jobs without MPS, with MPS, with MPS + graph
+# steps, and their packing of the paper preset) -> exp-*.json.
+# PRECISION=fp32|tf32|bf16 (config key precision, default fp32); PRECISIONS="fp32 bf16" runs the
+# steps once per precision (the train job for the first only).
+#
+# One device call that refreshes docs/performance-gpu.md (not timed since the bench became a package;
+# its old width + paper-scale + concurrency sections took 175 s on an H200):
+#   scripts/gpu-bench.sh && cp bench-gpu/h200-fp32.json docs/bench/h200.json &&
+#   hasfl bench --from-json docs/bench/h200.json --doc docs/performance-gpu.md
 set -u
 OUT=${OUT:-bench-gpu}
-# Steps: a real training job end to end on the GPU (quick preset, digits, hasfl), then the bench
-# sections. TRAIN=0 / BENCH=0 / GRAPH=0 / MPS=0 (MPS_PLAIN=0, MPS_GRAPH=0) skip one.
-# PRECISION=fp32|tf32|bf16 (config key precision, default fp32) for the train job and every bench
-# call; PRECISIONS="bf16 fp32" runs the steps once per precision (the train job for the first
-# only). BENCH_SECTIONS (default b,d,k) are the sections of the bench step. Every file is named
-# after its precision: h200-<p>.json/.md, mps-<p>.json, mps-graph-<p>.json, graph-<p>.json,
-# train_job-<p>.json. One device call that measures the paper preset's device-hours under bf16
-# and strict fp32 (about 7 minutes on the H200; docs/performance-gpu.md):
-#   PRECISIONS="bf16 fp32" BENCH_SECTIONS=b,d GRAPH=0 MPS_GRAPH=0 scripts/gpu-bench.sh
 if [ -z "${GPU_BENCH_CHILD:-}" ]; then
   mkdir -p "$OUT"
   if ls .whl/*.whl >/dev/null 2>&1; then
@@ -32,38 +36,48 @@ if [ -z "${GPU_BENCH_CHILD:-}" ]; then
   fi
 fi
 PRECISION=${PRECISION:-fp32}
+EXP=scripts/experiments
 if [ "${TRAIN:-1}" = 1 ]; then
-sed 's/^name: quick/name: quick-gpu/' presets/quick.yaml > /tmp/quick-gpu.yaml && printf 'device: cuda\nprecision: %s\n' "$PRECISION" >> /tmp/quick-gpu.yaml
-( time ( python3 -m hasfl.cli data --config /tmp/quick-gpu.yaml --dataset digits --seed 42 --out /tmp/d >/dev/null &&
-  timeout 120 python3 -m hasfl.cli train --config /tmp/quick-gpu.yaml --dataset digits --method hasfl --seed 42 \
-    --data /tmp/d --out /tmp/run > "$OUT/train_job-$PRECISION.json" ) ) 2>&1 | tail -4
-echo "train rc=$?"; cp /tmp/run/timings.json "$OUT/train_timings-$PRECISION.json" 2>/dev/null
+  sed 's/^name: quick/name: quick-gpu/' presets/quick.yaml > /tmp/quick-gpu.yaml && printf 'device: cuda\nprecision: %s\n' "$PRECISION" >> /tmp/quick-gpu.yaml
+  ( time ( python3 -m hasfl.cli data --config /tmp/quick-gpu.yaml --dataset digits --seed 42 --out /tmp/d >/dev/null &&
+    timeout 120 python3 -m hasfl.cli train --config /tmp/quick-gpu.yaml --dataset digits --method hasfl --seed 42 \
+      --data /tmp/d --out /tmp/run > "$OUT/train_job-$PRECISION.json" ) ) 2>&1 | tail -4
+  echo "train rc=$?"; cp /tmp/run/timings.json "$OUT/train_timings-$PRECISION.json" 2>/dev/null
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-timeout ${BENCH_TIMEOUT:-330} python3 -m hasfl.cli bench --device cuda --precision "$PRECISION" --sections "${BENCH_SECTIONS:-b,d,k}" --fed-client-n 1024 \
-  --concurrency-jobs 1,4,8,16 --concurrency-s 4 --label "one H200, no MPS, $PRECISION" \
-  --json-out "$OUT/h200-$PRECISION.json" --doc "$OUT/h200-$PRECISION.md" --write-doc >/dev/null 2>"$OUT/h200-$PRECISION.log"
-echo "bench rc=$?"; tail -5 "$OUT/h200-$PRECISION.log"
+  timeout "${BENCH_TIMEOUT:-330}" python3 -m hasfl.cli bench --device cuda --precision "$PRECISION" \
+    --sections "${BENCH_SECTIONS:-client,width,server,paper-scale}" --fed-client-n 1024 --label "one H200 GPU" \
+    --json-out "$OUT/h200-$PRECISION.json" --doc "$OUT/h200-$PRECISION.md" >/dev/null 2>"$OUT/h200-$PRECISION.log"
+  echo "bench rc=$?"; tail -3 "$OUT/h200-$PRECISION.log"
 fi
-if [ "${GRAPH:-1}" = 1 ] && [ "$PRECISION" != bf16 ]; then
-  timeout ${GRAPH_TIMEOUT:-240} python3 -m hasfl.cli bench --device cuda --precision "$PRECISION" --sections g --label "one H200, CUDA graph, $PRECISION" \
-    --json-out "$OUT/graph-$PRECISION.json" --no-write-doc >/dev/null 2>"$OUT/graph-$PRECISION.log"
-  echo "graph rc=$?"; tail -3 "$OUT/graph-$PRECISION.log"
-fi
-if command -v nvidia-cuda-mps-control >/dev/null && [ "${MPS:-1}" = 1 ]; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
-  mkdir -p /tmp/mps /tmp/mps-log
-  nvidia-cuda-mps-control -d && echo "MPS started"
-  [ "${MPS_PLAIN:-1}" = 1 ] && timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --precision "$PRECISION" --sections k --concurrency-jobs 1,8,16 \
-    --concurrency-s 4 --label "one H200, MPS on, $PRECISION" --json-out "$OUT/mps-$PRECISION.json" --no-write-doc >/dev/null 2>"$OUT/mps-$PRECISION.log"
-  echo "mps rc=$?"; tail -3 "$OUT/mps-$PRECISION.log"
-  if [ "${MPS_GRAPH:-1}" = 1 ] && [ "$PRECISION" != bf16 ]; then  # the same, each job replaying its step as a CUDA graph
-    timeout ${MPS_TIMEOUT:-150} python3 -m hasfl.cli bench --device cuda --precision "$PRECISION" --sections k --concurrency-jobs 1,8,16 \
-      --concurrency-s 4 --concurrency-graph --label "one H200, MPS on, CUDA graphs, $PRECISION" --json-out "$OUT/mps-graph-$PRECISION.json" \
-      --no-write-doc >/dev/null 2>"$OUT/mps-graph-$PRECISION.log"
-    echo "mps graph rc=$?"; tail -3 "$OUT/mps-graph-$PRECISION.log"
+if [ "${EXPERIMENTS:-0}" = 1 ]; then
+  if [ "$PRECISION" != bf16 ]; then  # the graph step has no bf16 variant
+    timeout 240 python3 "$EXP/cuda_graph_step.py" --device cuda --precision "$PRECISION" > "$OUT/exp-graph-$PRECISION.json"
+    echo "graph rc=$?"
   fi
-  echo quit | nvidia-cuda-mps-control
-else
-  echo "MPS skipped (MPS=0 or no nvidia-cuda-mps-control)"
+  timeout 200 python3 "$EXP/concurrency.py" run --device cuda --precision "$PRECISION" --jobs 1,4,8,16 --seconds 4 \
+    --label "no MPS, $PRECISION" > "$OUT/exp-concurrency-$PRECISION.json"
+  echo "concurrency rc=$?"
+  runs=("$OUT/exp-concurrency-$PRECISION.json")
+  if command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+    mkdir -p /tmp/mps /tmp/mps-log
+    nvidia-cuda-mps-control -d && echo "MPS started"
+    timeout 150 python3 "$EXP/concurrency.py" run --device cuda --precision "$PRECISION" --jobs 1,8,16 --seconds 4 \
+      --label "MPS on, $PRECISION" > "$OUT/exp-concurrency-mps-$PRECISION.json" && runs+=("$OUT/exp-concurrency-mps-$PRECISION.json")
+    echo "mps rc=$?"
+    if [ "$PRECISION" != bf16 ]; then
+      timeout 150 python3 "$EXP/concurrency.py" run --device cuda --precision "$PRECISION" --jobs 1,8,16 --seconds 4 \
+        --graph --label "MPS on, CUDA graphs, $PRECISION" > "$OUT/exp-concurrency-mps-graph-$PRECISION.json" &&
+        runs+=("$OUT/exp-concurrency-mps-graph-$PRECISION.json")
+      echo "mps graph rc=$?"
+    fi
+    echo quit | nvidia-cuda-mps-control
+  else
+    echo "MPS skipped (no nvidia-cuda-mps-control)"
+  fi
+  if [ -s "$OUT/h200-$PRECISION.json" ]; then
+    python3 "$EXP/concurrency.py" pack "$OUT/h200-$PRECISION.json" "${runs[@]}" > "$OUT/exp-packed-$PRECISION.json"
+    echo "pack rc=$?"
+  fi
 fi

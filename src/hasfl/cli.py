@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 from hasfl import __version__
@@ -106,41 +107,89 @@ def _cmd_cost(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    """Benchmark the engine (issue 6): JSON to stdout, docs/performance.md unless --no-write-doc."""
+    """Benchmark the engine: the report as JSON on stdout (and --json-out); the page only with --doc."""
+    _check_bench_args(args)
+    if args.from_json:
+        from hasfl.bench import render_markdown, write_doc
+
+        reports = []
+        for path in args.from_json:
+            try:
+                reports.append(json.loads(path.read_text()))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ValueError(f"--from-json {path}: cannot read a JSON report ({exc})") from exc
+        sources = [str(p) for p in args.from_json]
+        command = f"hasfl bench --from-json {' '.join(sources)} --doc {args.doc}" if args.doc else None
+        if args.doc is None:
+            print(render_markdown(reports, sources), end="")
+        else:
+            write_doc(reports, args.doc, sources, command)
+            print(f"hasfl bench: wrote {args.doc}", file=sys.stderr)
+        return 0
+
     from dataclasses import replace
 
     from hasfl.bench import FULL, QUICK, run_bench, write_doc
 
-    if args.from_json:
-        from hasfl.bench import combine_reports
-
-        report = combine_reports([json.loads(path.read_text()) for path in args.from_json])
-        write = args.doc is not None
-    else:
-        budget = QUICK if args.quick else FULL
-        overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
-                     "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
-        budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
-        report = run_bench(budget, device=args.device, threads=args.threads,
-                           sections=tuple(args.sections.split(",")), run_quick=args.run_quick,
-                           quick_wall_s=args.quick_wall_s, quick_results=args.quick_results, cores=args.cores,
-                           concurrency_jobs=tuple(int(k) for k in args.concurrency_jobs.split(",")),
-                           concurrency_s=args.concurrency_s, concurrency_graph=args.concurrency_graph,
-                           label=args.label, precision=args.precision, log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
-        write = args.write_doc if args.write_doc is not None else not args.quick
+    budget = QUICK if args.quick else FULL
+    overrides = {"trials": args.trials, "batch_size": args.batch_size, "fed_client_n": args.fed_client_n,
+                 "fed_rounds": args.fed_rounds, "eval_n": args.eval_n, "min_trial_s": args.min_trial_s}
+    if args.batch_size is not None:  # every local step, the method step-factor trials too
+        overrides["factor_batch"] = args.batch_size
+    budget = replace(budget, **{k: v for k, v in overrides.items() if v is not None})
+    report = run_bench(budget, device=args.device, threads=args.threads, sections=args.sections,
+                       precision=args.precision, run_quick=args.run_quick, quick_wall_s=args.quick_wall_s,
+                       quick_results=args.quick_results, cores=args.cores, label=args.label,
+                       log=lambda s: print(f"hasfl bench: {s}", file=sys.stderr, flush=True))
     text = json.dumps(report, indent=2, default=str)
+    print(text)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(text + "\n")
-    if not args.from_json:
-        print(text)
-    if write:
-        from hasfl.config import REPO_ROOT
-
-        doc = args.doc or REPO_ROOT / "docs" / "performance.md"
-        write_doc(report, doc)
-        print(f"hasfl bench: wrote {doc}", file=sys.stderr)
+    if args.doc is not None:
+        write_doc(report, args.doc, [str(args.json_out) if args.json_out else None])
+        print(f"hasfl bench: wrote {args.doc}", file=sys.stderr)
     return 0
+
+
+def _check_bench_args(args: argparse.Namespace) -> None:
+    """Combinations of ``hasfl bench`` options that cannot mean anything (ValueError, exit status 2)."""
+    if args.from_json:
+        measuring = [f"--{k.replace('_', '-')}" for k in ("quick", "run_quick", "json_out") if getattr(args, k)]
+        if measuring:
+            raise ValueError(f"--from-json renders saved reports and measures nothing; drop {', '.join(measuring)}")
+    if args.run_quick and args.quick_wall_s is not None:
+        raise ValueError("--run-quick times a fresh quick-preset run; --quick-wall-s gives the wall of a finished "
+                         "one: use one of them")
+    if (args.run_quick or args.quick_wall_s is not None) and "quick-preset" not in args.sections:
+        raise ValueError("--run-quick / --quick-wall-s belong to the quick-preset section, which --sections leaves out")
+    if args.min_trial_s is not None and args.min_trial_s < 0:
+        raise ValueError(f"--min-trial-s must be >= 0, got {args.min_trial_s}")
+
+
+def _bench_sections(text: str) -> tuple[str, ...]:
+    """``--sections``: a comma list of section names."""
+    from hasfl.bench import SECTIONS
+
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in names if s not in SECTIONS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown section(s) {', '.join(bad) or '(none given)'}; "
+                                         f"choose from {','.join(SECTIONS)}")
+    return names
+
+
+def _positive(kind: type) -> Any:
+    """An argparse type: a number > 0 (``int`` or ``float``)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a{'n integer' if kind is int else ' number'}, got {text!r}")
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,42 +253,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON rows")
     p.set_defaults(func=_cmd_cost)
 
-    p = sub.add_parser("bench", help="benchmark the engine (issue 6); JSON on stdout, docs/performance.md")
-    p.add_argument("--quick", action="store_true", help="small trials (under 2 minutes on 2 cores), no doc by default")
-    p.add_argument("--sections", default="a,b,c,d,e,p",
-                   help="comma list of a,b,c,d,e; k (concurrent jobs on one device) and g (a local step as a CUDA "
-                        "graph; CUDA only), both not in the default; p (speed-up A/B trials and a profile; full mode "
-                        "only) "
-                        "(default: %(default)s)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads, as one Snakemake job (default: %(default)s)")
+    p = sub.add_parser("bench", help="benchmark the engine: JSON report on stdout, a page with --doc",
+                       description="Measure where the time of a federation goes (sections: client = client update "
+                                   "vs a bare PyTorch loop; width = local step time by width; server = server share "
+                                   "of a round; paper-scale = seconds per round and job-hours of the paper preset "
+                                   "on this device; quick-preset = wall time of a finished quick-preset run). "
+                                   "Writes a page only when --doc is given.")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: every section at small budgets (under 2 minutes on 2 cores)")
+    p.add_argument("--sections", type=_bench_sections, default=("client", "width", "server", "paper-scale",
+                                                                 "quick-preset"),
+                   help="comma list of client,width,server,paper-scale,quick-preset (default: all)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="(default: %(default)s)")
+    p.add_argument("--threads", type=_positive(int), default=1,
+                   help="torch threads, as one Snakemake job sees (default: %(default)s)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="config key precision for every measurement (default: %(default)s)")
-    p.add_argument("--trials", type=int, default=None, help="trials per number (medians)")
-    p.add_argument("--min-trial-s", type=float, default=None, help="seconds per trial to aim for")
-    p.add_argument("--batch-size", type=int, default=None, help="override the preset batch size (smoke tests)")
-    p.add_argument("--fed-client-n", type=int, default=None, help="samples per client in the synthetic federations")
-    p.add_argument("--fed-rounds", type=int, default=None, help="rounds per instrumented federation")
-    p.add_argument("--eval-n", type=int, default=None, help="test samples for the evaluation throughput")
+    p.add_argument("--trials", type=_positive(int), default=None, help="trials per number (medians)")
+    p.add_argument("--min-trial-s", type=float, default=None, help="seconds per trial to aim for (0: one step)")
+    p.add_argument("--batch-size", type=_positive(int), default=None,
+                   help="override the preset batch size of every local step")
+    p.add_argument("--fed-client-n", type=_positive(int), default=None,
+                   help="samples per client in the synthetic federations")
+    p.add_argument("--fed-rounds", type=_positive(int), default=None, help="rounds per instrumented federation")
+    p.add_argument("--eval-n", type=_positive(int), default=None, help="test samples for the evaluation throughput")
     p.add_argument("--run-quick", action="store_true",
-                   help="(e): run the quick preset's DAG in a scratch folder and time it")
-    p.add_argument("--quick-wall-s", type=float, default=None, help="(e): wall seconds of a finished quick run")
-    p.add_argument("--quick-results", type=Path, default=None, help="(e): results folder (default: results/quick)")
-    p.add_argument("--cores", type=int, default=2, help="(e): Snakemake --cores of the quick run (default: %(default)s)")
-    p.add_argument("--concurrency-jobs", default="1,4,8,16",
-                   help="(k): numbers of one-thread jobs run at once on the device (default: %(default)s)")
-    p.add_argument("--concurrency-s", type=float, default=5.0, help="(k): seconds per trial (default: %(default)s)")
-    p.add_argument("--concurrency-graph", action="store_true",
-                   help="(k): each job replays its local step as a CUDA graph (section g's scratch step)")
-    p.add_argument("--label", default="", help="free text stored in the report (e.g. 'MPS on')")
+                   help="quick-preset section: run the quick preset's DAG in a scratch folder and time it")
+    p.add_argument("--quick-wall-s", type=_positive(float), default=None,
+                   help="quick-preset section: wall seconds of a finished quick run (default: from its Snakemake log)")
+    p.add_argument("--quick-results", type=Path, default=None,
+                   help="quick-preset section: results folder of the run (default: <repo>/results/quick)")
+    p.add_argument("--cores", type=_positive(int), default=2,
+                   help="quick-preset section: Snakemake --cores of the run (default: %(default)s)")
+    p.add_argument("--label", default="", help="the machine class, the title of the page (e.g. '2-core CPU')")
+    p.add_argument("--json-out", type=Path, default=None, help="also write the JSON report here")
+    p.add_argument("--doc", type=Path, default=None, metavar="PATH",
+                   help="write the Markdown page here (nothing is written without it)")
     p.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="JSON",
-                   help="measure nothing: re-render saved reports (the first, plus the (k) and (g) sections of the "
-                        "others, e.g. a run with CUDA MPS) to --doc / --json-out")
-    p.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
-    p.add_argument("--doc", type=Path, default=None, help="page to write (default: <repo>/docs/performance.md)")
-    p.add_argument("--write-doc", dest="write_doc", action="store_true", default=None,
-                   help="write --doc (default for full runs)")
-    p.add_argument("--no-write-doc", dest="write_doc", action="store_false", help="do not write --doc")
+                   help="measure nothing: render saved reports (the first, then the others as sections of the "
+                        "same page, e.g. the same machine under bf16) to --doc, or to stdout")
     p.set_defaults(func=_cmd_bench)
     return parser
 
