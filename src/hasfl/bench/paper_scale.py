@@ -77,6 +77,10 @@ def per_method(config: Mapping[str, Any], t: Callable[[float], float],
         "fedavg": t(1.0), "scaffold": t(1.0) * factors.get("scaffold", 1.0),
         "fedprox": t(1.0) * factors.get("fedprox", 1.0),
     }
+    # Eq. 6 with the coverage guarantee fed by another estimate, and their matched controls: the
+    # budget of hasfl is the best guess before a run (the E2 probes add well under 1% of a round)
+    for m in ("hasfl_probe", "random_budget_probe", "hasfl_reported", "random_budget_reported"):
+        out[m] = t(w["hasfl_avg_p"])
     return {m: out[m] for m in config["methods"]}
 
 
