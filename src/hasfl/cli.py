@@ -26,8 +26,18 @@ def _add_config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    """Print the merged, validated configuration as JSON."""
-    print(json.dumps(load_config(args.config, args.base), indent=2, sort_keys=True))
+    """Print the merged, validated configuration (JSON, or YAML to use as a --configfile)."""
+    config = load_config(args.config, args.base, args.set)
+    if args.set and not any(item.partition("=")[0] == "name" for item in args.set):
+        print(f"hasfl config: note: results would go to {config['results_dir']}/{config['name']}/, the folder of the "
+              f"preset without your changes (its runs would be retrained); add --set name=... for a folder of "
+              f"their own", file=sys.stderr)
+    if args.yaml:
+        import yaml
+
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+    else:
+        print(json.dumps(config, indent=2, sort_keys=True))
     return 0
 
 
@@ -201,8 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hasfl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("config", help="print the merged, validated configuration")
+    p = sub.add_parser("config", help="print the merged, validated configuration (with --set: a preset to run)",
+                       description="Print the merged, validated configuration. To change any nested key for a run: "
+                                   "hasfl config --config presets/quick.yaml --set method_params.fedprox.mu=0.5 "
+                                   "--set name=quick-mu05 --yaml > my.yaml; snakemake --cores 2 all --configfile my.yaml")
     _add_config_arg(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a (nested, dotted) key; the value is read as YAML; repeatable")
+    p.add_argument("--yaml", action="store_true", help="print YAML (a file for snakemake --configfile)")
     p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser("data", help="run the data stage (partition, capacities, TV) for one dataset x seed")

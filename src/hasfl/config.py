@@ -68,11 +68,34 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG) -> dict[str, Any]:
-    """Load ``base`` (the paper preset), merge ``preset`` over it, validate, return."""
+def parse_override(item: str) -> dict[str, Any]:
+    """``dotted.key=value`` as a nested mapping; the value is read as YAML (``0.5``, ``[42, 43]``,
+    ``null``, ``{mu: 0.5}``), so types are what a preset file would give."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r}: expected dotted.key=value, e.g. method_params.fedprox.mu=0.5")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({exc})") from exc
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG,
+                overrides: list[str] | None = None) -> dict[str, Any]:
+    """Load ``base`` (the paper preset), merge ``preset`` and then each ``overrides`` item
+    (``dotted.key=value``) over it, validate, return."""
     config = read_yaml(base)
     if preset is not None:
         config = deep_merge(config, read_yaml(preset))
+    for item in overrides or []:
+        config = deep_merge(config, parse_override(item))
     validate_config(config)
     return config
 
