@@ -59,6 +59,8 @@ onstart:
     if config["warm_worker"] and workflow.local_exec and workflow.is_main_process:
         WARM_WORKER["socket"] = hasfl_worker.start_server(parent_pid=os.getpid())
         os.environ[hasfl_worker.ENV_SOCKET] = WARM_WORKER["socket"]
+    if workflow.local_exec and workflow.is_main_process:
+        hasfl_worker.stop_jobs_on_interrupt(lambda: hasfl_worker.stop_server(WARM_WORKER["socket"]))
 
 
 onsuccess:

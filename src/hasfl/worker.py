@@ -213,6 +213,12 @@ def serve(path: str, parent_pid: int | None = None, idle_s: float = 600.0,
     for name in preload:
         importlib.import_module(name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+
+    def leave(signum: int, frame: Any) -> None:  # SIGTERM / SIGINT: exit through the clean-up below
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, leave)
+    signal.signal(signal.SIGINT, leave)
     tmp = f"{path}.{os.getpid()}.tmp"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(tmp)
@@ -293,6 +299,46 @@ def start_server(parent_pid: int | None = None, idle_s: float = 600.0) -> str:
                             start_new_session=True, close_fds=True)
     (folder / "pid").write_text(str(proc.pid))
     return path
+
+
+def _child_pids(pid: int) -> list[int]:
+    """Direct children of process ``pid`` (from /proc; empty where there is no /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def stop_jobs_on_interrupt(stop_worker: Any = None) -> None:
+    """On the first SIGINT to this (Snakemake's) process: say so in one line, send SIGTERM to
+    every job process it started (each passes it to its forked child, which logs the round it
+    stopped at and its last checkpoint), stop the warm worker, then let Snakemake shut down.
+
+    Without this a SIGINT that reaches only Snakemake (not the terminal's whole process group)
+    leaves the jobs training until they finish: Snakemake waits for them.
+    """
+    me = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Snakemake's own handling
+        print("hasfl: interrupted: stopping the running jobs; finished runs are kept, and "
+              "`snakemake ... --rerun-incomplete` resumes the others from their checkpoints", file=sys.stderr,
+              flush=True)
+        for pid in _child_pids(me):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if stop_worker is not None:
+            stop_worker()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
 
 
 def remove_stale_folders(tmp: str | None = None) -> list[Path]:

@@ -130,7 +130,11 @@ def check_out_dir(out: Path, identity: Mapping[str, Any], overwrite: bool) -> No
 
 
 class Terminated(Exception):
-    """SIGTERM reached a training job (preemption, scancel, Ctrl-C of a scheduler)."""
+    """SIGTERM or SIGINT reached a training job (preemption, scancel, Ctrl-C)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def train_job(
@@ -183,22 +187,26 @@ def train_job(
         bar.set_postfix(acc=f"{row['test_acc']:.4f}", p=f"{row['avg_p']:.2f}", refresh=False)
         bar.refresh()
 
-    def on_sigterm(signum: int, _frame: Any) -> None:
-        raise Terminated()
+    def on_signal(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
 
     checkpointer = Checkpointer(out / CHECKPOINT, int(checkpoint_every), identity)
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()  # handlers only exist there
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
     try:
         result = run_federation(bundle, partition, clients, run_cfg, hasfl_avg_p=target,
                                 hasfl_diverged=target_diverged, progress=progress, checkpointer=checkpointer)
-    except Terminated:
+    except Terminated as stop:
         saved = checkpointer.saved_round
-        log.error("terminated (SIGTERM) after round %d of %d; %s", done[0], run_cfg["federation"]["rounds"],
+        log.error("terminated (%s) after round %d of %d; %s", stop, done[0], run_cfg["federation"]["rounds"],
                   f"checkpoint at round {saved}: rerunning the job resumes from it" if saved else
                   "no checkpoint yet: rerunning the job starts from round 0")
-        raise SystemExit(128 + signal.SIGTERM) from None
+        raise SystemExit(128 + stop.signum) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")
