@@ -7,6 +7,7 @@
 # cross-key rules in hasfl.config) when this file loads, before any job runs, and the
 # finished results are checked against their manifests (hasfl.integrity).
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ min_version("9.0")
 from hasfl import worker as hasfl_worker
 from hasfl.config import ConfigError, validate_config
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
+from hasfl import preflight
 
 
 configfile: os.path.join(workflow.basedir, "config.yaml")
@@ -38,11 +40,26 @@ except ConfigError as exc:
 # edited file stops the run here, before Snakemake would delete the outputs downstream of
 # it), and (onstart) one writer per results folder.
 RESULTS_LOCK = ResultsLock(Path(config["results_dir"]) / config["name"])
+PREFLIGHT_STOP = None
 if workflow.is_main_process:
     try:
         verify_results(Path(config["results_dir"]) / config["name"])
     except IntegrityError as exc:
         stop(exc)
+    # Pre-flight: what this run costs on this machine; a run far too long for a CPU stops here.
+    _manifests = {
+        d: json.loads(m.read_text())
+        for d in config["datasets"]
+        for m in sorted(
+            (Path(config["results_dir"]) / config["name"] / "data" / d).glob(
+                "seed*/manifest.json"
+            )
+        )[:1]
+    }
+    _block, PREFLIGHT_STOP = preflight.check(config, int(workflow.cores or 1), _manifests)
+    print(_block, file=sys.stderr)
+    if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
+        print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
 
 
 # Local runs: one warm process (torch imported) forks the train and data-stage jobs
@@ -51,6 +68,8 @@ WARM_WORKER = {"socket": None}
 
 
 onstart:
+    if workflow.is_main_process and PREFLIGHT_STOP:
+        stop(f"not starting: {PREFLIGHT_STOP}")
     if workflow.is_main_process:
         try:
             RESULTS_LOCK.acquire()  # held until this process exits; before any job removes an output

@@ -1,0 +1,100 @@
+"""Throughput of this machine for the pre-flight estimate (:mod:`hasfl.preflight`), in seconds.
+
+Three measurements with the engine's own local optimiser (:class:`hasfl.fl.client.LocalSGD`)
+on one thread, the way one Snakemake job runs:
+
+* ``step_overhead_s`` -- one local step of a model so small that its arithmetic is negligible
+  (Python, dispatch, optimiser: what every step pays);
+* ``cnn_gmacs`` / ``lstm_gmacs`` -- training multiply-accumulates per second (forward MACs as
+  Table 1 counts them, times 3 for forward + backward) of a mid-size CNN and LSTM, with the
+  overhead taken out.
+
+``python -m hasfl.bench.calibrate --json`` prints them; the pre-flight runs it once per machine
+(about 5 s with the torch import) and caches the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from hasfl.bench.harness import cpu_model
+from hasfl.data.base import DatasetBundle
+from hasfl.fl.client import ClientData, LocalSGD, OptimConfig
+from hasfl.fl.runtime import Numerics, resolve_device
+from hasfl.models import build_family
+
+__all__ = ["calibrate"]
+
+
+def _bundle(shape: tuple[int, ...], classes: int, n: int, text: bool, device: torch.device) -> DatasetBundle:
+    g = torch.Generator().manual_seed(0)
+    hi = classes if text else 256
+    x = torch.randint(0, hi, (n, *shape), generator=g, dtype=torch.uint8)
+    y = torch.randint(0, classes, (n,), generator=g, dtype=torch.int64)
+    mean = None if text else tuple(0.5 for _ in range(shape[0]))
+    std = None if text else tuple(0.25 for _ in range(shape[0]))
+    return DatasetBundle(name="calibration", task="text" if text else "image", train_x=x, train_y=y, test_x=x[:8],
+                         test_y=y[:8], num_classes=classes, input_shape=shape, mean=mean, std=std).to(device)
+
+
+def _seconds_per_step(arch: str, kwargs: dict[str, Any], shape: tuple[int, ...], classes: int, batch: int,
+                      steps: int, device: torch.device) -> tuple[float, int]:
+    """Median seconds of one local step and the model's forward MACs per sample."""
+    family = build_family(arch, in_shape=shape, num_classes=classes, **kwargs)
+    numerics = Numerics.for_run(device, "fp32", arch == "cnn")
+    module = numerics.prepare(family.build(1.0))
+    bundle = _bundle(shape, classes, batch * steps, arch == "lstm", device)
+    sgd = LocalSGD(OptimConfig(lr=0.01, lr_decay=1.0, local_epochs=1, batch_size=batch, momentum=0.9,
+                               weight_decay=1e-4, clip=10.0), bundle.inputs)
+    data = ClientData(0, torch.arange(batch * steps, device=device), bundle.train_x, bundle.train_y)
+    times = []
+    with numerics.backend_flags():
+        for trial in range(4):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            tic = time.perf_counter()
+            sgd.train(module, data, 0.01, torch.Generator().manual_seed(trial))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - tic) / steps)
+    return sorted(times)[1:][len(times[1:]) // 2], family.cost(1.0).macs  # the first trial warms up
+
+
+def calibrate(device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
+    """The three numbers of the module docstring for ``device_name`` at ``threads`` torch threads."""
+    torch.set_num_threads(threads)
+    device = resolve_device(device_name)
+    overhead, _ = _seconds_per_step("cnn", {"channels": [2], "pool_after": [], "pool_out": 1, "hidden": 2},
+                                    (1, 4, 4), 2, 2, 16, device)
+    cnn_s, cnn_macs = _seconds_per_step("cnn", {"channels": [32, 32, 64, 64], "pool_after": [1], "pool_out": 2,
+                                                "hidden": 128}, (1, 28, 28), 10, 32, 8, device)
+    lstm_s, lstm_macs = _seconds_per_step("lstm", {"embed_dim": 8, "hidden": 128, "layers": 2}, (80,), 96, 32, 8,
+                                          device)
+
+    def rate(step_s: float, macs: int) -> float:
+        return 3.0 * macs * 32 / max(step_s - overhead, 1e-6) / 1e9
+
+    return {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+            else cpu_model(), "threads": threads, "torch": torch.__version__, "step_overhead_s": overhead,
+            "cnn_gmacs": rate(cnn_s, cnn_macs), "lstm_gmacs": rate(lstm_s, lstm_macs)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hasfl.bench.calibrate", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print JSON (the default)")
+    args = parser.parse_args(argv)
+    print(json.dumps(calibrate(args.device, args.threads)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""Pre-flight: what a DAG run will cost on this machine, said before any job starts.
+
+The Snakefile prints one block for every run: the jobs, the training work from the cost model
+(Table 1's multiply-accumulates per sample of each method's widths, every round's local steps
+and evaluations), this machine's measured throughput (:mod:`hasfl.bench.calibrate`, measured
+once per machine and cached), and the resulting job-hours and wall time at the given
+``--cores``. On a machine without a GPU a run whose estimate exceeds the config key
+``max_cpu_wall_hours`` (the paper preset: thousands of CPU hours) stops there, naming the way to
+proceed deliberately.
+
+The estimate is deliberately simple: local steps x (a fixed per-step cost + 3 x forward MACs /
+rate) + evaluations x forward MACs / rate; FedProx, SCAFFOLD and the E2 probes are counted as
+plain steps. It is right to a factor of about 2 (README "Speed" compares it with measured
+runs), which is what deciding where to run needs.
+
+Torch-free: the model costs are computed analytically here (tests/test_preflight.py checks them
+against :meth:`hasfl.models.ModelFamily.cost`), the throughput is read from the cache or measured
+in a subprocess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["estimate", "forward_macs", "hardware", "render", "throughput"]
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
+#: Used when the calibration cannot run (no torch, a failure): this project's 2-core AMD EPYC VM,
+#: 1 thread, measured 2026-11-30 with hasfl.bench.calibrate under load (conservative).
+FALLBACK = {"device": "cpu", "device_name": "reference 2-core VM", "threads": 1, "step_overhead_s": 0.0033,
+            "cnn_gmacs": 7.4, "lstm_gmacs": 6.1, "source": "fallback"}
+#: Facts of each dataset before it is loaded (data-stage manifests replace them once they exist):
+#: input shape, classes, train and test sizes at paper scale.
+DATASET_FACTS: dict[str, dict[str, Any]] = {
+    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train": 50_000, "test": 10_000},
+    "emnist": {"shape": (1, 28, 28), "classes": 62, "train": 697_932, "test": 116_323},
+    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train": 60_000, "test": 10_000},
+    "digits": {"shape": (1, 8, 8), "classes": 10, "train": 1_797, "test": 0},
+    "shakespeare": {"shape": (80,), "classes": 96, "train": 522_058, "test": 129_322},
+}
+
+
+def _width(p: float, size: int) -> int:
+    """Algorithm 2's ceil(p C) (as hasfl.models.slicing.width)."""
+    return max(1, math.ceil(p * size - 1e-9))
+
+
+def forward_macs(model: Mapping[str, Any], shape: Sequence[int], classes: int, p: float) -> int:
+    """Forward MACs per sample of the width-``p`` model of config block ``model`` (Table 1's count)."""
+    if model["arch"] == "lstm":
+        h, total, fan_in = _width(p, int(model["hidden"])), 0, int(model["embed_dim"])
+        for _ in range(int(model["layers"])):
+            total += int(shape[0]) * 4 * h * (fan_in + h)
+            fan_in = h
+        return total + h * int(classes)
+    chans = [_width(p, int(c)) for c in model["channels"]]
+    c_in, hgt, wid = int(shape[0]), int(shape[1]), int(shape[2])
+    total = 0
+    for i, c in enumerate(chans):
+        total += hgt * wid * c * c_in * 9
+        c_in = c
+        if i in set(model["pool_after"]):
+            hgt, wid = hgt // 2, wid // 2
+    hidden, pool = _width(p, int(model["hidden"])), int(model["pool_out"])
+    return total + c_in * pool * pool * hidden + hidden * int(classes)
+
+
+def _facts(dataset: str, params: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Shape, classes, train and test sizes: from a data-stage manifest when there is one."""
+    if manifest is not None:
+        s = manifest["summary"]
+        return {"shape": tuple(s["input_shape"]), "classes": s["classes"], "train": s["train_size"],
+                "test": s["test_size"]}
+    f = dict(DATASET_FACTS[dataset])
+    if dataset == "digits":
+        f["test"] = round(f["train"] * params["test_fraction"])
+        f["train"] -= f["test"]
+    if dataset == "shakespeare":
+        seq, frac, cap = int(params["seq_len"]), float(params["train_fraction"]), params["max_chars_per_role"]
+        f["shape"] = (seq,)
+        if cap is not None:  # 20 roles (top_roles) cut to cap characters, windows of seq characters
+            roles = int(params["top_roles"])
+            f["train"] = roles * max(0, int(cap * frac) - seq)
+            f["test"] = roles * max(0, int(cap * (1 - frac)) - seq)
+    return f
+
+
+def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]) -> list[tuple[float, float]]:
+    """(allocated, trained) width per client, roughly, for the cost estimate."""
+    top = max(pmax)
+    h = config["hasfl"]
+    eq6 = [min(p, h["p_min"] + h["gamma"]) for p in pmax]
+    if method in ("fedavg", "scaffold", "fedprox"):
+        return [(1.0, 1.0)] * len(pmax)
+    if method == "heterofl":
+        return [(p, p) for p in pmax]
+    if method == "uniform":
+        u = config["method_params"]["uniform"]["p"]
+        return [(min(u, p), min(u, p)) for p in pmax]
+    if method == "fjord":  # trains pmax, plus the student's forward pass (counted as a step at p)
+        return [(p, p) for p in pmax]
+    if method == "hasfl_nocov":
+        return [(q, q) for q in eq6]
+    return [(p if p == top else q, p if p == top else q) for p, q in zip(pmax, eq6, strict=True)]
+
+
+def _capacities(config: Mapping[str, Any]) -> list[float]:
+    cap = config["capacity"]
+    return [t for t, n in zip(cap["tiers"], cap["counts"], strict=True) for _ in range(int(n))]
+
+
+def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
+             manifests: Mapping[str, Mapping[str, Any]] | None = None, machine_cores: int | None = None,
+             ) -> dict[str, Any]:
+    """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
+    ``machine_cores`` cores (jobs beyond them share cores: they do not run faster)."""
+    fed = config["federation"]
+    pmax = _capacities(config)
+    per_dataset = {}
+    for d in config["datasets"]:
+        dp = config["dataset_params"][d]
+        facts = _facts(d, dp, (manifests or {}).get(d))
+        model, optim = dp["model"], dp["optim"]
+        rate = float(rates["lstm_gmacs" if model["arch"] == "lstm" else "cnn_gmacs"]) * 1e9
+        per_client = facts["train"] / fed["clients"]
+        steps = math.ceil(per_client / optim["batch_size"]) * optim["local_epochs"]
+        evals = math.ceil(fed["rounds"] / fed["eval_every"])
+        eval_s = evals * facts["test"] * forward_macs(model, facts["shape"], facts["classes"], 1.0) / rate
+        methods = {}
+        for m in config["methods"]:
+            widths = _method_widths(m, config, pmax)
+            macs = sum(forward_macs(model, facts["shape"], facts["classes"], q) for _, q in widths) / len(widths)
+            if m == "fjord":
+                macs *= 1.5  # the distilled student's pass
+            step_s = float(rates["step_overhead_s"]) + optim["batch_size"] * 3.0 * macs / rate
+            methods[m] = fed["rounds"] * fed["clients_per_round"] * steps * step_s + eval_s
+        per_dataset[d] = methods
+    seeds = len(config["seeds"])
+    train_s = sum(s for methods in per_dataset.values() for s in methods.values()) * seeds
+    n_train = len(config["datasets"]) * len(config["methods"]) * seeds
+    n_data = len(config["datasets"]) * seeds
+    slots = max(1, int(cores) // int(config["threads_per_job"]))
+    parallel = max(1, min(slots, int(machine_cores or cores) // int(config["threads_per_job"])))
+    longest = max((s for methods in per_dataset.values() for s in methods.values()), default=0.0)
+    # jobs run side by side: the wall is the total over the slots, but never below the longest job;
+    # a few seconds per data-stage and analysis job
+    wall = max(train_s / parallel, longest) + 3.0 * (n_data + 25) / min(parallel, 2)
+    return {"train_jobs": n_train, "data_jobs": n_data, "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
+            "slots": slots, "longest_job_hours": longest / 3600.0,
+            "per_dataset_job_hours": {d: sum(v.values()) * seeds / 3600.0 for d, v in per_dataset.items()}}
+
+
+def hardware() -> dict[str, Any]:
+    """CPU model and cores, and the NVIDIA GPUs ``nvidia-smi -L`` lists (none when it is absent)."""
+    model = platform.processor() or "cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+            gpus = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith("GPU")]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return {"cpu": model, "cores": os.cpu_count() or 1, "gpus": gpus}
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, Any]:
+    """This machine's throughput for ``device`` (``cpu``/``cuda``): cached, else measured once."""
+    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version()]).encode()).hexdigest()
+    path = CACHE / f"throughput-{key[:16]}.json"
+    try:
+        return {**json.loads(path.read_text()), "source": str(path)}
+    except (OSError, ValueError):
+        pass
+    try:
+        out = subprocess.run([sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads",
+                              str(threads)], capture_output=True, text=True, timeout=300)
+        rates = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return dict(FALLBACK)
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rates))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return {**rates, "source": "measured now"}
+
+
+def _hours(h: float) -> str:
+    if h < 1.0:
+        return f"{h * 60:.0f} min"
+    return f"{h:,.1f} h" if h < 100 else f"{h:,.0f} h"
+
+
+def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str, Any], hw: Mapping[str, Any],
+           cores: int, device: str) -> str:
+    """The pre-flight block."""
+    gpu = ", ".join(hw["gpus"]) if hw["gpus"] else "no GPU"
+    lines = [
+        f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, {gpu}); "
+        f"device {device}, --cores {cores} ({est['slots']} jobs at a time)",
+        f"  jobs: {est['data_jobs']} data stage, {est['train_jobs']} training "
+        f"({len(config['datasets'])} datasets x {len(config['methods'])} methods x {len(config['seeds'])} seeds), "
+        f"analysis",
+        f"  training: about {_hours(est['train_job_hours'])} of job time ("
+        + ", ".join(f"{d} {_hours(h)}" for d, h in est["per_dataset_job_hours"].items())
+        + f"); longest job {_hours(est['longest_job_hours'])}",
+        f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
+        f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
+        f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
+    ]
+    return "\n".join(lines)
+
+
+def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
+          ) -> tuple[str, str | None]:
+    """The pre-flight block and, when the run should not start here, the reason (else None)."""
+    hw = hardware()
+    device = config["device"]
+    if device == "auto":
+        device = "cuda" if hw["gpus"] else "cpu"
+    rates = throughput(device, int(config["threads_per_job"]), hw)
+    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None)
+    block = render(config, est, rates, hw, cores, device)
+    limit = float(config["max_cpu_wall_hours"])
+    if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
+        return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key max_cpu_wall_hours = {limit:g} "
+                       f"on a machine without a GPU; preset '{config['name']}' is meant for a GPU machine or a SLURM "
+                       f"cluster (README \"Speed\", \"Running on a SLURM cluster\"). To start it here anyway: add "
+                       f"--config max_cpu_wall_hours=0")
+    return block, None

@@ -1,0 +1,88 @@
+"""The pre-flight block (hasfl.preflight): its cost model equals Table 1's, its estimate scales the
+right way, and a run far too long for a CPU stops before any job while a dry run goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hasfl import preflight
+from hasfl.config import load_config
+from hasfl.models import family_from_config
+
+REPO = Path(__file__).resolve().parents[1]
+RATES = {"step_overhead_s": 0.003, "cnn_gmacs": 8.0, "lstm_gmacs": 6.0, "source": "test"}
+
+
+@pytest.mark.parametrize(("model", "shape", "classes"), [
+    ({"arch": "cnn", "channels": [64, 64, 128, 128, 256, 256], "pool_after": [1, 3], "pool_out": 4, "hidden": 512},
+     (3, 32, 32), 10),
+    ({"arch": "cnn", "channels": [64, 64, 128, 128, 256, 256], "pool_after": [1, 3], "pool_out": 4, "hidden": 512},
+     (1, 28, 28), 62),
+    ({"arch": "cnn", "channels": [32, 32, 64, 64], "pool_after": [1], "pool_out": 2, "hidden": 128}, (1, 8, 8), 10),
+    ({"arch": "cnn", "channels": [5, 7, 9], "pool_after": [0, 2], "pool_out": 3, "hidden": 11}, (2, 15, 13), 4),
+    ({"arch": "lstm", "embed_dim": 8, "hidden": 256, "layers": 2}, (80,), 96),
+    ({"arch": "lstm", "embed_dim": 8, "hidden": 32, "layers": 3}, (20,), 96),
+])
+@pytest.mark.parametrize("p", [0.25, 0.5, 0.75, 1.0, 0.4137])
+def test_analytic_macs_equal_the_cost_model(model, shape, classes, p) -> None:
+    family = family_from_config(model, shape, classes)
+    assert preflight.forward_macs(model, shape, classes, p) == family.cost(p).macs
+
+
+def test_estimate_scales_with_rounds_cores_and_rates() -> None:
+    quick = load_config(REPO / "presets" / "quick.yaml")
+    base = preflight.estimate(quick, 2, RATES, machine_cores=2)
+    assert base["train_jobs"] == 54 and base["data_jobs"] == 6
+    longer = load_config(REPO / "presets" / "quick.yaml", overrides=["federation.rounds=60"])
+    assert preflight.estimate(longer, 2, RATES, machine_cores=2)["train_job_hours"] == pytest.approx(
+        2 * base["train_job_hours"], rel=0.05)
+    faster = dict(RATES, cnn_gmacs=16.0, lstm_gmacs=12.0, step_overhead_s=0.0015)
+    assert preflight.estimate(quick, 2, faster, machine_cores=2)["train_job_hours"] == pytest.approx(
+        base["train_job_hours"] / 2, rel=1e-6)
+    one = preflight.estimate(quick, 1, RATES, machine_cores=2)
+    assert one["wall_hours"] > base["wall_hours"]
+    oversubscribed = preflight.estimate(quick, 8, RATES, machine_cores=2)  # 8 jobs on 2 cores: no faster
+    assert oversubscribed["wall_hours"] == pytest.approx(base["wall_hours"])
+    paper = preflight.estimate(load_config(), 4, RATES, machine_cores=2)
+    assert paper["train_job_hours"] > 1000 * base["train_job_hours"]
+
+
+def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
+    monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": []})
+    monkeypatch.setattr(preflight, "throughput", lambda device, threads, hw: dict(RATES))
+    block, reason = preflight.check(load_config(), 4)
+    assert "pre-flight: preset 'paper'" in block and reason is not None and "max_cpu_wall_hours=0" in reason
+    _, reason = preflight.check(load_config(overrides=["max_cpu_wall_hours=0"]), 4)
+    assert reason is None  # deliberately allowed
+    _, reason = preflight.check(load_config(REPO / "presets" / "quick.yaml"), 2)
+    assert reason is None
+    monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": ["GPU 0: H200"]})
+    _, reason = preflight.check(load_config(), 4)  # device auto -> cuda: a GPU machine is where it belongs
+    assert reason is None
+
+
+def _snakemake(*args: str, results: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args, "--config", f"results_dir={results}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_paper_preset_on_this_cpu_stops_before_any_job_and_a_dry_run_goes_on(tmp_path) -> None:
+    res = _snakemake("--cores", "2", "all", results=tmp_path / "results")
+    assert res.returncode == 1
+    assert "hasfl pre-flight: preset 'paper'" in res.stderr
+    assert "hasfl: not starting: the estimated" in res.stderr and "--config max_cpu_wall_hours=0" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "results").exists()  # no job ran, nothing was written
+    dry = _snakemake("-n", "all", results=tmp_path / "results")
+    assert dry.returncode == 0 and "a run would not start" in dry.stderr
+
+
+def test_quick_preset_prints_its_estimate(tmp_path) -> None:
+    res = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path)
+    assert res.returncode == 0
+    assert "hasfl pre-flight: preset 'quick'" in res.stderr and "54 training" in res.stderr
+    assert "would not start" not in res.stderr
