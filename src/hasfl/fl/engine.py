@@ -30,7 +30,7 @@ from hasfl.data.base import DatasetBundle
 from hasfl.fl.aggregation import CoordinateAggregator
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.client import OptimConfig, client_data
-from hasfl.fl.estimator import HeterogeneityTracker, divergence, reported_tv, within_tier
+from hasfl.fl.estimator import Estimates, divergence, reported_tv
 from hasfl.fl.methods import MethodContext, build_method
 from hasfl.fl.probe import Probe
 from hasfl.fl.records import RunRecord, RunResult, WidthCosts
@@ -80,22 +80,20 @@ def run_federation(
     init_state = {k: v.detach().cpu().clone() for k, v in w.items()}
     float_keys = [k for k, v in w.items() if v.is_floating_point()]
     param_keys = [k for k, _ in global_model.named_parameters()]
-    tracker = HeterogeneityTracker(n_clients, h["beta"], h["t_norm"])  # line 2: H~(0) = 1
     schedule = participant_schedule(seed, n_clients, int(fed["clients_per_round"]), rounds)
     rng = policy_rng(seed)
     method = build_method(run_cfg["method"], MethodContext(           # line 3: p(0) = pmax (the policy's)
         pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=rng, family=family, optim=optim,
         inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p, hasfl_diverged=hasfl_diverged))
     method.client.autocast = numerics.autocast
-    costs = WidthCosts(family)
-    # the capacity-separable estimators, logged for every run (hasfl.fl.estimator.ESTIMATORS)
-    est = run_cfg["estimators"]
+    est = run_cfg["estimators"]  # line 2: H~(0) = 1, and the capacity-separable E1-E3 beside it
+    estimates = Estimates(n_clients, h["beta"], h["t_norm"], pmax, reported_tv(
+        {i: d.y[d.index].cpu().numpy() for i, d in data.items()}, n_clients, bundle.num_classes,
+        est["reported"]["epsilon"], report_rng(seed)))
     probe = Probe(est["probe"]["width"] or min(run_cfg["capacity"]["tiers"]), est["probe"]["batches"], optim,
                   bundle.inputs, submodels, h["epsilon"], seed)
     probe.sgd.autocast = numerics.autocast
-    probe_tracker = HeterogeneityTracker(n_clients, h["beta"], h["t_norm"])
-    reported = reported_tv({i: d.y[d.index].cpu().numpy() for i, d in data.items()}, n_clients, bundle.num_classes,
-                           est["reported"]["epsilon"], report_rng(seed))
+    costs = WidthCosts(family)
 
     record = RunRecord(n_clients, t0=int(h["warmup"]))
     ckpt = checkpointer or Checkpointer(None, 0, {})
@@ -105,8 +103,8 @@ def run_federation(
         with torch.no_grad():
             for k, v in saved["global_state"].items():
                 w[k].copy_(v)
-        method.policy.p, tracker.h_tilde = saved["policy_p"], saved["h_tilde"]
-        probe_tracker.h_tilde = saved["h_probe"]
+        method.policy.p = saved["policy_p"]
+        estimates.load_state(saved["estimates"])
         method.server.load_state(saved["server"])
         rng.bit_generator.state = saved["policy_rng"]
         clock.restore(saved["seconds"])
@@ -123,11 +121,10 @@ def run_federation(
                     h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys)
             agg = CoordinateAggregator(w, float_keys)
             method.server.begin_round()
-            updates, losses, uploads, macs, finite = {}, [], [], [], True
+            updates, losses, finite = {}, [], True
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
-                record.client_trained(t, i, p, p_trained)
-                uploads.append(costs(p_trained).upload_mb)                # what the client pays (Table 1)
-                macs.append(method.client.forward_macs(costs, p, p_trained))
+                record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb,  # what it pays (Table 1)
+                                      method.client.forward_macs(costs, p, p_trained))
                 with clock.phase("slicing"):
                     module, rules = submodels.extract(p_trained, w)       # lines 7-8
                 with clock.phase("local_sgd"):                            # lines 9-13
@@ -146,15 +143,11 @@ def run_federation(
                 with clock.phase("estimation"):
                     h_hat = np.array([divergence(updates[i][0], delta_bar, updates[i][1], param_keys, h["epsilon"])
                                       for i in participants.tolist()])    # line 22: Eq. 4
-                tracker.update(participants, h_hat)                       # line 23: Eq. 5
-                probe_tracker.update(participants, h_probe)               # E2, smoothed the same way
-                estimates = {"update": tracker.h_tilde, "within_tier": within_tier(tracker.h_tilde, pmax),
-                             "probe": probe_tracker.h_tilde, "reported": reported}
-                method.policy.adapt(estimates[method.policy.estimator])   # lines 25-29: Eq. 6 + coverage
-            tracker.normalize_if_due(t)                                   # Section 3.2: every T_norm
-            probe_tracker.normalize_if_due(t)
+                estimates.observe(participants, h_hat, h_probe)           # line 23: Eq. 5 (E0 and E2)
+                method.policy.adapt(estimates.values()[method.policy.estimator])  # lines 25-29: Eq. 6 + coverage
+            estimates.normalize_if_due(t)                                 # Section 3.2: every T_norm
 
-            record.round_trained(participants, widths, trained, uploads, macs,
+            record.round_trained(participants, widths, trained,
                                  probe_gmacs=costs(probe.width).macs * probe.samples / 1e9 if adapting else 0.0)
             record.warmup_done(t, w)
             if not finite:
@@ -165,8 +158,8 @@ def run_federation(
                 if not math.isfinite(loss) and finite:
                     record.diverged(t + 1)
                     finite = False
-                row = record.evaluated(t + 1, acc, loss, float(tracker.h_tilde.mean()), int(len(participants)),
-                                       float(np.mean(losses)))
+                row = record.evaluated(t + 1, acc, loss, float(estimates.update.h_tilde.mean()),
+                                       int(len(participants)), float(np.mean(losses)))
                 if progress is not None:
                     progress(t + 1, row)
             record.next_round = t + 1
@@ -174,7 +167,7 @@ def run_federation(
                 break
             if ckpt.due(t + 1, rounds):
                 ckpt.save({"record": record, "global_state": {k: v.detach().cpu() for k, v in w.items()},
-                           "policy_p": method.policy.p, "h_tilde": tracker.h_tilde, "h_probe": probe_tracker.h_tilde,
+                           "policy_p": method.policy.p, "estimates": estimates.state(),
                            "server": method.server.state(), "policy_rng": rng.bit_generator.state,
                            "seconds": clock.snapshot()})
 
@@ -184,7 +177,5 @@ def run_federation(
                "phases_s": clock.snapshot(), "device": str(device), "threads": torch.get_num_threads(),
                "precision": numerics.precision, "channels_last": numerics.channels_last}
     final_state = {k: v.detach().cpu().clone() for k, v in w.items()}
-    estimates = {"update": tracker.h_tilde, "within_tier": within_tier(tracker.h_tilde, pmax),
-                 "probe": probe_tracker.h_tilde, "reported": reported}
-    return record.result(run_cfg, pmax, method.policy.p, estimates, hasfl_avg_p, hasfl_diverged,
+    return record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
                          init_state, final_state, timings)

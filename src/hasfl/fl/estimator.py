@@ -103,3 +103,39 @@ def reported_tv(labels: Mapping[int, np.ndarray], n_clients: int, num_classes: i
     dists = np.divide(counts, totals, out=np.full_like(counts, 1.0 / num_classes), where=totals > 0)
     pooled = counts.sum(axis=0) / max(counts.sum(), 1e-300)
     return 0.5 * np.abs(dists - pooled).sum(axis=1)
+
+
+class Estimates:
+    """The estimates of all N clients the round loop keeps (:data:`ESTIMATORS`).
+
+    E0 (``update``, Eqs. 4-5) and E2 (``probe``) are smoothed by Eq. 5 and normalised every
+    T_norm rounds alike; E1 (``within_tier``) is a function of E0 and the tiers; E3
+    (``reported``) is fixed when the clients report, before round 0.
+    """
+
+    def __init__(self, n_clients: int, beta: float, t_norm: int, pmax: np.ndarray, reported: np.ndarray) -> None:
+        self.update = HeterogeneityTracker(n_clients, beta, t_norm)
+        self.probe = HeterogeneityTracker(n_clients, beta, t_norm)
+        self.pmax, self.reported = np.asarray(pmax), np.asarray(reported, dtype=np.float64)
+
+    def observe(self, clients: np.ndarray, h_hat: np.ndarray, h_probe: np.ndarray) -> None:
+        """Eq. 5 for E0 (the updates' Eq. 4) and E2 (the probes' Eq. 4) of this round's participants."""
+        self.update.update(clients, h_hat)
+        self.probe.update(clients, h_probe)
+
+    def normalize_if_due(self, t: int) -> None:
+        """Section 3.2's rescaling every T_norm rounds, for E0 and E2."""
+        self.update.normalize_if_due(t)
+        self.probe.normalize_if_due(t)
+
+    def values(self) -> dict[str, np.ndarray]:
+        """Each estimator's current per-client values."""
+        return {"update": self.update.h_tilde, "within_tier": within_tier(self.update.h_tilde, self.pmax),
+                "probe": self.probe.h_tilde, "reported": self.reported}
+
+    def state(self) -> dict[str, np.ndarray]:
+        """What a checkpoint keeps (E1 and E3 follow from it and the data)."""
+        return {"update": self.update.h_tilde, "probe": self.probe.h_tilde}
+
+    def load_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self.update.h_tilde, self.probe.h_tilde = state["update"], state["probe"]

@@ -89,22 +89,28 @@ class RunRecord:
     warmup_state: dict[str, Tensor] | None = None
     status: str = "completed"
     diverged_round: int | None = None
+    _paid: list[tuple[float, float]] = field(default_factory=list)  # this round's (upload MB, MACs) per client
 
     def __post_init__(self) -> None:
         n = self.n_clients
         self.p_sum, self.times_sampled = np.zeros(n), np.zeros(n, dtype=np.int64)
         self.p_hi_alloc, self.p_hi_trained, self.p_hi_trained_after = np.zeros(n), np.zeros(n), np.zeros(n)
 
-    def client_trained(self, t: int, client: int, p: float, p_trained: float) -> None:
-        """In round ``t`` client ``client`` was allocated width ``p`` and trained a width-``p_trained`` module."""
+    def client_trained(self, t: int, client: int, p: float, p_trained: float, upload_mb: float,
+                       train_macs: float) -> None:
+        """In round ``t`` client ``client`` was allocated width ``p`` and trained a width-``p_trained`` module,
+        uploading ``upload_mb`` and computing ``train_macs`` forward MACs per sample (Table 1's costs)."""
+        self._paid.append((float(upload_mb), float(train_macs)))
         self.p_hi_alloc[client] = max(self.p_hi_alloc[client], p)
         self.p_hi_trained[client] = max(self.p_hi_trained[client], p_trained)
         if t > self.t0:
             self.p_hi_trained_after[client] = max(self.p_hi_trained_after[client], p_trained)
 
     def round_trained(self, participants: np.ndarray, widths: np.ndarray, trained: np.ndarray,
-                      upload_mb: list[float], train_macs: list[float], probe_gmacs: float = 0.0) -> None:
+                      probe_gmacs: float = 0.0) -> None:
         """One round's allocation (avg p of Tables 3, 6, 7) and what its participants paid."""
+        upload_mb, train_macs = zip(*self._paid, strict=True) if self._paid else ((0.0,), (0.0,))
+        self._paid = []
         self.probe_gmacs_rounds.append(float(probe_gmacs))
         self.p_sum[participants] += widths
         self.times_sampled[participants] += 1
