@@ -7,6 +7,7 @@ from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
 from hasfl.analysis.specs import (
     FIGURES,
     METHOD_TABLES,
+    figure_caption,
     STALE_RUN_FILES,
     STALE_TABLE,
     resolve_thresholds,
@@ -15,6 +16,15 @@ from hasfl.analysis.specs import (
 from hasfl.config import load_config
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
+# The numbers the figure captions quote (hasfl.analysis.specs.figure_caption): one caption
+# per figure, shown in Snakemake's HTML report (workflow/report/figure.rst renders
+# params.caption) and in report.md.
+FIGURE_CONTEXT = {
+    "n_seeds": len(config["seeds"]),
+    **{
+        k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
+    },
+}
 TABLES = f"{RESULTS}/tables"
 FIGS = f"{RESULTS}/figures"
 # Tables read by the comparison / findings / report (name -> file).
@@ -129,7 +139,8 @@ VERIFIED = f"{RESULTS}/runs/verified.json"
 
 rule verify_runs:
     """The gate before the analysis: every run matches its manifest (sha256 of each file), was
-    trained with the config slice this preset expects and with the installed training code."""
+    trained with the config slice this preset expects and with the installed training code.
+    """
     input:
         manifests=[f"{d}/manifest.json" for d in run_dirs()],
     output:
@@ -186,13 +197,19 @@ rule analysis_table2_datasets:
 
 
 rule analysis_method_table:
-    """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds)."""
+    """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds), and the
+    seeds at the accuracy floor (majority-class rate of the data-stage manifest)."""
     input:
         verified=VERIFIED,
         runs=lambda wc: run_files(
             table_datasets(METHOD_TABLES[wc.table], config["datasets"]),
             METHOD_TABLES[wc.table].methods,
             ("rounds.parquet", "run.json"),
+        ),
+        manifests=lambda wc: data_files(
+            table_datasets(METHOD_TABLES[wc.table], config["datasets"]),
+            "manifest.json",
+            config["seeds"][:1],
         ),
     output:
         parquet=f"{TABLES}/{{table}}.parquet",
@@ -236,7 +253,8 @@ rule analysis_table5_confound:
 
 
 rule analysis_matched_budget:
-    """Section 4.4: hasfl vs random_budget paired by seed (differences, t interval, paired test)."""
+    """Section 4.4: hasfl vs random_budget paired by seed (accuracy: t interval and paired test; average
+    width: matched by construction, checked against the tolerance, not tested)."""
     input:
         verified=VERIFIED,
         runs=run_files(
@@ -244,6 +262,7 @@ rule analysis_matched_budget:
             ("hasfl", "random_budget"),
             ("rounds.parquet", "run.json"),
         ),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
     output:
         parquet=f"{TABLES}/matched_budget.parquet",
         seeds=f"{TABLES}/matched_budget_seeds.parquet",
@@ -260,6 +279,7 @@ rule analysis_matched_budget:
         methods=config["methods"],
         seeds=config["seeds"],
         ci_level=ANALYSIS_THRESHOLDS["ci_level"],
+        tolerance=config["method_params"]["random_budget"]["tolerance"],
     script:
         "../scripts/matched_budget.py"
 
@@ -295,7 +315,7 @@ rule analysis_prop3_coverage:
 
 
 rule analysis_table4b_stale_coordinates:
-    """Table 4b (Section 4.3, issue 14): coordinates untrained since t0; accuracy of the capped runs' full model,
+    """Table 4b (Section 4.3): coordinates untrained since t0; accuracy of the capped runs' full model,
     stale coordinates reset to init, and sub-model; the F5 check warmup.pt -> final.pt.
     """
     input:
@@ -346,8 +366,18 @@ rule analysis_figure:
             if FIGURES[wc.fig].data_clients
             else []
         ),
+        manifests=lambda wc: (
+            data_files(config["datasets"], "manifest.json", config["seeds"][:1])
+            if FIGURES[wc.fig].floors
+            else []
+        ),
     output:
-        png=report(f"{FIGS}/{{fig}}.png", category="Figures", subcategory="{fig}"),
+        png=report(
+            f"{FIGS}/{{fig}}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            subcategory="{fig}",
+        ),
         pdf=f"{FIGS}/{{fig}}.pdf",
     log:
         f"{RESULTS}/logs/analysis/{{fig}}.log",
@@ -362,7 +392,13 @@ rule analysis_figure:
                 if wc.fig == "fig2_allocation_rule"
                 else {}
             ),
+            **(
+                {k: config["hasfl"][k] for k in ("warmup", "t_adapt", "t_norm")}
+                if wc.fig == "fig4_heterogeneity_allocation"
+                else {}
+            ),
         },
+        caption=lambda wc: figure_caption(wc.fig, FIGURE_CONTEXT),
     script:
         "../scripts/figure.py"
 
@@ -421,6 +457,7 @@ rule analysis_report:
         tables=list(ANALYSIS_TABLES),
         name=config["name"],
         figures=list(FIGURES),
+        figure_context=FIGURE_CONTEXT,
         config_summary={
             "preset": config["name"],
             "datasets": config["datasets"],
