@@ -15,7 +15,15 @@ import pytest
 
 from hasfl.analysis import figures as F
 from hasfl.analysis import floors, jobs, report, tables
-from hasfl.analysis.specs import FIGURES, FLOOR_TOL_PCT, METHOD_TABLES, figure_caption, floor_tolerance_pct
+from hasfl.analysis.specs import (
+    FIGURES,
+    FLOOR_TOL_PCT,
+    METHOD_TABLES,
+    TABLE_TITLES,
+    figure_caption,
+    floor_tolerance_pct,
+    table_caption,
+)
 from hasfl.io import write_json, write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -238,12 +246,22 @@ def test_captions_render_as_snakemake_report_captions():
     class Smk:
         params = Params()
 
-    for slug in FIGURES:
-        Smk.params.caption = figure_caption(slug, {"n_seeds": 3})
+    captions = [figure_caption(slug, {"n_seeds": 3}) for slug in FIGURES]
+    # every table marked for the HTML report has one too (title and note)
+    assert (REPO / "workflow/report/table.rst").read_text() == rst
+    for rule in re.findall(r"^rule (analysis_\w+):", smk, re.M):
+        body = smk[smk.index(f"rule {rule}:"):]
+        body = body[:body.find("\nrule ", 1) if "\nrule " in body[1:] else len(body)]
+        if "report(" in body:
+            assert "caption=" in body.split("report(", 1)[1].split(")", 1)[0], rule
+            assert "        caption=" in body, rule  # the params.caption the template prints
+    captions += [table_caption(n) for n in (*TABLE_TITLES,)]
+    for caption in captions:
+        Smk.params.caption = caption
         text = Environment().from_string(rst).render(snakemake=Smk)
         html = publish_parts(text, writer="html", settings_overrides={"report_level": 2,
-                                                                           "halt_level": 2})["body"]
-        assert Smk.params.caption.split(".")[0][:40] in html.replace("\n", " "), slug
+                                                                      "halt_level": 2})["body"]
+        assert caption.split(".")[0][:30] in html.replace("\n", " "), caption
 
 
 # --- figures mark the floor ---------------------------------------------------------------------------
@@ -297,17 +315,38 @@ def test_fig6_hollow_markers_for_floor_methods_and_dodged_points():
             rows.append({"dataset": "shakespeare", "method": m, "seed": s, "status": "completed", "final_acc_pct": acc,
                          "avg_p": 1.0, "avg_p_trained": 1.0, "upload_mb": 0.07})
     lv = {"shakespeare": {"majority_pct": 18.0, "chance_pct": 1.0, "floor_tol_pct": 0.5}}
-    flags = {("shakespeare", "scaffold"): (3, 3), ("shakespeare", "fedprox"): (3, 3), ("shakespeare", "fedavg"): (0, 3)}
+    # every SCAFFOLD seed at the floor, two of three FedProx seeds, no FedAvg seed
+    flags = {("shakespeare", "scaffold"): (3, 3), ("shakespeare", "fedprox"): (2, 3), ("shakespeare", "fedavg"): (0, 3)}
     fig = F.fig6_frontier(pd.DataFrame(rows), ["shakespeare"], ["fedavg", "scaffold", "fedprox"], floors=lv,
                           flags=flags, n_seeds=3)
     top = fig.axes[0]
-    pts = [(line.get_xdata()[0], line.get_markerfacecolor()) for line in top.get_lines()
-           if line.get_marker() in F.METHOD_MARKERS.values() and len(line.get_xdata()) == 1]
-    xs = sorted(round(float(x), 4) for x, _ in pts)
-    assert len(set(xs)) == 3  # the three full-model points no longer sit on each other
-    faces = [fc for _, fc in pts]
-    assert sum(fc == "white" for fc in faces) == 2  # SCAFFOLD and FedProx hollow, FedAvg filled
-    assert any("hollow: at majority-class floor" in t for t in _legend_texts(fig))
+    pts = {line.get_marker(): (float(line.get_xdata()[0]), line.get_markerfacecolor(), line.get_fillstyle())
+           for line in top.get_lines() if line.get_marker() in F.METHOD_MARKERS.values() and len(line.get_xdata()) == 1}
+    assert len({round(x, 4) for x, _, _ in pts.values()}) == 3  # the three points at p = 1 no longer coincide
+    mk = F.METHOD_MARKERS
+    assert pts[mk["scaffold"]][1] == "white"  # hollow: every seed at the floor
+    assert pts[mk["fedprox"]][2] == "left"  # half-filled: some seeds
+    assert pts[mk["fedavg"]][1] != "white" and pts[mk["fedavg"]][2] == "full"
+    texts = _legend_texts(fig)
+    assert any("hollow: every seed at the majority-class floor" in t for t in texts)
+    assert any("half-filled: some seeds" in t for t in texts)
+
+
+def test_fig4_has_the_capacity_line_and_marks_warmup_and_adaptation_rounds():
+    assert FIGURES["fig4_heterogeneity_allocation"].data_clients  # the mean capacity comes from the data stage
+    traj = pd.DataFrame({"dataset": "d", "method": "hasfl", "seed": 1, "round": np.arange(1, 31),
+                         "test_acc": 0.5, "test_loss": 1.0, "avg_p": 0.5, "mean_h_tilde": 1.0, "test_acc_pct": 50.0})
+    fig = F.fig4_heterogeneity_allocation(traj, {"d": 0.525}, ["d"], warmup=10, t_adapt=5, t_norm=20, n_seeds=1)
+    texts = _legend_texts(fig)
+    assert any(t.startswith("mean capacity pmax over all clients (0.525)") for t in texts)
+    assert any(t.startswith("warm-up (rounds 1-10)") for t in texts)
+    assert any("every 5 rounds" in t for t in texts) and any("every 20 rounds" in t for t in texts)
+    top = fig.axes[0]
+    # engine rounds t = 10, 15, 25 (update) and t = 20 (rescale) are rounds 11, 16, 26 and 21 of the record
+    vlines = sorted(int(line.get_xdata()[0]) for line in top.get_lines() if len(set(line.get_xdata())) == 1
+                    and line.get_xdata()[0] > 1)
+    assert vlines == [11, 16, 21, 26]
+    assert len(fig.axes) == 2  # two stacked panels, no twin y axis
 
 
 # --- the report -------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from hasfl.analysis.specs import (
     FIGURES,
     METHOD_TABLES,
     figure_caption,
+    table_caption,
     STALE_RUN_FILES,
     STALE_TABLE,
     resolve_thresholds,
@@ -166,11 +167,15 @@ rule analysis_table1_cost:
     output:
         parquet=f"{TABLES}/table1_cost.parquet",
         md=report(
-            f"{TABLES}/table1_cost.md", category="Tables", subcategory="Table 1 cost"
+            f"{TABLES}/table1_cost.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="Table 1 cost",
         ),
     log:
         f"{RESULTS}/logs/analysis/table1_cost.log",
     params:
+        caption=table_caption("table1_cost"),
         code=SRC_ANALYSIS,
         models=model_blocks(),
     script:
@@ -185,12 +190,14 @@ rule analysis_table2_datasets:
         parquet=f"{TABLES}/table2_datasets.parquet",
         md=report(
             f"{TABLES}/table2_datasets.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 2 datasets",
         ),
     log:
         f"{RESULTS}/logs/analysis/table2_datasets.log",
     params:
+        caption=table_caption("table2_datasets"),
         code=SRC_ANALYSIS,
     script:
         "../scripts/table2_datasets.py"
@@ -214,10 +221,16 @@ rule analysis_method_table:
     output:
         parquet=f"{TABLES}/{{table}}.parquet",
         seeds=f"{TABLES}/{{table}}_seeds.parquet",
-        md=report(f"{TABLES}/{{table}}.md", category="Tables", subcategory="{table}"),
+        md=report(
+            f"{TABLES}/{{table}}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="{table}",
+        ),
     log:
         f"{RESULTS}/logs/analysis/{{table}}.log",
     params:
+        caption=lambda wc: table_caption(wc.table),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
@@ -238,12 +251,14 @@ rule analysis_table5_confound:
         parquet=f"{TABLES}/table5_confound.parquet",
         md=report(
             f"{TABLES}/table5_confound.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 5 confound",
         ),
     log:
         f"{RESULTS}/logs/analysis/table5_confound.log",
     params:
+        caption=table_caption("table5_confound"),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
@@ -268,12 +283,14 @@ rule analysis_matched_budget:
         seeds=f"{TABLES}/matched_budget_seeds.parquet",
         md=report(
             f"{TABLES}/matched_budget.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Matched budget",
         ),
     log:
         f"{RESULTS}/logs/analysis/matched_budget.log",
     params:
+        caption=table_caption("matched_budget"),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
@@ -298,6 +315,7 @@ rule analysis_prop3_coverage:
         parquet=f"{TABLES}/prop3_coverage.parquet",
         md=report(
             f"{TABLES}/prop3_coverage.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Proposition 3",
         ),
@@ -307,6 +325,7 @@ rule analysis_prop3_coverage:
         mem_mb=4000,
         runtime=30,
     params:
+        caption=table_caption("prop3_coverage"),
         code=SRC_ANALYSIS,
         models=model_blocks(),
         atol=ANALYSIS_THRESHOLDS["f5_atol"],
@@ -331,6 +350,7 @@ rule analysis_table4b_stale_coordinates:
         parquet=f"{TABLES}/{STALE_TABLE}.parquet",
         md=report(
             f"{TABLES}/{STALE_TABLE}.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 4b stale coordinates",
         ),
@@ -340,6 +360,7 @@ rule analysis_table4b_stale_coordinates:
         mem_mb=8000 if "emnist" in config["datasets"] else 4000,
         runtime=30,
     params:
+        caption=table_caption(STALE_TABLE),
         code=SRC_ANALYSIS,
         models=model_blocks(),
         # the dataset to evaluate on (a mapping, as the data stage's data_cfg)
@@ -410,10 +431,15 @@ rule analysis_comparison:
         published=str(PUBLISHED_PATH),
     output:
         parquet=f"{RESULTS}/comparison.parquet",
-        md=report(f"{RESULTS}/comparison.md", category="Comparison with the paper"),
+        md=report(
+            f"{RESULTS}/comparison.md",
+            caption="../report/table.rst",
+            category="Comparison with the paper",
+        ),
     log:
         f"{RESULTS}/logs/analysis/comparison.log",
     params:
+        caption=table_caption("comparison"),
         code=SRC_ANALYSIS,
         tables=COMPARISON_TABLES,
         datasets=config["datasets"],
@@ -429,10 +455,15 @@ rule analysis_findings:
     input:
         **FINDINGS_TABLES,
     output:
-        json=report(f"{RESULTS}/findings.json", category="Findings"),
+        json=report(
+            f"{RESULTS}/findings.json",
+            caption="../report/table.rst",
+            category="Findings",
+        ),
     log:
         f"{RESULTS}/logs/analysis/findings.log",
     params:
+        caption="The paper's claims F1-F6, each tested in the scope the paper states it, with its statistic, test, margin, minimum detectable effect and a verdict (supported, contradicted or inconclusive) and the reason; report.md shows them as tables.",
         code=SRC_ANALYSIS,
         tables=list(FINDINGS_TABLES),
         datasets=config["datasets"],
@@ -449,10 +480,13 @@ rule analysis_report:
         findings=f"{RESULTS}/findings.json",
         figures=[f"{FIGS}/{slug}.png" for slug in FIGURES],
     output:
-        md=report(f"{RESULTS}/report.md", category="Report"),
+        md=report(
+            f"{RESULTS}/report.md", caption="../report/table.rst", category="Report"
+        ),
     log:
         f"{RESULTS}/logs/analysis/report.log",
     params:
+        caption="The stand-alone report of this preset: runs at the accuracy floor, findings, every table, the comparison with the paper per table and every figure with its caption.",
         code=SRC_ANALYSIS,
         tables=list(ANALYSIS_TABLES),
         name=config["name"],

@@ -9,8 +9,9 @@ captions (``hasfl.analysis.specs.FIGURES``) say what every band, line and marker
 Conventions shared by the figures: one colour and one marker shape per method
 (:data:`METHOD_COLORS`, :data:`METHOD_MARKERS`); accuracy panels carry the test set's
 majority-class rate (grey dashed) and chance rate (grey dotted) when the floors are
-known; a method with a run at the floor (:mod:`hasfl.analysis.floors`) is drawn dashed
-(curves) or hollow (points) and its legend entry says in how many seeds; legends sit
+known; a method whose runs are all at the floor (:mod:`hasfl.analysis.floors`) is drawn
+dashed with hollow markers (curves) or hollow (points), one with some runs at the floor
+with half-filled markers, and its legend entry says in how many seeds; legends sit
 outside the data.
 
 * Fig 2 -- the allocation rule p = min(pmax, p_min + gamma H/H_bar) for capacities 1.0/0.6/0.3.
@@ -41,6 +42,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.transforms import offset_copy  # noqa: E402
 
 from hasfl.analysis.specs import DATASET_LABELS, METHOD_LABELS  # noqa: E402
 from hasfl.io import atomic_path  # noqa: E402
@@ -67,6 +69,7 @@ Floors = Mapping[str, Mapping[str, float]]
 FloorFlags = Mapping[tuple[str, str], tuple[int, int]]
 
 _GREY = "0.45"
+_WARMUP = "#f6ebc8"
 
 
 def _style() -> None:
@@ -112,8 +115,14 @@ def _floor_note(flags: FloorFlags | None, dataset: str, method: str) -> str:
     return f" (at floor, {k} of {n} seeds)" if k else ""
 
 
-def _at_floor(flags: FloorFlags | None, dataset: str, method: str) -> bool:
-    return bool((flags or {}).get((dataset, method), (0, 0))[0])
+def _floor_state(flags: FloorFlags | None, dataset: str, method: str) -> str:
+    """"all" (every seed at the floor), "some" or "" (none, or unknown)."""
+    k, n = (flags or {}).get((dataset, method), (0, 0))
+    return "" if not k else ("all" if k == n else "some")
+
+
+#: Marker fill per floor state: hollow when every seed is at the floor, half-filled when some are.
+_FILL = {"all": "none", "some": "left", "": "full"}
 
 
 def _floor_lines(ax: plt.Axes, floors: Floors | None, dataset: str, annotate: bool = False) -> list[Line2D]:
@@ -146,8 +155,9 @@ def _floor_lines(ax: plt.Axes, floors: Floors | None, dataset: str, annotate: bo
 
 def _legend_below(ax: plt.Axes, handles: Sequence, ncol: int = 2, fontsize: float = 7) -> None:
     """The legend under the panel, outside the data."""
-    ax.legend(handles=list(handles), fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=ncol,
-              frameon=False)
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-34 if ax.get_xlabel() else -20, units="points")
+    ax.legend(handles=list(handles), fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+              bbox_transform=below, ncol=ncol, frameon=False)
 
 
 def _band_handle(n_seeds: int | None, color: str = "0.5") -> Patch:
@@ -169,7 +179,7 @@ def fig2_allocation_rule(p_min: float, gamma: float, pmaxes: Sequence[float] = (
     ax.set_xlim(0, h_max)
     ax.set_ylim(0, 1.05)
     ax.set_title(f"HAS-FL allocation rule ($\\gamma$ = {gamma:g})")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -189,14 +199,15 @@ def trajectories(rounds: Mapping[tuple[str, str, int], pd.DataFrame]) -> pd.Data
 
 
 def _band(ax: plt.Axes, d: pd.DataFrame, y: str, color: str, label: str, *, marker: str | None = None,
-          markevery: tuple[int, int] | None = None, ls: str = "-", mfc: str | None = None,
+          markevery: tuple[int, int] | None = None, ls: str = "-", fill: str = "full",
           drawstyle: str = "default") -> Line2D:
     """Mean over seeds per round with a +- sample-std band (NaN rounds skipped); returns the line."""
     g = d.dropna(subset=[y]).groupby("round")[y]
     mean, std = g.mean(), g.std(ddof=1).fillna(0.0)
     (line,) = ax.plot(mean.index, mean.to_numpy(), color=color, lw=1.6, ls=ls, label=label, marker=marker,
-                      markevery=markevery, ms=5, mfc=mfc or color, mec=color, drawstyle=drawstyle)
-    step = "mid" if drawstyle == "steps-mid" else None
+                      markevery=markevery, ms=5, mec=color, mfc=color if fill != "none" else "white",
+                      mfcalt="white", fillstyle=fill if fill != "none" else "full", drawstyle=drawstyle)
+    step = drawstyle.split("-")[1] if drawstyle.startswith("steps-") else None
     ax.fill_between(mean.index, (mean - std).to_numpy(), (mean + std).to_numpy(), color=color, alpha=0.2, lw=0,
                     step=step)
     return line
@@ -229,10 +240,10 @@ def trajectory_figure(traj: pd.DataFrame, status: Mapping[tuple[str, str, int], 
             d = traj[(traj["dataset"] == dataset) & (traj["method"] == method)]
             n_div = sum(1 for (ds, m, _), s in status.items() if ds == dataset and m == method and s != "completed")
             label = _label(method) + (f" ({n_div} diverged)" if n_div else "") + _floor_note(flags, dataset, method)
-            floor = _at_floor(flags, dataset, method)
+            floor = _floor_state(flags, dataset, method)
             handles.append(_band(ax, d, y, METHOD_COLORS.get(method, "k"), label,
                                  marker=METHOD_MARKERS.get(method, "o"), markevery=_markevery(i, len(present), n_rounds),
-                                 ls="--" if floor else "-", mfc="white" if floor else None))
+                                 ls="--" if floor == "all" else "-", fill=_FILL[floor]))
         ax.set_title(f"{_ds(dataset)}")
         if not present:
             _empty(ax)
@@ -257,7 +268,7 @@ def _round_marks(ax: plt.Axes, n_rounds: int, warmup: int | None, t_adapt: int |
     """
     handles = []
     if warmup:
-        span = ax.axvspan(0.5, warmup + 0.5, color="0.85", alpha=0.6, lw=0, zorder=0,
+        span = ax.axvspan(0.5, warmup + 0.5, color=_WARMUP, lw=0, zorder=0,
                           label=f"warm-up (rounds 1-{warmup}): every client at its capacity")
         handles.append(span)
     norm = {t + 1 for t in range(1, n_rounds) if t_norm and t % t_norm == 0}
@@ -300,9 +311,9 @@ def fig4_heterogeneity_allocation(traj: pd.DataFrame, pmax_mean: Mapping[str, fl
             _empty(bottom)
             continue
         n_rounds = int(d["round"].max())
-        h_line = _band(top, d, "mean_h_tilde", green, r"mean estimate $\tilde H$ over all clients",
-                       drawstyle="steps-mid")
-        top.set_ylabel(r"Mean heterogeneity estimate $\tilde H$")
+        h_line = _band(top, d, "mean_h_tilde", green, r"mean estimate $\tilde H$ over all clients (after the round)",
+                       drawstyle="steps-post")
+        top.set_ylabel(r"Mean estimate $\tilde H$")
         marks = _round_marks(top, n_rounds, warmup, t_adapt, t_norm, legend=True)
         _round_marks(bottom, n_rounds, warmup, t_adapt, t_norm, legend=False)
         p_line = _band(bottom, d, "avg_p", purple, "mean allocated width p of the round's participants")
@@ -311,9 +322,10 @@ def fig4_heterogeneity_allocation(traj: pd.DataFrame, pmax_mean: Mapping[str, fl
             handles.append(bottom.axhline(pmax_mean[dataset], color=purple, ls="--", lw=1.1,
                                           label=f"mean capacity pmax over all clients ({pmax_mean[dataset]:.3f})"))
         bottom.set_ylabel("Mean allocated width p")
+        fig.align_ylabels([top, bottom])
         bottom.set_xlabel("Communication round")
         bottom.set_xlim(0.5, n_rounds + 0.5)
-        _legend_below(bottom, [*handles, *marks, _band_handle(n_seeds)], ncol=1)
+        _legend_below(bottom, [*handles, *marks, _band_handle(n_seeds, green)], ncol=1)
     fig.suptitle("HAS-FL: mean heterogeneity estimate and mean allocated width over rounds")
     fig.tight_layout()
     return fig
@@ -388,7 +400,7 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
         return float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
 
     legend: dict[str, Line2D] = {}
-    any_floor = False
+    floor_states: set[str] = set()
     for j, dataset in enumerate(datasets):
         top, bottom = axes[0][j], axes[1][j]
         d = runs[(runs["dataset"] == dataset) & (runs["status"] == "completed")] if len(runs) else runs
@@ -412,16 +424,17 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
         dx_bot = _dodge(mb_all, mb_span * 1.1)
         for k, (method, y, xa, xt, mb) in enumerate(pts):
             color, marker = METHOD_COLORS.get(method, "k"), METHOD_MARKERS.get(method, "o")
-            floor = _at_floor(flags, dataset, method)
-            any_floor |= floor
-            mfc = "white" if floor else color
+            floor = _floor_state(flags, dataset, method)
+            floor_states.add(floor)
+            face = {"mfc": "white" if floor == "all" else color, "mfcalt": "white",
+                    "fillstyle": "left" if floor == "some" else "full"}
             ym = float(y.mean())
             top.plot([xa.mean() + dx_top[k], xt.mean() + dx_top[k]], [ym, ym], color=color, lw=0.8, alpha=0.7)
             top.plot([xa.mean() + dx_top[k]], [ym], marker="x", ms=5, color=color, ls="none")
-            top.errorbar(float(xt.mean()) + dx_top[k], ym, xerr=sd(xt), yerr=sd(y), fmt=marker, mfc=mfc, mec=color,
-                         capsize=3, ms=7, color=color, elinewidth=1)
-            bottom.errorbar(float(mb.mean()) + dx_bot[k], ym, xerr=sd(mb), yerr=sd(y), fmt=marker, mfc=mfc,
-                            mec=color, capsize=3, ms=7, color=color, elinewidth=1)
+            top.errorbar(float(xt.mean()) + dx_top[k], ym, xerr=sd(xt), yerr=sd(y), fmt=marker, mec=color,
+                         capsize=3, ms=7, color=color, elinewidth=1, **face)
+            bottom.errorbar(float(mb.mean()) + dx_bot[k], ym, xerr=sd(mb), yerr=sd(y), fmt=marker, mec=color,
+                            capsize=3, ms=7, color=color, elinewidth=1, **face)
             legend.setdefault(method, Line2D([], [], color=color, marker=marker, ls="none", ms=7, label=_label(method)))
         for ax in (top, bottom):
             ax.set_ylabel("Final test accuracy (%)")
@@ -429,9 +442,12 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
         top.set_xlabel(r"Average width trained and uploaded $\bar p$ per client-round")
         bottom.set_xlabel("Mean upload per client-round (MB, cost model)")
     extra = [Line2D([], [], color="0.3", marker="x", ls="none", ms=5, label="average width allocated (joined)")]
-    if any_floor:
+    if "all" in floor_states:
         extra.append(Line2D([], [], color="0.3", marker="o", mfc="white", ls="none", ms=7,
-                            label="hollow: at majority-class floor in at least one seed"))
+                            label="hollow: every seed at the majority-class floor"))
+    if "some" in floor_states:
+        extra.append(Line2D([], [], color="0.3", marker="o", mfc="0.3", mfcalt="white", fillstyle="left", ls="none",
+                            ms=7, label="half-filled: some seeds at the majority-class floor"))
     extra += [Line2D([], [], color=_GREY, ls="--", lw=1.1, label="majority-class rate of the test set"),
               Line2D([], [], color=_GREY, ls=":", lw=1.1, label="chance rate (1 / classes)")] if floors else []
     extra.append(Line2D([], [], color="0.3", marker="|", ls="none", ms=9,

@@ -14,58 +14,20 @@ import numpy as np
 import pandas as pd
 
 from hasfl.analysis.floors import floor_phrase, is_missing
-from hasfl.analysis.specs import DATASET_LABELS, FIGURES, FLOOR_TOL_PCT, METHOD_LABELS, METHOD_TABLES, figure_caption
+from hasfl.analysis.specs import (
+    DATASET_LABELS,
+    FIGURES,
+    FLOOR_TOL_PCT,
+    METHOD_LABELS,
+    METHOD_TABLES,
+    STD_NOTE,
+    TABLE_NOTES,
+    TABLE_TITLES,
+    figure_caption,
+)
 
 __all__ = ["TABLE_TITLES", "comparison_overview", "display_table", "floor_section", "md_table", "report_markdown",
            "stale_summary", "table_markdown", "table_preamble"]
-
-STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
-            "peak-to-final delta (final - best) in percentage points.")
-
-TABLE_TITLES = {
-    "table1_cost": "Table 1 -- Per-client cost as a function of sub-model width p",
-    "table2_datasets": "Table 2 -- Datasets",
-    "table3_allocation": "Table 3 -- Sub-model allocation strategies",
-    "table4_coverage": "Table 4 -- Coverage-guarantee ablation",
-    "table5_confound": "Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)",
-    "table6_full_model": "Table 6 -- Comparison with full-model methods",
-    "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
-    "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
-    "prop3_coverage": "Proposition 3 -- never-covered coordinates of the capped runs",
-    "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up, capped runs (Section 4.3)",
-    "comparison": "Comparison with the published values (Tables 1, 3-7)",
-}
-
-TABLE_NOTES = {
-    "table1_cost": "Exact counts from the models (hasfl.models): params = trainable parameters of the width-p "
-                   "sub-model, MACs per sample (conv + linear), upload = one float32 copy of the sub-model "
-                   "(1 MB = 10^6 bytes); k = thousand, M = million, each model in the unit of its full width. "
-                   "`paper` rows are the paper's three models; `preset` rows the preset's own model configuration.",
-    "table2_datasets": "From the data stage's manifest.json summaries. Majority class: accuracy of always predicting "
-                       "the test set's most common class; chance: 1 / classes. A run that never beats the majority "
-                       "class rate by more than the floor tolerance is flagged `at floor` in every table and figure.",
-    "table5_confound": "Per run, over the clients: Pearson r, partial r given pmax (correlation of OLS residuals), "
-                       "and the OLS R^2 / adjusted R^2 of log H~ on the capacity tier (categorical), on TV and on "
-                       "both. fedavg rows (equal widths) are the positive control.",
-    "matched_budget": "Differences hasfl - random_budget over the seeds where both completed. Final accuracy: "
-                      "Student-t interval and paired t-test. Average width: random_budget draws its widths to match "
-                      "the hasfl run of the same seed, so equal widths are a property of the design, not a result; "
-                      "the difference is checked against the matching tolerance "
-                      "(`method_params.random_budget.tolerance`) and not tested.",
-    "prop3_coverage": "Only runs capped below full width are shown: p_hi = largest width any client trained "
-                      "(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no "
-                      "client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and "
-                      "nothing to check (counted below the table; every run is in the Parquet file).",
-    "table4b_stale_coordinates": "Only runs capped after t0 are shown (every run is in the Parquet file). Per run: "
-                                 "p_hi_after_t0 = largest width any participant trained after the warm-up "
-                                 "round t0 (clients.parquet p_max_trained_after_warmup); coordinates outside that "
-                                 "width (stale) were trained by no one since t0. frozen_since_t0: all of them equal "
-                                 "in warmup.pt and final.pt (F5). For runs capped after t0, test accuracy (%) of the "
-                                 "full final model, of the same model with the stale coordinates reset to init.pt, "
-                                 "and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); "
-                                 "acc_logged_pct is the run's own final evaluation.",
-}
-
 
 def fmt(v: Any, digits: int = 4) -> str:
     """One cell: NaN -> "--", bools -> yes/no, floats to ``digits`` significant digits."""

@@ -7,6 +7,7 @@ rule file imports it while building the DAG.
 * :data:`FIGURES` -- paper Figures 2-8: the slug of each, the run files it reads and its caption
   (:func:`figure_caption`, the one text shown under the figure in report.md and in
   Snakemake's HTML report).
+* :data:`TABLE_TITLES` / :data:`TABLE_NOTES` -- what each table is (:func:`table_caption`).
 * :data:`FLOOR_TOL_PCT` -- how close to the majority-class rate a run must stay to count as
   "at the floor" (:func:`floor_tolerance_pct`).
 * :data:`MARGINS` / :data:`DEFAULT_THRESHOLDS` -- every margin and test setting of the
@@ -30,6 +31,11 @@ __all__ = [
     "FigureSpec",
     "figure_caption",
     "floor_tolerance_pct",
+    "FLOOR_NOTE",
+    "STD_NOTE",
+    "TABLE_NOTES",
+    "TABLE_TITLES",
+    "table_caption",
     "METHOD_LABELS",
     "METHOD_TABLES",
     "MethodTableSpec",
@@ -136,7 +142,8 @@ _FLOOR_LINES = ("Grey dashed line: the majority-class rate of the test set (alwa
                 "class); grey dotted line: the chance rate (1 / number of classes). ")
 _FLOOR_LABEL = ("A legend entry ending in \"at floor, k of n seeds\" marks a method whose best accuracy in any round "
                 "stayed within {floor_tol} points of the majority-class rate in k of its n seeds: those runs learned "
-                "nothing beyond the class frequencies, and their curves are drawn dashed. ")
+                "nothing beyond the class frequencies. Dashed curve with hollow markers: every seed at the floor; "
+                "half-filled markers: some seeds. ")
 _MARKERS = ("Each method has its own marker shape, placed on different rounds for different methods, so that "
             "coinciding curves stay visible. ")
 
@@ -172,7 +179,8 @@ FIGURES: dict[str, FigureSpec] = {
             "updated, and the widths reallocated, only every T_adapt = {t_adapt} rounds (thin vertical lines), so "
             "the estimate moves in steps; every T_norm = {t_norm} rounds it is rescaled to mean 1 (dotted vertical "
             "lines), which makes it fall back. The mean width moves from round to round even between "
-            "reallocations because a different subset of clients takes part in each round."),
+            "reallocations because a different subset of clients takes part in each round.",
+            data_clients=True),
         FigureSpec(
             "fig5_final_allocation", 5, "Final per-client allocation vs capacity", ("hasfl",), ("clients.parquet",),
             "Final allocation of every client in the HAS-FL runs, one panel per dataset and seed. Grey bar: the "
@@ -189,8 +197,9 @@ FIGURES: dict[str, FigureSpec] = {
             "by a thin line marks the average width allocated, which differs only for FjORD (its clients train at "
             "their capacity and distil the allocated width). Bottom: against the mean upload per client-round in "
             "MB (cost model of Table 1). Error bars: plus or minus one sample standard deviation over the "
-            "{n_seeds} seeds, on both axes. Hollow markers: the method never rose more than {floor_tol} points "
-            "above the majority-class rate (grey dashed line; dotted: chance rate) in at least one seed. Methods "
+            "{n_seeds} seeds, on both axes. Hollow marker: in every seed the method never rose more than {floor_tol} "
+            "points above the majority-class rate (grey dashed line; dotted: chance rate); half-filled: in some "
+            "seeds. Methods "
             "at the same cost (the full-model methods at width 1) are spread slightly sideways so that none hides "
             "another; that offset is not part of the data.",
             floors=True),
@@ -225,6 +234,72 @@ def figure_caption(slug: str, context: Mapping[str, Any] | None = None) -> str:
                            "t_adapt": "hasfl.t_adapt", "t_norm": "hasfl.t_norm", "floor_tol": f"{FLOOR_TOL_PCT:g}"}
     ctx.update({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in (context or {}).items() if v is not None})
     return FIGURES[slug].caption.format_map(ctx)
+
+
+#: Titles and notes of the tables (report.md, the table .md files and Snakemake's HTML report).
+STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
+            "peak-to-final delta (final - best) in percentage points.")
+
+TABLE_TITLES = {
+    "table1_cost": "Table 1 -- Per-client cost as a function of sub-model width p",
+    "table2_datasets": "Table 2 -- Datasets",
+    "table3_allocation": "Table 3 -- Sub-model allocation strategies",
+    "table4_coverage": "Table 4 -- Coverage-guarantee ablation",
+    "table5_confound": "Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)",
+    "table6_full_model": "Table 6 -- Comparison with full-model methods",
+    "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
+    "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
+    "prop3_coverage": "Proposition 3 -- never-covered coordinates of the capped runs",
+    "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up, capped runs (Section 4.3)",
+    "comparison": "Comparison with the published values (Tables 1, 3-7)",
+}
+
+TABLE_NOTES = {
+    "comparison": "One row per published value (Tables 1, 3-7) of a dataset this preset ran: ours, the paper's, "
+                  "and whether ours lies within the published mean +- k std (Table 1: rounds to the printed "
+                  "value). Table 1's model costs are comparable at any preset; the results of Tables 3-7 only where "
+                  "the preset ran the paper's configuration (the others are listed as not comparable, with the "
+                  "config keys that differ).",
+    "table1_cost": "Exact counts from the models (hasfl.models): params = trainable parameters of the width-p "
+                   "sub-model, MACs per sample (conv + linear), upload = one float32 copy of the sub-model "
+                   "(1 MB = 10^6 bytes); k = thousand, M = million, each model in the unit of its full width. "
+                   "`paper` rows are the paper's three models; `preset` rows the preset's own model configuration.",
+    "table2_datasets": "From the data stage's manifest.json summaries. Majority class: accuracy of always predicting "
+                       "the test set's most common class; chance: 1 / classes. A run that never beats the majority "
+                       "class rate by more than the floor tolerance is flagged `at floor` in every table and figure.",
+    "table5_confound": "Per run, over the clients: Pearson r, partial r given pmax (correlation of OLS residuals), "
+                       "and the OLS R^2 / adjusted R^2 of log H~ on the capacity tier (categorical), on TV and on "
+                       "both. fedavg rows (equal widths) are the positive control.",
+    "matched_budget": "Differences hasfl - random_budget over the seeds where both completed. Final accuracy: "
+                      "Student-t interval and paired t-test. Average width: random_budget draws its widths to match "
+                      "the hasfl run of the same seed, so equal widths are a property of the design, not a result; "
+                      "the difference is checked against the matching tolerance "
+                      "(`method_params.random_budget.tolerance`) and not tested.",
+    "prop3_coverage": "Only runs capped below full width are shown: p_hi = largest width any client trained "
+                      "(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no "
+                      "client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and "
+                      "nothing to check (counted below the table; every run is in the Parquet file).",
+    "table4b_stale_coordinates": "Only runs capped after t0 are shown (every run is in the Parquet file). Per run: "
+                                 "p_hi_after_t0 = largest width any participant trained after the warm-up "
+                                 "round t0 (clients.parquet p_max_trained_after_warmup); coordinates outside that "
+                                 "width (stale) were trained by no one since t0. frozen_since_t0: all of them equal "
+                                 "in warmup.pt and final.pt (F5). For runs capped after t0, test accuracy (%) of the "
+                                 "full final model, of the same model with the stale coordinates reset to init.pt, "
+                                 "and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); "
+                                 "acc_logged_pct is the run's own final evaluation.",
+}
+
+
+def table_caption(name: str) -> str:
+    """The caption of table ``name`` in Snakemake's HTML report: its title and note."""
+    note = TABLE_NOTES.get(name) or (f"{STD_NOTE} {FLOOR_NOTE}" if name in METHOD_TABLES else "")
+    return f"{TABLE_TITLES.get(name, name)}. {note}".strip()
+
+
+#: The floor column of the method tables, in one sentence.
+FLOOR_NOTE = (f"Floor: in how many seeds the best accuracy of any round stayed within {FLOOR_TOL_PCT:g} points "
+              "(or one test example) of the test set's majority-class rate (Table 2), i.e. the run never predicted "
+              "better than the most common class.")
 
 
 @dataclass(frozen=True)
