@@ -363,7 +363,11 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
             paths[name] = t / f"{name}.parquet"
     comparison = pd.DataFrame(columns=["table", "dataset", "method", "metric", "status", "reason", "published_mean",
                                        "published_std", "ours_mean", "ours_std", "ours_n", "within", "criterion"])
-    findings = {"findings": [], "thresholds": {"power": 0.8}, "alpha": 0.05, "verdicts": []}
+    unit = {"unit": "shakespeare", "in_scope": False, "n": 3, "estimate": 5.0, "low": 4.0, "high": 6.0, "mde": 1.0,
+            "verdict": "supported", "reason": "r"}
+    f4 = {"id": "F4", "verdict": "inconclusive", "claim": "c", "source": "s", "scope": "image", "test": "t",
+          "margin": 0.0, "margin_key": "f4_min_gap_pct", "n_units": 1, "units": [unit]}
+    findings = {"findings": [f4], "thresholds": {"power": 0.8}, "alpha": 0.05, "verdicts": ["inconclusive"]}
     text = report.report_markdown(name="syn", config_summary={"preset": "syn", "datasets": ["shakespeare"],
                                                               "seeds": SEEDS},
                                   tables={k: pd.read_parquet(v) for k, v in paths.items()}, comparison=comparison,
@@ -373,6 +377,9 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
     assert "| Shakespeare | SCAFFOLD | **3 of 3 seeds**" in floor and "| Shakespeare | HAS-FL | **3 of 3 seeds**" in floor
     assert "FedAvg" not in floor and "| Shakespeare | FedProx | 0 | 3 of 3 seeds" in floor
     assert text.index("## Runs at the floor") < text.index("## Findings")
+    # the F4 unit compares FedAvg (above the floor) with HAS-FL (at the floor): the verdict row says so
+    f4_row = next(line for line in text.splitlines() if line.startswith("| F4 | shakespeare"))
+    assert "at floor: HAS-FL 3 of 3" in f4_row and "FedAvg" not in f4_row
     for slug, spec in FIGURES.items():
         assert f"*Figure {spec.paper_figure}.* " in text, slug
     assert not re.search(r"\bissues? ?#?\d", text, re.I)

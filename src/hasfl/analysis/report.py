@@ -308,26 +308,31 @@ def _findings_summary(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
-def _findings_units(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per finding x unit: n, estimate and interval, MDE at the configured power, verdict and why."""
+def _findings_units(findings: Sequence[Mapping[str, Any]],
+                    floor_rows: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per finding x unit: n, estimate and interval, MDE at the configured power, verdict and why,
+    and (``floor_rows``) which of the unit's runs are at the accuracy floor."""
     rows = []
     for f in findings:
         for u in f["units"]:
+            note = _unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
             lo, hi = u.get("low"), u.get("high")
             interval = "--" if lo is None or hi is None else f"[{_num(lo)}, {_num(hi)}]"
             rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": _num(u.get("estimate")),
                          "Interval": interval, "MDE": _num(u.get("mde")), "Verdict": u["verdict"],
-                         "Why": u["reason"]})
+                         "Why": u["reason"], "Floor": note})
             for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
                 plo, phi = part.get("low"), part.get("high")
                 rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
                              "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
                              "Estimate": _num(part.get("estimate")),
                              "Interval": "--" if plo is None or phi is None else f"[{_num(plo)}, {_num(phi)}]",
-                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"]})
-    return pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
-                                                    "Verdict", "Why"])
+                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"],
+                             "Floor": note})
+    df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
+                                                  "Verdict", "Why", "Floor"])
+    return df if df["Floor"].astype(bool).any() else df.drop(columns=["Floor"])
 
 
 def stale_summary(df: pd.DataFrame) -> str:
@@ -449,23 +454,47 @@ def comparison_overview(comparison: pd.DataFrame, published: pd.DataFrame | None
     return text
 
 
-def floor_section(tables: Mapping[str, pd.DataFrame]) -> str:
-    """report.md's "Runs at the floor": every (dataset, method) with a seed at (or ending at) the floor."""
+def _floor_rows(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One method-table row per (dataset, method) with a known floor flag, plus the tables it is in."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
-    known = False
     for tname in METHOD_TABLES:
         df = tables.get(tname)
         if df is None or df.empty or "n_at_floor" not in df.columns:
             continue
         for r in df.to_dict("records"):
-            if r["status"] == "not run" or int(r["n_completed"]) == 0:
+            if r["status"] == "not run" or int(r["n_completed"]) == 0 or is_missing(r["n_at_floor"]):
                 continue
-            if is_missing(r["n_at_floor"]):
-                continue
-            known = True
-            key = (r["dataset"], r["method"])
-            entry = seen.setdefault(key, {**r, "tables": []})
+            entry = seen.setdefault((r["dataset"], r["method"]), {**r, "tables": []})
             entry["tables"].append(str(int(r["table"])))
+    return seen
+
+
+#: The methods whose runs each finding compares (for the floor note of its units).
+FINDING_METHODS = {
+    "F1a": ("hasfl",), "F1b": ("hasfl",), "F1c": ("hasfl",), "F1d": ("hasfl",),
+    "F2a": ("hasfl_nocov", "hasfl"), "F2a-spread": ("hasfl_nocov", "hasfl"), "F2b": ("uniform", "heterofl"),
+    "F2c": ("uniform",), "F3": ("hasfl", "random_budget"), "F3-shakespeare": ("hasfl", "fjord", "uniform"),
+    "F4": ("fedavg", "hasfl"), "F6": ("fedavg",),
+}
+
+
+def _unit_floor_note(fid: str, unit: str, rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """"FedAvg 3 of 3" for the runs of finding ``fid``'s unit that are at the floor ("" when none)."""
+    parts = unit.split("/")
+    dataset = parts[0]
+    methods = (parts[1],) if len(parts) > 1 else FINDING_METHODS.get(fid, ())
+    notes = []
+    for m in methods:
+        r = rows.get((dataset, m))
+        if r is not None and int(r["n_at_floor"]):
+            notes.append(f"{METHOD_LABELS.get(m, m)} {int(r['n_at_floor'])} of {int(r['n_completed'])}")
+    return ("**at floor: " + ", ".join(notes) + "**") if notes else ""
+
+
+def floor_section(tables: Mapping[str, pd.DataFrame]) -> str:
+    """report.md's "Runs at the floor": every (dataset, method) with a seed at (or ending at) the floor."""
+    seen = _floor_rows(tables)
+    known = bool(seen)
     rows = [e for e in seen.values()
             if int(e["n_at_floor"]) or (not is_missing(e["n_final_at_floor"]) and int(e["n_final_at_floor"]))]
     tol = ", ".join(sorted({f"{float(e['floor_tol_pct']):.2g}" for e in seen.values()
@@ -528,9 +557,13 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "defaults justified in docs/decisions.md.\n\n")
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
     out.append(md_table(_findings_summary(items)))
+    units = _findings_units(items, _floor_rows(tables))
     out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "
-               "toward the verdict.\n\n")
-    out.append(md_table(_findings_units(items)))
+               "toward the verdict."
+               + (" `Floor`: runs the unit compares that never rose above the majority-class rate (section \"Runs "
+                  "at the floor\"); a verdict on them says nothing about the method." if "Floor" in units.columns
+                  else "") + "\n\n")
+    out.append(md_table(units))
     out.append("\nSettings: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
     if "table4b_stale_coordinates" in tables:
         out.append("\n## What the coverage ablation shows (Table 4b)\n\nFrom `tables/table4b_stale_coordinates.parquet`."
