@@ -145,7 +145,7 @@ def _table1_display(df: pd.DataFrame) -> pd.DataFrame:
 
 def _capped_only(df: pd.DataFrame, flag: str) -> tuple[pd.DataFrame, str]:
     """The rows whose ``flag`` is true, and one line counting the others per method."""
-    capped = df[df[flag].astype(bool)]
+    capped = df[df[flag].astype(bool)].drop(columns=[flag])  # all "yes": the line below counts the others
     rest = df[~df[flag].astype(bool)]
     if rest.empty:
         return capped, f"All {len(df)} runs are capped."
@@ -503,8 +503,9 @@ def floor_section(tables: Mapping[str, pd.DataFrame]) -> str:
             f"{tol} points (or one test example) of the majority-class rate of the test set: it never predicted "
             "better than always answering the most common class. Such a run learned nothing the tables can "
             "compare; its accuracy, its gap to other methods and any finding resting on it describe a failure to "
-            "train, not the method. Every table and figure marks these runs (`at floor: k of n seeds`, dashed "
-            "curves, hollow markers). Floors per dataset: Table 2.\n\n")
+            "train, not the method. Every table and figure marks these runs (`at floor: k of n seeds`; in the "
+            "figures dashed curves and hollow markers when every seed is at the floor, half-filled markers when "
+            "some are). Floors per dataset: Table 2.\n\n")
     if not known:
         return text + ("Unknown at this run: the data-stage manifests predate the majority-class rate (rerun the "
                        "data stage).\n")
