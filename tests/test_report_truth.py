@@ -397,3 +397,17 @@ def test_no_issue_numbers_in_user_facing_analysis_text():
         assert not hits, (p.name, hits)
     for spec in FIGURES.values():
         assert "issue" not in (spec.title + spec.caption).lower()
+
+
+def test_table4b_summary_does_not_generalise_from_half_the_runs_and_names_floor_runs():
+    row = {"dataset": "digits", "status": "completed", "capped_after_t0": True, "frac_stale": 0.5,
+           "frozen_since_t0": True, "method": "hasfl_nocov", "frac_stale_trained_before_t0": 1.0}
+    runs = [dict(row, seed=1, acc_full_pct=20.0, acc_reset_pct=70.0, acc_sub_pct=75.0, final_at_floor=False),
+            dict(row, seed=2, acc_full_pct=55.0, acc_reset_pct=50.0, acc_sub_pct=60.0, final_at_floor=False),
+            dict(row, seed=3, acc_full_pct=18.0, acc_reset_pct=18.0, acc_sub_pct=18.0, final_at_floor=True)]
+    text = report.stale_summary(pd.DataFrame(runs))
+    assert "only in 1 of 3 runs" in text and "is mixed" in text
+    assert "frozen at their warm-up values." not in text  # no general conclusion from 1 of 3
+    assert "1 of these runs ended at the majority-class floor (Digits / HAS-FL (no coverage) seed 3)" in text
+    runs[1]["acc_reset_pct"] = 60.0  # now 2 of 3: the conclusion follows the majority of runs
+    assert "it is caused by coordinates frozen at their warm-up values" in report.stale_summary(pd.DataFrame(runs))

@@ -148,7 +148,8 @@ def _floor_lines(ax: plt.Axes, floors: Floors | None, dataset: str, annotate: bo
             handles.append(Line2D([], [], color=_GREY, ls=":", lw=1.1,
                                   label=f"chance rate ({chance:.1f}%, below the axis)"))
     if annotate:
-        ax.annotate(f"majority class {maj:.1f}%", (1.0, maj), xycoords=("axes fraction", "data"), xytext=(-2, 2),
+        off = "" if len(handles) < 2 or handles[1].axes is ax else f" (chance {chance:.1f}%, below the axis)"
+        ax.annotate(f"majority class {maj:.1f}%{off}", (1.0, maj), xycoords=("axes fraction", "data"), xytext=(-2, 2),
                     textcoords="offset points", ha="right", va="bottom", fontsize=6.5, color=_GREY)
     return handles
 
@@ -360,19 +361,31 @@ def fig5_final_allocation(clients: Mapping[tuple[str, int], pd.DataFrame], datas
     return fig
 
 
-def _dodge(xs: Sequence[float], span: float, width: float = 0.025) -> list[float]:
-    """Offsets that spread points closer than ``width * span`` sideways (symmetric, in input order)."""
-    out = [0.0] * len(xs)
-    order = sorted(range(len(xs)), key=lambda i: (xs[i], i))
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and abs(xs[i] - xs[groups[-1][-1]]) < width * span:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    for g in groups:
+def _dodge(xs: Sequence[float], ys: Sequence[float], x_span: float, y_span: float, step: float = 0.03,
+           near_x: float = 0.01, near_y: float = 0.03) -> list[float]:
+    """Sideways offsets for points that would hide each other: closer than ``near_x`` of the x span
+    *and* ``near_y`` of the y span to another point of their group. Each such group is spread
+    symmetrically by ``step`` of the x span per point (in input order); every other point stays put.
+    """
+    n = len(xs)
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if abs(xs[i] - xs[j]) < near_x * x_span and abs(ys[i] - ys[j]) < near_y * y_span:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(root(i), []).append(i)
+    out = [0.0] * n
+    for g in groups.values():
         for k, i in enumerate(sorted(g)):
-            out[i] = (k - (len(g) - 1) / 2.0) * width * span
+            out[i] = (k - (len(g) - 1) / 2.0) * step * x_span
     return out
 
 
@@ -385,7 +398,7 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
     (filled marker), joined to a cross at the allocated width ``avg_p`` (they differ for
     FjORD, whose clients train at pmax). Bottom row: final accuracy vs the mean upload MB
     per client-round (cost model). Mean +- sample std over the completed seeds. Points
-    closer than 2.5% of the axis span are dodged sideways; hollow markers: runs at the
+    that would hide each other are dodged sideways; hollow markers: runs at the
     floor. ``runs`` has dataset, method, seed, status, final_acc_pct, avg_p, avg_p_trained,
     upload_mb.
     """
@@ -418,10 +431,12 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
             _empty(bottom)
             continue
         top.set_xlim(0.15, 1.1)
-        dx_top = _dodge([float(p[3].mean()) for p in pts], 0.95)
+        ys = [float(p[1].mean()) for p in pts]
+        y_span = (max(ys) - min(ys)) or 1.0
+        dx_top = _dodge([float(p[3].mean()) for p in pts], ys, 0.95, y_span)
         mb_all = [float(p[4].mean()) for p in pts]
         mb_span = (max(mb_all) - min(mb_all)) or max(mb_all) or 1.0
-        dx_bot = _dodge(mb_all, mb_span * 1.1)
+        dx_bot = _dodge(mb_all, ys, mb_span * 1.1, y_span)
         for k, (method, y, xa, xt, mb) in enumerate(pts):
             color, marker = METHOD_COLORS.get(method, "k"), METHOD_MARKERS.get(method, "o")
             floor = _floor_state(flags, dataset, method)

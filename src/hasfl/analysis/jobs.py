@@ -268,6 +268,10 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
     df = pd.DataFrame.from_records(rows, columns=stale.COLUMNS)
     df = df.astype({"seed": "int64", "t0": "int64", "capped_after_t0": "bool", "frozen_since_t0": "bool",
                     "n_coords": "int64", "n_stale": "int64", "n_stale_changed": "int64"})
+    # whether the run's own final accuracy is at the majority-class floor (NA when the floors are unknown)
+    flagged = floors_mod.add_floor_flags(df.assign(best_acc_pct=math.nan, final_acc_pct=df["acc_logged_pct"]),
+                                         dataset_floors(manifests))
+    df["final_at_floor"] = flagged["final_at_floor"]
     write_parquet(df, out_parquet)
     root = results_root(out_parquet)
     _write_text(out_md, report.table_markdown(STALE_TABLE, df, _source_list([*run_files, *manifests], root)))

@@ -199,9 +199,9 @@ FIGURES: dict[str, FigureSpec] = {
             "MB (cost model of Table 1). Error bars: plus or minus one sample standard deviation over the "
             "{n_seeds} seeds, on both axes. Hollow marker: in every seed the method never rose more than {floor_tol} "
             "points above the majority-class rate (grey dashed line; dotted: chance rate); half-filled: in some "
-            "seeds. Methods "
-            "at the same cost (the full-model methods at width 1) are spread slightly sideways so that none hides "
-            "another; that offset is not part of the data.",
+            "seeds. Points that would "
+            "hide each other (same cost, nearly the same accuracy: e.g. the full-model methods at width 1) are spread "
+            "sideways by 3% of the axis width per point; that offset is not part of the data.",
             floors=True),
         FigureSpec(
             "fig7_convergence_full_model", 7, "Convergence vs full-model methods",
@@ -286,7 +286,8 @@ TABLE_NOTES = {
                                  "in warmup.pt and final.pt (F5). For runs capped after t0, test accuracy (%) of the "
                                  "full final model, of the same model with the stale coordinates reset to init.pt, "
                                  "and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); "
-                                 "acc_logged_pct is the run's own final evaluation.",
+                                 "acc_logged_pct is the run's own final evaluation; final_at_floor: it is within "
+                                 "the floor tolerance of the test set's majority-class rate.",
 }
 
 
