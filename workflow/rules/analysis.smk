@@ -7,6 +7,8 @@ from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
 from hasfl.analysis.specs import (
     FIGURES,
     METHOD_TABLES,
+    figure_caption,
+    table_caption,
     STALE_RUN_FILES,
     STALE_TABLE,
     resolve_thresholds,
@@ -15,6 +17,15 @@ from hasfl.analysis.specs import (
 from hasfl.config import load_config
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
+# The numbers the figure captions quote (hasfl.analysis.specs.figure_caption): one caption
+# per figure, shown in Snakemake's HTML report (workflow/report/figure.rst renders
+# params.caption) and in report.md.
+FIGURE_CONTEXT = {
+    "n_seeds": len(config["seeds"]),
+    **{
+        k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
+    },
+}
 TABLES = f"{RESULTS}/tables"
 FIGS = f"{RESULTS}/figures"
 # Tables read by the comparison / findings / report (name -> file).
@@ -129,7 +140,8 @@ VERIFIED = f"{RESULTS}/runs/verified.json"
 
 rule verify_runs:
     """The gate before the analysis: every run matches its manifest (sha256 of each file), was
-    trained with the config slice this preset expects and with the installed training code."""
+    trained with the config slice this preset expects and with the installed training code.
+    """
     input:
         manifests=[f"{d}/manifest.json" for d in run_dirs()],
     output:
@@ -155,11 +167,15 @@ rule analysis_table1_cost:
     output:
         parquet=f"{TABLES}/table1_cost.parquet",
         md=report(
-            f"{TABLES}/table1_cost.md", category="Tables", subcategory="Table 1 cost"
+            f"{TABLES}/table1_cost.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="Table 1 cost",
         ),
     log:
         f"{RESULTS}/logs/analysis/table1_cost.log",
     params:
+        caption=table_caption("table1_cost"),
         code=SRC_ANALYSIS,
         models=model_blocks(),
     script:
@@ -174,19 +190,22 @@ rule analysis_table2_datasets:
         parquet=f"{TABLES}/table2_datasets.parquet",
         md=report(
             f"{TABLES}/table2_datasets.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 2 datasets",
         ),
     log:
         f"{RESULTS}/logs/analysis/table2_datasets.log",
     params:
+        caption=table_caption("table2_datasets"),
         code=SRC_ANALYSIS,
     script:
         "../scripts/table2_datasets.py"
 
 
 rule analysis_method_table:
-    """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds)."""
+    """Tables 3, 4, 6, 7: best/final accuracy, peak-to-final delta, avg p (mean and std over seeds), and the
+    seeds at the accuracy floor (majority-class rate of the data-stage manifest)."""
     input:
         verified=VERIFIED,
         runs=lambda wc: run_files(
@@ -194,13 +213,24 @@ rule analysis_method_table:
             METHOD_TABLES[wc.table].methods,
             ("rounds.parquet", "run.json"),
         ),
+        manifests=lambda wc: data_files(
+            table_datasets(METHOD_TABLES[wc.table], config["datasets"]),
+            "manifest.json",
+            config["seeds"][:1],
+        ),
     output:
         parquet=f"{TABLES}/{{table}}.parquet",
         seeds=f"{TABLES}/{{table}}_seeds.parquet",
-        md=report(f"{TABLES}/{{table}}.md", category="Tables", subcategory="{table}"),
+        md=report(
+            f"{TABLES}/{{table}}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="{table}",
+        ),
     log:
         f"{RESULTS}/logs/analysis/{{table}}.log",
     params:
+        caption=lambda wc: table_caption(wc.table),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
@@ -221,12 +251,14 @@ rule analysis_table5_confound:
         parquet=f"{TABLES}/table5_confound.parquet",
         md=report(
             f"{TABLES}/table5_confound.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 5 confound",
         ),
     log:
         f"{RESULTS}/logs/analysis/table5_confound.log",
     params:
+        caption=table_caption("table5_confound"),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
@@ -236,7 +268,8 @@ rule analysis_table5_confound:
 
 
 rule analysis_matched_budget:
-    """Section 4.4: hasfl vs random_budget paired by seed (differences, t interval, paired test)."""
+    """Section 4.4: hasfl vs random_budget paired by seed (accuracy: t interval and paired test; average
+    width: matched by construction, checked against the tolerance, not tested)."""
     input:
         verified=VERIFIED,
         runs=run_files(
@@ -244,22 +277,26 @@ rule analysis_matched_budget:
             ("hasfl", "random_budget"),
             ("rounds.parquet", "run.json"),
         ),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
     output:
         parquet=f"{TABLES}/matched_budget.parquet",
         seeds=f"{TABLES}/matched_budget_seeds.parquet",
         md=report(
             f"{TABLES}/matched_budget.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Matched budget",
         ),
     log:
         f"{RESULTS}/logs/analysis/matched_budget.log",
     params:
+        caption=table_caption("matched_budget"),
         code=SRC_ANALYSIS,
         datasets=config["datasets"],
         methods=config["methods"],
         seeds=config["seeds"],
         ci_level=ANALYSIS_THRESHOLDS["ci_level"],
+        tolerance=config["method_params"]["random_budget"]["tolerance"],
     script:
         "../scripts/matched_budget.py"
 
@@ -278,6 +315,7 @@ rule analysis_prop3_coverage:
         parquet=f"{TABLES}/prop3_coverage.parquet",
         md=report(
             f"{TABLES}/prop3_coverage.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Proposition 3",
         ),
@@ -287,6 +325,7 @@ rule analysis_prop3_coverage:
         mem_mb=4000,
         runtime=30,
     params:
+        caption=table_caption("prop3_coverage"),
         code=SRC_ANALYSIS,
         models=model_blocks(),
         atol=ANALYSIS_THRESHOLDS["f5_atol"],
@@ -295,7 +334,7 @@ rule analysis_prop3_coverage:
 
 
 rule analysis_table4b_stale_coordinates:
-    """Table 4b (Section 4.3, issue 14): coordinates untrained since t0; accuracy of the capped runs' full model,
+    """Table 4b (Section 4.3): coordinates untrained since t0; accuracy of the capped runs' full model,
     stale coordinates reset to init, and sub-model; the F5 check warmup.pt -> final.pt.
     """
     input:
@@ -311,6 +350,7 @@ rule analysis_table4b_stale_coordinates:
         parquet=f"{TABLES}/{STALE_TABLE}.parquet",
         md=report(
             f"{TABLES}/{STALE_TABLE}.md",
+            caption="../report/table.rst",
             category="Tables",
             subcategory="Table 4b stale coordinates",
         ),
@@ -320,6 +360,7 @@ rule analysis_table4b_stale_coordinates:
         mem_mb=8000 if "emnist" in config["datasets"] else 4000,
         runtime=30,
     params:
+        caption=table_caption(STALE_TABLE),
         code=SRC_ANALYSIS,
         models=model_blocks(),
         # the dataset to evaluate on (a mapping, as the data stage's data_cfg)
@@ -346,8 +387,18 @@ rule analysis_figure:
             if FIGURES[wc.fig].data_clients
             else []
         ),
+        manifests=lambda wc: (
+            data_files(config["datasets"], "manifest.json", config["seeds"][:1])
+            if FIGURES[wc.fig].floors
+            else []
+        ),
     output:
-        png=report(f"{FIGS}/{{fig}}.png", category="Figures", subcategory="{fig}"),
+        png=report(
+            f"{FIGS}/{{fig}}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            subcategory="{fig}",
+        ),
         pdf=f"{FIGS}/{{fig}}.pdf",
     log:
         f"{RESULTS}/logs/analysis/{{fig}}.log",
@@ -362,7 +413,13 @@ rule analysis_figure:
                 if wc.fig == "fig2_allocation_rule"
                 else {}
             ),
+            **(
+                {k: config["hasfl"][k] for k in ("warmup", "t_adapt", "t_norm")}
+                if wc.fig == "fig4_heterogeneity_allocation"
+                else {}
+            ),
         },
+        caption=lambda wc: figure_caption(wc.fig, FIGURE_CONTEXT),
     script:
         "../scripts/figure.py"
 
@@ -374,10 +431,15 @@ rule analysis_comparison:
         published=str(PUBLISHED_PATH),
     output:
         parquet=f"{RESULTS}/comparison.parquet",
-        md=report(f"{RESULTS}/comparison.md", category="Comparison with the paper"),
+        md=report(
+            f"{RESULTS}/comparison.md",
+            caption="../report/table.rst",
+            category="Comparison with the paper",
+        ),
     log:
         f"{RESULTS}/logs/analysis/comparison.log",
     params:
+        caption=table_caption("comparison"),
         code=SRC_ANALYSIS,
         tables=COMPARISON_TABLES,
         datasets=config["datasets"],
@@ -393,10 +455,15 @@ rule analysis_findings:
     input:
         **FINDINGS_TABLES,
     output:
-        json=report(f"{RESULTS}/findings.json", category="Findings"),
+        json=report(
+            f"{RESULTS}/findings.json",
+            caption="../report/table.rst",
+            category="Findings",
+        ),
     log:
         f"{RESULTS}/logs/analysis/findings.log",
     params:
+        caption="The paper's claims F1-F6, each tested in the scope the paper states it, with its statistic, test, margin, minimum detectable effect and a verdict (supported, contradicted or inconclusive) and the reason; report.md shows them as tables.",
         code=SRC_ANALYSIS,
         tables=list(FINDINGS_TABLES),
         datasets=config["datasets"],
@@ -413,14 +480,18 @@ rule analysis_report:
         findings=f"{RESULTS}/findings.json",
         figures=[f"{FIGS}/{slug}.png" for slug in FIGURES],
     output:
-        md=report(f"{RESULTS}/report.md", category="Report"),
+        md=report(
+            f"{RESULTS}/report.md", caption="../report/table.rst", category="Report"
+        ),
     log:
         f"{RESULTS}/logs/analysis/report.log",
     params:
+        caption="The stand-alone report of this preset: runs at the accuracy floor, findings, every table, the comparison with the paper per table and every figure with its caption.",
         code=SRC_ANALYSIS,
         tables=list(ANALYSIS_TABLES),
         name=config["name"],
         figures=list(FIGURES),
+        figure_context=FIGURE_CONTEXT,
         config_summary={
             "preset": config["name"],
             "datasets": config["datasets"],

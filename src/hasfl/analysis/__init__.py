@@ -7,6 +7,7 @@ Modules:
 
 * :mod:`~hasfl.analysis.specs`     -- what each output covers; threshold defaults (light, used by the DAG).
 * :mod:`~hasfl.analysis.runs`      -- reading run files; per-seed metrics.
+* :mod:`~hasfl.analysis.floors`    -- majority-class / chance floors and the runs that never beat them.
 * :mod:`~hasfl.analysis.stats`     -- mean/std, correlations, partial correlation, R^2 decomposition, paired CI.
 * :mod:`~hasfl.analysis.tables`    -- Tables 1-4, 6, 7 and the matched-budget comparison.
 * :mod:`~hasfl.analysis.confound`  -- Table 5 and the fedavg positive control.

@@ -1,4 +1,4 @@
-"""The paper's claims as tests that can fail (findings.json; issue 14).
+"""The paper's claims as tests that can fail (findings.json).
 
 Every finding tests one claim of the paper, in the scope the paper states it, on
 *units* (one per dataset, or one per run for Proposition 3). Each unit gets a
@@ -586,8 +586,8 @@ def _f3(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) ->
             continue
         missing = [c for c in ("avg_p_trained",) if c not in t7s.columns]
         if missing:
-            raise ValueError(f"findings: tables/{T7S}.parquet lacks {missing} (the width trained and uploaded, engine "
-                             "contract of issue 14); rerun the training jobs and Table 7")
+            raise ValueError(f"findings: tables/{T7S}.parquet lacks {missing} (the width trained and uploaded); "
+                             "rerun the training jobs and Table 7")
         parts = []
         for other in ("fjord", "uniform"):
             p = _paired(t7s, other, t7s, "hasfl", d, "final_acc_pct")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis import confound, findings as findings_mod, published as pub, report, tables
+from hasfl.analysis import confound, findings as findings_mod, floors as floors_mod, published as pub, report, tables
 from hasfl.analysis.runs import group_data_files, group_run_files, load_run_metrics, read_json
 from hasfl.analysis.specs import (
     FIGURES,
@@ -79,6 +79,21 @@ def preset_models(manifests: Sequence[PathLike], models: Mapping[str, Mapping[st
     return out
 
 
+def dataset_floors(manifests: Sequence[PathLike]) -> dict[str, dict[str, float]]:
+    """``{dataset: {majority_pct, chance_pct, floor_tol_pct}}`` from data-stage manifests
+    (:mod:`hasfl.analysis.floors`); a dataset whose manifests predate the floors is left out."""
+    out = {}
+    for dataset, summaries in _manifest_summaries(manifests).items():
+        f = floors_mod.summary_floors(summaries)
+        if f is not None:
+            out[dataset] = f
+    return out
+
+
+def _flagged_metrics(metrics: pd.DataFrame, manifests: Sequence[PathLike]) -> pd.DataFrame:
+    return floors_mod.add_floor_flags(metrics, dataset_floors(manifests)) if manifests else metrics
+
+
 # --- tables -------------------------------------------------------------------------
 
 
@@ -101,16 +116,21 @@ def job_table2(manifests: Sequence[PathLike], out_parquet: PathLike, out_md: Pat
 
 
 def job_method_table(table: str, run_files: Sequence[PathLike], datasets: Sequence[str], methods: Sequence[str],
-                     seeds: Sequence[int], out_parquet: PathLike, out_seeds: PathLike, out_md: PathLike) -> pd.DataFrame:
-    """Tables 3, 4, 6, 7: aggregate (``out_parquet``) and per-seed rows (``out_seeds``)."""
+                     seeds: Sequence[int], out_parquet: PathLike, out_seeds: PathLike, out_md: PathLike,
+                     manifests: Sequence[PathLike] = ()) -> pd.DataFrame:
+    """Tables 3, 4, 6, 7: aggregate (``out_parquet``) and per-seed rows (``out_seeds``).
+
+    ``manifests`` (data-stage manifest.json of the table's datasets) give the accuracy
+    floors; without them the floor flags are NA (unknown).
+    """
     spec = METHOD_TABLES[table]
-    metrics = _metrics_with_costs(group_run_files(run_files))
+    metrics = _flagged_metrics(_metrics_with_costs(group_run_files(run_files)), manifests)
     df = tables.method_table(spec, metrics, datasets, methods, seeds)
     per_seed = tables.seed_rows(metrics, table_datasets(spec, datasets), spec.methods)
     write_parquet(df, out_parquet)
     write_parquet(per_seed, out_seeds)
     root = results_root(out_parquet)
-    md = report.table_markdown(table, df, _source_list(run_files, root),
+    md = report.table_markdown(table, df, _source_list([*run_files, *manifests], root),
                                extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed})
     _write_text(out_md, md)
     return df
@@ -120,7 +140,7 @@ def _metrics_with_costs(files: Mapping[tuple[str, str, int], Mapping[str, Path]]
     """Per-run metrics (:func:`load_run_metrics`) plus the costs as paid (:func:`tables.run_costs`).
 
     Raises:
-        ValueError: naming the run file and key/column the engine contract adds (issue 14).
+        ValueError: naming the run file and the key / column a run that predates the costs as paid lacks.
     """
     metrics = load_run_metrics(files)
     rows = []
@@ -155,14 +175,15 @@ def job_table5(data_clients: Sequence[PathLike], run_files: Sequence[PathLike], 
 
 def job_matched_budget(run_files: Sequence[PathLike], datasets: Sequence[str], methods: Sequence[str],
                        seeds: Sequence[int], level: float, out_parquet: PathLike, out_seeds: PathLike,
-                       out_md: PathLike) -> pd.DataFrame:
-    """hasfl vs random_budget paired by seed."""
-    metrics = load_run_metrics(group_run_files(run_files))
-    summary, per_seed = tables.matched_budget(metrics, datasets, methods, seeds, level)
+                       out_md: PathLike, manifests: Sequence[PathLike] = (),
+                       tolerance: float | None = None) -> pd.DataFrame:
+    """hasfl vs random_budget paired by seed (``tolerance``: method_params.random_budget.tolerance)."""
+    metrics = _flagged_metrics(load_run_metrics(group_run_files(run_files)), manifests)
+    summary, per_seed = tables.matched_budget(metrics, datasets, methods, seeds, level, tolerance)
     write_parquet(summary, out_parquet)
     write_parquet(per_seed, out_seeds)
     root = results_root(out_parquet)
-    _write_text(out_md, report.table_markdown("matched_budget", summary, _source_list(run_files, root),
+    _write_text(out_md, report.table_markdown("matched_budget", summary, _source_list([*run_files, *manifests], root),
                                               extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed}))
     return summary
 
@@ -200,12 +221,12 @@ def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mode
 def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
                 data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], atol: float,
                 out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
-    """Table 4b (Section 4.3, issue 14): coordinates untrained since t0 in every run, and for capped runs
+    """Table 4b (Section 4.3): coordinates untrained since t0 in every run, and for capped runs
     the accuracy of the full model, of the model with them reset to init.pt, and of the sub-model.
 
     Needs, per run, clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt,
-    final.pt and run.json (with ``t0``) -- the engine contract of issue 14; raises a
-    ValueError naming the file (and column) a run lacks.
+    final.pt and run.json (with ``t0``); raises a ValueError naming the file (and column) a
+    run lacks.
     """
     from hasfl.analysis import stale
     from hasfl.analysis.coverage import load_state
@@ -220,8 +241,8 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
         missing = [name for name in STALE_RUN_FILES if name not in f]
         if missing:
             where = next(iter(f.values())).parent.as_posix()
-            raise ValueError(f"table4b: run {where} lacks {', '.join(missing)} among the inputs (engine contract of "
-                             "issue 14: warmup.pt is the global state at the end of round t0 = hasfl.warmup)")
+            raise ValueError(f"table4b: run {where} lacks {', '.join(missing)} among the inputs (warmup.pt "
+                             "is the global state at the end of round t0 = hasfl.warmup)")
         if dataset not in families:
             s = specs[dataset]
             cfg = dict(s["model"])
@@ -230,7 +251,7 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
         summary = read_json(f["run.json"])
         if summary.get("t0") is None:
             raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
-                             "predates the engine contract of issue 14 -- rerun its training job")
+                             "predates the warm-up checkpoint -- rerun its training job")
         p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]),
                                                     f["clients.parquet"].as_posix())
         status = str(summary.get("status", "completed"))
@@ -247,6 +268,10 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
     df = pd.DataFrame.from_records(rows, columns=stale.COLUMNS)
     df = df.astype({"seed": "int64", "t0": "int64", "capped_after_t0": "bool", "frozen_since_t0": "bool",
                     "n_coords": "int64", "n_stale": "int64", "n_stale_changed": "int64"})
+    # whether the run's own final accuracy is at the majority-class floor (NA when the floors are unknown)
+    flagged = floors_mod.add_floor_flags(df.assign(best_acc_pct=math.nan, final_acc_pct=df["acc_logged_pct"]),
+                                         dataset_floors(manifests))
+    df["final_at_floor"] = flagged["final_at_floor"]
     write_parquet(df, out_parquet)
     root = results_root(out_parquet)
     _write_text(out_md, report.table_markdown(STALE_TABLE, df, _source_list([*run_files, *manifests], root)))
@@ -256,9 +281,25 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
 # --- figures ------------------------------------------------------------------------
 
 
+def _floor_flags(metrics: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
+    """``{(dataset, method): (completed runs at the floor, completed runs with a known flag)}``."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    if metrics.empty or "at_floor" not in metrics.columns:
+        return out
+    done = metrics[(metrics["status"] == "completed") & metrics["at_floor"].notna()]
+    for (dataset, method), g in done.groupby(["dataset", "method"], sort=True):
+        out[(dataset, method)] = (int(g["at_floor"].astype(bool).sum()), int(len(g)))
+    return out
+
+
 def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[PathLike], params: Mapping[str, Any],
-               out_png: PathLike, out_pdf: PathLike) -> None:
-    """Figure ``slug`` (see hasfl.analysis.specs.FIGURES) from exactly its run files."""
+               out_png: PathLike, out_pdf: PathLike, manifests: Sequence[PathLike] = ()) -> None:
+    """Figure ``slug`` (see hasfl.analysis.specs.FIGURES) from exactly its run files.
+
+    ``manifests`` (data-stage manifest.json) give the accuracy floors the figures mark;
+    ``params`` the preset's datasets, methods and seeds, and for Figure 2 ``p_min`` /
+    ``gamma``, for Figure 4 ``warmup`` / ``t_adapt`` / ``t_norm``.
+    """
     from hasfl.analysis import figures as F
 
     spec = FIGURES[slug]
@@ -266,20 +307,32 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
     runs = group_run_files(run_files)
     status = _run_status(runs)
     methods = [m for m in spec.methods if m in params.get("methods", spec.methods)]
+    floors = dataset_floors(manifests) if manifests else {}
+    flags = (_floor_flags(_flagged_metrics(load_run_metrics(runs), manifests))
+             if floors and all("rounds.parquet" in f and "run.json" in f for f in runs.values()) else {})
+    n_seeds = len(seeds) or None
     if slug == "fig2_allocation_rule":
         fig = F.fig2_allocation_rule(float(params["p_min"]), float(params["gamma"]))
     elif slug in ("fig3_convergence_allocation", "fig7_convergence_full_model", "fig8_test_loss"):
         traj = F.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in runs.items()})
         if slug == "fig8_test_loss":
-            fig = F.trajectory_figure(traj, status, datasets, methods, "test_loss", "Test loss", spec.title)
+            fig = F.trajectory_figure(traj, status, datasets, methods, "test_loss", "Test loss (cross-entropy)",
+                                      spec.title, flags=flags, n_seeds=n_seeds)
         else:
-            fig = F.trajectory_figure(traj, status, datasets, methods, "test_acc_pct", "Test accuracy (%)", spec.title)
+            fig = F.trajectory_figure(traj, status, datasets, methods, "test_acc_pct", "Test accuracy (%)", spec.title,
+                                      floors=floors, flags=flags, n_seeds=n_seeds)
     elif slug == "fig4_heterogeneity_allocation":
         traj = F.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in runs.items()})
         pmax: dict[str, list[float]] = {}
         for (dataset, _seed), f in group_data_files(data_clients).items():
             pmax.setdefault(dataset, []).append(float(pd.read_parquet(f["clients.parquet"])["pmax"].mean()))
-        fig = F.fig4_heterogeneity_allocation(traj, {d: sum(v) / len(v) for d, v in pmax.items()}, datasets)
+
+        def opt_int(key: str) -> int | None:
+            return int(params[key]) if params.get(key) is not None else None
+
+        fig = F.fig4_heterogeneity_allocation(traj, {d: sum(v) / len(v) for d, v in pmax.items()}, datasets,
+                                              warmup=opt_int("warmup"), t_adapt=opt_int("t_adapt"),
+                                              t_norm=opt_int("t_norm"), n_seeds=n_seeds)
     elif slug == "fig5_final_allocation":
         clients = {(d, s): pd.read_parquet(f["clients.parquet"]) for (d, _m, s), f in runs.items()}
         fig = F.fig5_final_allocation(clients, datasets, seeds)
@@ -294,7 +347,7 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
                          "avg_p": float(j["avg_p"]) if j.get("avg_p") is not None else math.nan, **costs})
         fig = F.fig6_frontier(pd.DataFrame.from_records(
             rows, columns=["dataset", "method", "seed", "status", "final_acc_pct", "avg_p", *tables.COST_METRICS]),
-            datasets, methods)
+            datasets, methods, floors=floors, flags=flags, n_seeds=n_seeds)
     else:  # pragma: no cover - guarded by the wildcard constraint
         raise ValueError(f"unknown figure '{slug}'")
     F.save_figure(fig, out_png, out_pdf)
@@ -340,10 +393,11 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
 
 def job_report(name: str, config_summary: Mapping[str, Any], table_paths: Mapping[str, PathLike],
                comparison_path: PathLike, findings_path: PathLike, figure_slugs: Sequence[str],
-               out_md: PathLike) -> str:
-    """report.md (relative links to figures/ and tables/ beside it)."""
+               out_md: PathLike, figure_context: Mapping[str, Any] | None = None) -> str:
+    """report.md (relative links to figures/ and tables/ beside it); ``figure_context``: the
+    preset's numbers the figure captions quote (:func:`hasfl.analysis.specs.figure_caption`)."""
     text = report.report_markdown(name=name, config_summary=config_summary, tables=_read_tables(table_paths),
                                   comparison=pd.read_parquet(comparison_path), findings=read_json(findings_path),
-                                  figures=figure_slugs)
+                                  figures=figure_slugs, figure_context=figure_context)
     _write_text(out_md, text)
     return text

@@ -13,48 +13,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.specs import DATASET_LABELS, FIGURES, METHOD_LABELS, METHOD_TABLES
+from hasfl.analysis.floors import floor_phrase, is_missing
+from hasfl.analysis.specs import (
+    DATASET_LABELS,
+    FIGURES,
+    FLOOR_TOL_PCT,
+    METHOD_LABELS,
+    METHOD_TABLES,
+    STD_NOTE,
+    TABLE_NOTES,
+    TABLE_TITLES,
+    figure_caption,
+)
 
-__all__ = ["TABLE_TITLES", "display_table", "md_table", "report_markdown", "stale_summary", "table_markdown"]
-
-STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
-            "peak-to-final delta (final - best) in percentage points.")
-
-TABLE_TITLES = {
-    "table1_cost": "Table 1 -- Per-client cost as a function of sub-model width p",
-    "table2_datasets": "Table 2 -- Datasets",
-    "table3_allocation": "Table 3 -- Sub-model allocation strategies",
-    "table4_coverage": "Table 4 -- Coverage-guarantee ablation",
-    "table5_confound": "Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)",
-    "table6_full_model": "Table 6 -- Comparison with full-model methods",
-    "table7_shakespeare": "Table 7 -- Allocation strategies on Shakespeare",
-    "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
-    "prop3_coverage": "Proposition 3 -- never-covered coordinates per run",
-    "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up (Section 4.3)",
-    "comparison": "Comparison with the published values (Tables 1, 3-7)",
-}
-
-TABLE_NOTES = {
-    "table1_cost": "Exact counts from the models (hasfl.models): params = trainable parameters of the width-p "
-                   "sub-model, MACs per sample (conv + linear), upload = float32 MB. `paper` rows are the paper's "
-                   "three models; `preset` rows the preset's own model configuration.",
-    "table2_datasets": "From the data stage's manifest.json summaries.",
-    "table5_confound": "Per run, over the clients: Pearson r, partial r given pmax (correlation of OLS residuals), "
-                       "and the OLS R^2 / adjusted R^2 of log H~ on the capacity tier (categorical), on TV and on "
-                       "both. fedavg rows (equal widths) are the positive control.",
-    "matched_budget": "Differences hasfl - random_budget over the seeds where both completed; Student-t interval "
-                      "and paired t-test.",
-    "prop3_coverage": "p_hi = largest width any client trained (clients.parquet p_max_trained); coordinates outside "
-                      "the width-p_hi mask were trained by no client. prop3_holds: all of them equal init.pt.",
-    "table4b_stale_coordinates": "Per run: p_hi_after_t0 = largest width any participant trained after the warm-up "
-                                 "round t0 (clients.parquet p_max_trained_after_warmup); coordinates outside that "
-                                 "width (stale) were trained by no one since t0. frozen_since_t0: all of them equal "
-                                 "in warmup.pt and final.pt (F5). For runs capped after t0, test accuracy (%) of the "
-                                 "full final model, of the same model with the stale coordinates reset to init.pt, "
-                                 "and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); "
-                                 "acc_logged_pct is the run's own final evaluation.",
-}
-
+__all__ = ["TABLE_TITLES", "comparison_overview", "display_table", "floor_section", "md_table", "report_markdown",
+           "stale_summary", "table_markdown", "table_preamble"]
 
 def fmt(v: Any, digits: int = 4) -> str:
     """One cell: NaN -> "--", bools -> yes/no, floats to ``digits`` significant digits."""
@@ -95,6 +68,22 @@ def md_table(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pm_sig(mean: float, std: float, sig: int = 3) -> str:
+    """:func:`pm` with as many decimals as ``sig`` significant digits of the mean need (at least 2)."""
+    if mean is None or not math.isfinite(float(mean)):
+        return "--"
+    m = abs(float(mean))
+    decimals = 2 if m == 0 else max(2, sig - 1 - int(math.floor(math.log10(m))))
+    return pm(mean, std, decimals)
+
+
+def _floor_cell(row: Mapping[str, Any]) -> str:
+    if "n_at_floor" not in row:
+        return ""
+    phrase = floor_phrase(row.get("n_at_floor"), row.get("n_final_at_floor"), int(row.get("n_completed", 0)))
+    return f"**{phrase}**" if phrase.startswith("at floor") else phrase
+
+
 def _method_display(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "Dataset": df["dataset"].map(lambda d: DATASET_LABELS.get(d, d)),
@@ -104,16 +93,116 @@ def _method_display(df: pd.DataFrame) -> pd.DataFrame:
         "Best acc (%)": [pm(a, b) for a, b in zip(df["best_acc_pct_mean"], df["best_acc_pct_std"], strict=True)],
         "Final acc (%)": [pm(a, b) for a, b in zip(df["final_acc_pct_mean"], df["final_acc_pct_std"], strict=True)],
         "Peak->final delta": [pm(a, b) for a, b in zip(df["delta_pct_mean"], df["delta_pct_std"], strict=True)],
-        "Avg p (allocated)": [pm(a, b, 2) for a, b in zip(df["avg_p_mean"], df["avg_p_std"], strict=True)],
     })
-    if "avg_p_trained_mean" in df.columns:  # costs as paid (issue 14)
+    if "n_at_floor" in df.columns:
+        out["Floor"] = [_floor_cell(r) for r in df.to_dict("records")]
+    out["Avg p (allocated)"] = [pm(a, b, 2) for a, b in zip(df["avg_p_mean"], df["avg_p_std"], strict=True)]
+    if "avg_p_trained_mean" in df.columns:  # costs as paid
         out["Avg p (trained)"] = [pm(a, b, 2) for a, b in zip(df["avg_p_trained_mean"], df["avg_p_trained_std"],
                                                               strict=True)]
-        out["Upload MB / client-round"] = [pm(a, b, 3) for a, b in zip(df["upload_mb_mean"], df["upload_mb_std"],
-                                                                       strict=True)]
-        out["Train MMACs / sample"] = [pm(a, b, 2) for a, b in zip(df["train_mmacs_mean"], df["train_mmacs_std"],
-                                                                   strict=True)]
+        out["Upload MB / client-round"] = [pm_sig(a, b) for a, b in zip(df["upload_mb_mean"], df["upload_mb_std"],
+                                                                        strict=True)]
+        out["Train MMACs / sample"] = [pm_sig(a, b) for a, b in zip(df["train_mmacs_mean"], df["train_mmacs_std"],
+                                                                    strict=True)]
     return out
+
+
+def _unit(full: float) -> tuple[float, str]:
+    """(divisor, suffix) for counts whose largest value is ``full``: M from a million, k from a thousand."""
+    if full >= 1e6:
+        return 1e6, " M"
+    if full >= 1e3:
+        return 1e3, " k"
+    return 1.0, ""
+
+
+def _short(v: float) -> str:
+    """3 significant digits, at least one decimal under 1000 (154.9, 39.2, 2.78, 0.0991)."""
+    a = abs(v)
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}" if a else "0"
+
+
+def _table1_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 with every model's params / MACs in the unit of its full width (k or M) and upload in MB or kB."""
+    cells: dict[str, list[str]] = {"params": [], "macs": [], "upload": []}
+    full = df.groupby("model")[["params", "macs", "upload_mb"]].max()
+    for r in df.to_dict("records"):
+        for key, col in (("params", "params"), ("macs", "macs")):
+            div, suffix = _unit(float(full.at[r["model"], col]))
+            cells[key].append(f"{_short(r[col] / div)}{suffix}" if div > 1 else str(int(r[col])))
+        if float(full.at[r["model"], "upload_mb"]) < 0.1:
+            cells["upload"].append(f"{_short(r['upload_mb'] * 1e3)} kB")
+        else:
+            cells["upload"].append(f"{_short(r['upload_mb'])} MB")
+    return pd.DataFrame({"Source": df["source"], "Model": df["model"], "p": df["p"].map(lambda p: f"{p:.2f}"),
+                         "Params": cells["params"], "MACs / sample": cells["macs"], "Upload": cells["upload"],
+                         "Params (exact)": df["params"], "MACs (exact)": df["macs"]})
+
+
+def _capped_only(df: pd.DataFrame, flag: str) -> tuple[pd.DataFrame, str]:
+    """The rows whose ``flag`` is true, and one line counting the others per method."""
+    capped = df[df[flag].astype(bool)].drop(columns=[flag])  # all "yes": the line below counts the others
+    rest = df[~df[flag].astype(bool)]
+    if rest.empty:
+        return capped, f"All {len(df)} runs are capped."
+    by = ", ".join(f"{METHOD_LABELS.get(m, m)} {len(g)}" for m, g in rest.groupby("method", sort=False))
+    what = ("reached full width (p_hi = 1): no coordinate was left untrained, nothing to check" if flag == "capped"
+            else "trained full width after t0: no stale coordinate, nothing to evaluate")
+    return capped, (f"{len(capped)} of {len(df)} runs are capped; the other {len(rest)} {what} ({by}).")
+
+
+def _matched_budget_parts(df: pd.DataFrame) -> list[tuple[str, Any]]:
+    acc = df[df["metric"] == "final_acc_pct"]
+    wid = df[df["metric"] == "avg_p"]
+
+    def floors(r: Mapping[str, Any]) -> str:
+        bits = []
+        for m in ("hasfl", "random_budget"):
+            k = r.get(f"{m}_n_at_floor")
+            if not is_missing(k) and int(k):
+                bits.append(f"{METHOD_LABELS[m]} {int(k)} of {int(r['n_pairs'])}")
+        return ("**at floor: " + ", ".join(bits) + "**") if bits else ""
+
+    a = pd.DataFrame({
+        "Dataset": acc["dataset"].map(lambda d: DATASET_LABELS.get(d, d)), "Status": acc["status"],
+        "Pairs": acc["n_pairs"], "HAS-FL (%)": acc["hasfl_mean"].map(lambda v: pm(v, math.nan, 2)),
+        "Random-budget (%)": acc["random_budget_mean"].map(lambda v: pm(v, math.nan, 2)),
+        "Mean diff (points)": acc["mean_diff"].map(lambda v: pm(v, math.nan, 2)),
+        "SD of diffs": acc["sd_diff"].map(lambda v: pm(v, math.nan, 2)),
+        "CI": [("--" if not math.isfinite(lo) else f"[{lo:.2f}, {hi:.2f}] ({lvl:.0%})")
+               for lo, hi, lvl in zip(acc["ci_low"], acc["ci_high"], acc["ci_level"].fillna(0.95), strict=True)],
+        "t": acc["t_stat"].map(lambda v: pm(v, math.nan, 2)), "p (paired t)": acc["p_value"].map(lambda v: _num(v)),
+        "Floor": [floors(r) for r in acc.to_dict("records")],
+    })
+    w = pd.DataFrame({
+        "Dataset": wid["dataset"].map(lambda d: DATASET_LABELS.get(d, d)), "Status": wid["status"],
+        "Pairs": wid["n_pairs"], "HAS-FL avg p": wid["hasfl_mean"].map(lambda v: pm(v, math.nan, 4)),
+        "Random-budget avg p": wid["random_budget_mean"].map(lambda v: pm(v, math.nan, 4)),
+        "Largest abs diff": wid["max_abs_diff"].map(lambda v: "--" if not math.isfinite(v) else f"{v:.2g}"),
+        "Tolerance": wid["tolerance"].map(lambda v: "--" if not math.isfinite(v) else f"{v:g}"),
+        "Within tolerance": wid["within_tolerance"],
+    }) if "max_abs_diff" in wid.columns else wid
+    return [("Final accuracy: paired t-test (hasfl - random_budget)", a),
+            ("Average allocated width: matched by construction (no test)", w)]
+
+
+def display_parts(name: str, df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """What a reader sees of table ``name``: (subtitle, frame or paragraph) in order."""
+    if df.empty:
+        return [("", df)]
+    if name == "matched_budget" and "check" in df.columns:
+        return _matched_budget_parts(df)
+    if name == "prop3_coverage" and "capped" in df.columns:
+        shown, line = _capped_only(df, "capped")
+        return [("", shown), ("", line)]
+    if name == "table4b_stale_coordinates" and "capped_after_t0" in df.columns:
+        shown, line = _capped_only(df, "capped_after_t0")
+        return [("", shown), ("", line)]
+    return [("", display_table(name, df))]
 
 
 def display_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
@@ -123,11 +212,14 @@ def display_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
     if name in METHOD_TABLES:
         return _method_display(df)
     if name == "table1_cost":
-        return pd.DataFrame({"Source": df["source"], "Model": df["model"], "p": df["p"].map(lambda p: f"{p:.2f}"),
-                             "Params (M)": df["params_m"].map(lambda v: f"{v:.2f}"),
-                             "MACs/sample (M)": df["macs_m"].map(lambda v: f"{v:.1f}"),
-                             "Upload (MB)": df["upload_mb"].map(lambda v: f"{v:.2f}"), "Params": df["params"],
-                             "MACs": df["macs"]})
+        return _table1_display(df)
+    if name == "table2_datasets":
+        out = df.copy()
+        for c, label in (("majority_pct", "majority class (%)"), ("chance_pct", "chance (%)")):
+            if c in out.columns:
+                out[c] = out[c].map(lambda v: "--" if not math.isfinite(v) else f"{v:.2f}")
+                out = out.rename(columns={c: label})
+        return out
     if name == "table5_confound":
         cols = ["dataset", "seed", "method", "status", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax", "pr_p_tv_pmax",
                 "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tier", "r2_tv", "r2_joint"]
@@ -145,6 +237,25 @@ def display_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def table_preamble(name: str, df: pd.DataFrame) -> str:
+    """Text shown between a table's note and its rows (the floors of a method table's datasets)."""
+    if name in METHOD_TABLES and "majority_pct" in df.columns and len(df):
+        levels = []
+        for dataset, g in df.groupby("dataset", sort=False):
+            maj, ch, tol = (float(g[c].iloc[0]) for c in ("majority_pct", "chance_pct", "floor_tol_pct"))
+            if math.isfinite(maj):
+                levels.append(f"{DATASET_LABELS.get(dataset, dataset)} majority class {maj:.2f}%, chance {ch:.2f}%, "
+                              f"tolerance {tol:.2g} points")
+        if not levels:
+            return ("Floor: unknown (the data-stage manifests predate the majority-class rate; rerun the data "
+                    "stage).")
+        return ("Floor: `at floor: k of n seeds` = in k of the n completed seeds the best accuracy of any round stayed "
+                "within the tolerance of the test set's majority-class rate (the run never predicted better than the "
+                "most common class); `ends at floor` = only the final accuracy did. Levels: " + "; ".join(levels)
+                + ".")
+    return ""
+
+
 def table_markdown(name: str, df: pd.DataFrame, sources: Sequence[str] = (), extra: Mapping[str, pd.DataFrame] | None = None,
                    file_name: str | None = None) -> str:
     """The Markdown rendering written beside ``tables/<name>.parquet``."""
@@ -154,12 +265,26 @@ def table_markdown(name: str, df: pd.DataFrame, sources: Sequence[str] = (), ext
     if note:
         parts.append(" " + note)
     parts.append("\n\n")
-    parts.append(md_table(display_table(name, df)))
+    if name == "comparison":
+        parts.append(comparison_overview(df) + "\n")
+    pre = table_preamble(name, df)
+    if pre:
+        parts.append(pre + "\n\n")
+    parts.append(_render_parts(display_parts(name, df), level="##"))
     for title, frame in (extra or {}).items():
         parts.append(f"\n## {title}\n\n{md_table(frame)}")
     if sources:
         parts.append("\n## Read from\n\n" + "\n".join(f"- `{s}`" for s in sources) + "\n")
     return "".join(parts)
+
+
+def _render_parts(parts: Sequence[tuple[str, Any]], level: str) -> str:
+    out = []
+    for title, item in parts:
+        if title:
+            out.append(f"\n{level} {title}\n\n")
+        out.append(md_table(item) if isinstance(item, pd.DataFrame) else f"\n{item}\n")
+    return "".join(out)
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -183,26 +308,31 @@ def _findings_summary(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
-def _findings_units(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per finding x unit: n, estimate and interval, MDE at the configured power, verdict and why."""
+def _findings_units(findings: Sequence[Mapping[str, Any]],
+                    floor_rows: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per finding x unit: n, estimate and interval, MDE at the configured power, verdict and why,
+    and (``floor_rows``) which of the unit's runs are at the accuracy floor."""
     rows = []
     for f in findings:
         for u in f["units"]:
+            note = _unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
             lo, hi = u.get("low"), u.get("high")
             interval = "--" if lo is None or hi is None else f"[{_num(lo)}, {_num(hi)}]"
             rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": _num(u.get("estimate")),
                          "Interval": interval, "MDE": _num(u.get("mde")), "Verdict": u["verdict"],
-                         "Why": u["reason"]})
+                         "Why": u["reason"], "Floor": note})
             for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
                 plo, phi = part.get("low"), part.get("high")
                 rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
                              "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
                              "Estimate": _num(part.get("estimate")),
                              "Interval": "--" if plo is None or phi is None else f"[{_num(plo)}, {_num(phi)}]",
-                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"]})
-    return pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
-                                                    "Verdict", "Why"])
+                             "MDE": _num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"],
+                             "Floor": note})
+    df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
+                                                  "Verdict", "Why", "Floor"])
+    return df if df["Floor"].astype(bool).any() else df.drop(columns=["Floor"])
 
 
 def stale_summary(df: pd.DataFrame) -> str:
@@ -221,6 +351,13 @@ def stale_summary(df: pd.DataFrame) -> str:
                      f"{g['frac_stale'].mean():.1%} of the model, {g['frac_stale_trained_before_t0'].mean():.1%} of "
                      f"them trained before t0; unchanged since t0 in {int(g['frozen_since_t0'].sum())} of {len(g)}.")
     text = "\n".join(lines) + "\n\n"
+    if "final_at_floor" in capped.columns and capped["final_at_floor"].fillna(False).astype(bool).any():
+        floor = capped[capped["final_at_floor"].fillna(False).astype(bool)]
+        names = ", ".join(f"{DATASET_LABELS.get(r.dataset, r.dataset)} / {METHOD_LABELS.get(r.method, r.method)} seed "
+                          f"{int(r.seed)}" for r in floor.itertuples())
+        text += (f"{len(floor)} of these runs ended at the majority-class floor ({names}): their three accuracies "
+                 "coincide with the floor and say nothing about the stale coordinates; they are in the averages "
+                 "below.\n\n")
     full_all, sub_all = float(capped["acc_full_pct"].mean()), float(capped["acc_sub_pct"].mean())
     text += (f"Over all {len(capped)} capped run(s), the model without the coordinates untrained since t0 (the "
              f"sub-model) scores {sub_all - full_all:+.1f} points relative to the full model that carries them into "
@@ -237,23 +374,182 @@ def stale_summary(df: pd.DataFrame) -> str:
              "values, and Proposition 3 (stated from w(0)) holds for them only from t0 on, which is how F5 checks "
              f"them (warmup.pt vs final.pt). Averaged over these runs, resetting them to their initial values moves "
              f"test accuracy by {reset - full:+.1f} points and dropping them (the sub-model) by {sub - full:+.1f} "
-             "points relative to the full model. ")
-    if reset > full:
+             "points relative to the full model")
+    n_up = int((trained["acc_reset_pct"] > trained["acc_full_pct"]).sum())
+    text += f" (the reset raises accuracy in {n_up} of {len(trained)} runs). "
+    if reset > full and 2 * n_up > len(trained):
         text += ("The stale values do more damage than random initial values in their place would, so the ablation's "
                  "collapse is not the mechanism Section 4.3 describes (trained coordinates drifting away from random "
                  "ones): it is caused by coordinates frozen at their warm-up values.\n")
+    elif reset > full:
+        text += ("On average the stale values do more damage than random initial values in their place would, but "
+                 f"only in {n_up} of {len(trained)} runs: at this preset the evidence on whether the collapse comes from "
+                 "coordinates frozen at their warm-up values, rather than from the untrained width as Section 4.3 "
+                 "says, is mixed.\n")
     else:
         text += ("Random initial values in their place would do at least as much damage, consistent with Section "
                  "4.3's account that the untrained width itself costs accuracy.\n")
     return text
 
 
+#: What each paper table reports (the comparison overview).
+PAPER_TABLE_WHAT = {
+    1: "per-client cost (params, MACs, upload) of the paper's three models at p = 0.25-1",
+    3: "accuracy and average width of the allocation strategies",
+    4: "coverage ablation: accuracy and peak-to-final decay",
+    5: "correlations of the heterogeneity estimate with TV and capacity",
+    6: "accuracy of HAS-FL against the full-model methods",
+    7: "allocation strategies on Shakespeare",
+}
+
+
+def _reason_keys(reason: str, limit: int = 4) -> str:
+    """The config keys a "not the paper's configuration: ..." reason names (at most ``limit``)."""
+    import re
+
+    keys = list(dict.fromkeys(re.findall(r"([A-Za-z_][\w.]*)(?:=| unset)", reason)))
+    if not keys:
+        return reason
+    return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def comparison_overview(comparison: pd.DataFrame, published: pd.DataFrame | None = None) -> str:
+    """Per paper table: what it reports, whether this preset's cells are comparable with it, and why not.
+
+    Table 1's cells are a property of the model definitions and are comparable at any
+    preset; a result cell (Tables 3-7) only when its (dataset, method) ran at the paper's
+    configuration. No count mixes the two.
+    """
+    from hasfl.analysis.published import load_published
+
+    pub = load_published() if published is None else published
+    rows = []
+    result_compared = 0
+    for table in sorted(set(pub["table"]) | set(comparison["table"] if len(comparison) else [])):
+        p_t = pub[pub["table"] == table]
+        c_t = comparison[comparison["table"] == table] if len(comparison) else comparison
+        paper_ds = sorted(set(p_t["dataset"]))
+        names = ", ".join(DATASET_LABELS.get(d, d) for d in paper_ds)
+        compared = c_t[c_t["status"] == "compared"] if len(c_t) else c_t
+        judged = compared[compared["within"].notna()] if len(compared) else compared
+        n_in = int(judged["within"].astype(bool).sum()) if len(judged) else 0
+        if table == 1:
+            verdict = "yes, at any preset: a property of the model definitions, not of training"
+        else:
+            result_compared += len(compared)
+            why = []
+            missing = [d for d in paper_ds if d not in set(c_t["dataset"] if len(c_t) else [])]
+            if missing:
+                why.append("not run at this preset: " + ", ".join(DATASET_LABELS.get(d, d) for d in missing))
+            nc = c_t[c_t["status"] == "not comparable"] if len(c_t) else c_t
+            for dataset, g in (nc.groupby("dataset", sort=True) if len(nc) else []):
+                why.append(f"{DATASET_LABELS.get(dataset, dataset)} run with another configuration "
+                           f"({_reason_keys(str(g['reason'].iloc[0]))})")
+            other = c_t[~c_t["status"].isin(["compared", "not comparable"])] if len(c_t) else c_t
+            if len(other):
+                why.append(", ".join(f"{k}: {len(g)} cells" for k, g in other.groupby("status", sort=True)))
+            verdict = ("yes" if len(compared) else "no") + (f" ({len(compared)} cells); " if len(compared) else "; ")
+            verdict += "; ".join(why) if why else "every cell"
+            verdict = verdict.rstrip("; ")
+        rows.append({"Paper table": str(table), "Reports": PAPER_TABLE_WHAT.get(int(table), ""),
+                     "Paper's datasets": names, "Comparable at this preset": verdict,
+                     "Cells compared": str(len(compared)),
+                     "Within the published range": (f"{n_in} of {len(judged)}" if len(judged) else "--")})
+    text = ("Which of the paper's numbers this preset can be held against, table by table. \"Within\": ours inside "
+            "the published mean ± k std (Table 1: ours rounds to the printed value).\n\n")
+    text += md_table(pd.DataFrame.from_records(rows))
+    if result_compared == 0:
+        text += ("\nAt this preset no result of the paper (Tables 3-7: accuracies, widths, correlations) is comparable "
+                 "with ours: the agreement in Table 1 shows that the models are built as the paper describes, not "
+                 "that its results reproduce.\n")
+    else:
+        text += (f"\n{result_compared} result cells (Tables 3-7) ran at the paper's configuration and are compared "
+                 "below; Table 1's agreement is about the models only.\n")
+    return text
+
+
+def _floor_rows(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One method-table row per (dataset, method) with a known floor flag, plus the tables it is in."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for tname in METHOD_TABLES:
+        df = tables.get(tname)
+        if df is None or df.empty or "n_at_floor" not in df.columns:
+            continue
+        for r in df.to_dict("records"):
+            if r["status"] == "not run" or int(r["n_completed"]) == 0 or is_missing(r["n_at_floor"]):
+                continue
+            entry = seen.setdefault((r["dataset"], r["method"]), {**r, "tables": []})
+            entry["tables"].append(str(int(r["table"])))
+    return seen
+
+
+#: The methods whose runs each finding compares (for the floor note of its units).
+FINDING_METHODS = {
+    "F1a": ("hasfl",), "F1b": ("hasfl",), "F1c": ("hasfl",), "F1d": ("hasfl",),
+    "F2a": ("hasfl_nocov", "hasfl"), "F2a-spread": ("hasfl_nocov", "hasfl"), "F2b": ("uniform", "heterofl"),
+    "F2c": ("uniform",), "F3": ("hasfl", "random_budget"), "F3-shakespeare": ("hasfl", "fjord", "uniform"),
+    "F4": ("fedavg", "hasfl"), "F6": ("fedavg",),
+}
+
+
+def _unit_floor_note(fid: str, unit: str, rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """"FedAvg 3 of 3" for the runs of finding ``fid``'s unit that are at the floor ("" when none)."""
+    if fid not in FINDING_METHODS:  # F5 is structural (coordinates vs init): accuracy does not enter it
+        return ""
+    dataset = unit.split("/")[0]
+    methods = FINDING_METHODS[fid]
+    notes = []
+    for m in methods:
+        r = rows.get((dataset, m))
+        if r is not None and int(r["n_at_floor"]):
+            notes.append(f"{METHOD_LABELS.get(m, m)} {int(r['n_at_floor'])} of {int(r['n_completed'])}")
+    return ("**at floor: " + ", ".join(notes) + "**") if notes else ""
+
+
+def floor_section(tables: Mapping[str, pd.DataFrame]) -> str:
+    """report.md's "Runs at the floor": every (dataset, method) with a seed at (or ending at) the floor."""
+    seen = _floor_rows(tables)
+    known = bool(seen)
+    rows = [e for e in seen.values()
+            if int(e["n_at_floor"]) or (not is_missing(e["n_final_at_floor"]) and int(e["n_final_at_floor"]))]
+    tol = ", ".join(sorted({f"{float(e['floor_tol_pct']):.2g}" for e in seen.values()
+                            if math.isfinite(float(e["floor_tol_pct"]))})) or f"{FLOOR_TOL_PCT:g}"
+    text = ("A run is **at the floor** when its best test accuracy over every evaluated round stays within "
+            f"{tol} points (or one test example) of the majority-class rate of the test set: it never predicted "
+            "better than always answering the most common class. Such a run learned nothing the tables can "
+            "compare; its accuracy, its gap to other methods and any finding resting on it describe a failure to "
+            "train, not the method. Every table and figure marks these runs (`at floor: k of n seeds`; in the "
+            "figures dashed curves and hollow markers when every seed is at the floor, half-filled markers when "
+            "some are). Floors per dataset: Table 2.\n\n")
+    if not known:
+        return text + ("Unknown at this run: the data-stage manifests predate the majority-class rate (rerun the "
+                       "data stage).\n")
+    if not rows:
+        return text + "No run is at the floor or ends there.\n"
+    out = pd.DataFrame({
+        "Dataset": [DATASET_LABELS.get(e["dataset"], e["dataset"]) for e in rows],
+        "Method": [METHOD_LABELS.get(e["method"], e["method"]) for e in rows],
+        "Never above the floor": [f"**{int(e['n_at_floor'])} of {int(e['n_completed'])} seeds**"
+                                  if int(e["n_at_floor"]) else "0" for e in rows],
+        "Ends at the floor": [f"{int(e['n_final_at_floor'])} of {int(e['n_completed'])} seeds"
+                              if not is_missing(e["n_final_at_floor"]) else "--" for e in rows],
+        "Best acc (%)": [pm(e["best_acc_pct_mean"], e["best_acc_pct_std"], 2) for e in rows],
+        "Final acc (%)": [pm(e["final_acc_pct_mean"], e["final_acc_pct_std"], 2) for e in rows],
+        "Majority class (%)": [f"{float(e['majority_pct']):.2f}" for e in rows],
+        "Chance (%)": [f"{float(e['chance_pct']):.2f}" for e in rows],
+        "In tables": [", ".join(e["tables"]) for e in rows],
+    })
+    return text + md_table(out)
+
+
 def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],
-                    comparison: pd.DataFrame, findings: Mapping[str, Any], figures: Sequence[str]) -> str:
+                    comparison: pd.DataFrame, findings: Mapping[str, Any], figures: Sequence[str],
+                    figure_context: Mapping[str, Any] | None = None, published: pd.DataFrame | None = None) -> str:
     """report.md: findings, the tables, the comparison and the figures of one preset run.
 
     ``tables`` maps table names to their frames, ``figures`` lists the figure slugs
-    (PNG beside the report under ``figures/``), ``findings`` is findings.json.
+    (PNG beside the report under ``figures/``), ``findings`` is findings.json,
+    ``figure_context`` the numbers the captions quote (:func:`hasfl.analysis.specs.figure_caption`).
     """
     out = [f"# HAS-FL reproduction report -- preset `{name}`\n\n"]
     out.append("Every number below is printed from a file under this folder; each section names it. "
@@ -261,6 +557,9 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
     out.append("| Setting | Value |\n|---|---|\n")
     for k, v in config_summary.items():
         out.append(f"| {k} | {fmt(v) if not isinstance(v, (list, tuple)) else ', '.join(map(str, v))} |\n")
+
+    out.append("\n## Runs at the floor\n\nFrom the method tables (`tables/table{3,4,6,7}_*.parquet`, columns "
+               "`n_at_floor`, `n_final_at_floor`).\n\n" + floor_section(tables))
 
     items = findings["findings"]
     alpha, power = findings.get("alpha"), findings["thresholds"].get("power")
@@ -274,9 +573,13 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "defaults justified in docs/decisions.md.\n\n")
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
     out.append(md_table(_findings_summary(items)))
+    units = _findings_units(items, _floor_rows(tables))
     out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "
-               "toward the verdict.\n\n")
-    out.append(md_table(_findings_units(items)))
+               "toward the verdict."
+               + (" `Floor`: runs the unit compares that never rose above the majority-class rate (section \"Runs "
+                  "at the floor\"); a verdict on them says nothing about the method." if "Floor" in units.columns
+                  else "") + "\n\n")
+    out.append(md_table(units))
     out.append("\nSettings: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
     if "table4b_stale_coordinates" in tables:
         out.append("\n## What the coverage ablation shows (Table 4b)\n\nFrom `tables/table4b_stale_coordinates.parquet`."
@@ -287,38 +590,36 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
         out.append(f"\n### {TABLE_TITLES.get(tname, tname)}\n\nFrom `tables/{tname}.parquet`.")
         if TABLE_NOTES.get(tname):
             out.append(" " + TABLE_NOTES[tname])
-        out.append("\n\n" + md_table(display_table(tname, df)))
+        pre = table_preamble(tname, df)
+        out.append("\n\n" + (pre + "\n\n" if pre else "") + _render_parts(display_parts(tname, df), level="####"))
 
-    out.append("\n## Comparison with the published values\n\nFrom `comparison.parquet`; published values from "
-               "`src/hasfl/analysis/published.yaml` (typed in from the paper). `within`: ours inside the published "
-               "mean ± k std (Table 1: ours rounds to the printed value).\n\n")
+    out.append("\n## Comparison with the published values\n\nFrom `comparison.parquet` (every cell: `comparison.md`); "
+               "published values from `src/hasfl/analysis/published.yaml` (typed in from the paper).\n\n")
+    out.append(comparison_overview(comparison, published))
     if len(comparison):
-        counts = comparison.groupby("status").size().to_dict()
-        out.append("Rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".\n\n")
-        nc = comparison[comparison["status"] == "not comparable"]
-        if len(nc):
-            out.append("Not comparable (never compared):\n\n")
-            for (ds, method), g in nc.groupby(["dataset", "method"], sort=True):
-                out.append(f"- {ds} / {method}: {g['reason'].iloc[0]}\n")
-            out.append("\n")
         t1 = comparison[comparison["table"] == 1]
-        if len(t1):
-            n_in = int(t1["within"].fillna(False).astype(bool).sum())
-            out.append(f"Table 1 (model costs): {n_in} of {len(t1)} cells round to the printed value"
-                       + ("." if n_in == len(t1) else "; the others are listed below.") + " All cells: `comparison.md`.\n\n")
-        shown = comparison[(comparison["status"] != "not comparable")
-                           & ((comparison["table"] != 1) | ~comparison["within"].fillna(False).astype(bool))]
+        off = t1[~t1["within"].fillna(False).astype(bool)] if len(t1) else t1
+        if len(off):
+            out.append("\nTable 1 cells that do not round to the printed value:\n\n"
+                       + md_table(display_table("comparison", off).drop(columns=["reason"])))
+        shown = comparison[(comparison["status"] == "compared") & (comparison["table"] != 1)]
         if len(shown):
-            out.append(md_table(display_table("comparison", shown).drop(columns=["reason"])))
+            out.append("\nResult cells compared (paper configuration):\n\n"
+                       + md_table(display_table("comparison", shown).drop(columns=["reason"])))
     in_paper = set(comparison.loc[comparison["table"] != 1, "dataset"]) if len(comparison) else set()
     absent = [d for d in config_summary.get("datasets", []) if d not in in_paper]
     if absent:
-        out.append(f"\nNot in the paper's Tables 3-7 (nothing to compare): {', '.join(absent)}.\n")
+        out.append(f"\nNot in the paper's Tables 3-7 (nothing to compare): "
+                   f"{', '.join(DATASET_LABELS.get(d, d) for d in absent)}.\n")
 
-    out.append("\n## Figures\n\n")
+    out.append("\n## Figures\n\nEach caption says what is plotted and what every line, band and marker means.\n\n")
+    ctx = {"n_seeds": len(config_summary.get("seeds", []) or []) or None, **dict(figure_context or {})}
     for slug in figures:
         spec = FIGURES.get(slug)
         title = f"Figure {spec.paper_figure} -- {spec.title}" if spec else slug
-        out.append(f"### {title}\n\n![{title}](figures/{slug}.png)\n\nFiles: `figures/{slug}.png`, "
-                   f"`figures/{slug}.pdf`.\n\n")
+        caption = figure_caption(slug, ctx) if spec else ""
+        out.append(f"### {title}\n\n![{title}](figures/{slug}.png)\n\n")
+        if caption:
+            out.append(f"*Figure {spec.paper_figure}.* {caption}\n\n")
+        out.append(f"Files: `figures/{slug}.png`, `figures/{slug}.pdf`.\n\n")
     return "".join(out)

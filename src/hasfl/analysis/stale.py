@@ -1,4 +1,4 @@
-"""Coordinates nobody trains after the warm-up (Section 4.3, Proposition 3; issue 14).
+"""Coordinates nobody trains after the warm-up (Section 4.3, Proposition 3).
 
 Algorithm 1 allocates ``p_i = pmax_i`` until the first adaptation round ``t0`` (config
 ``hasfl.warmup``), so under ``hasfl_nocov`` the top-tier clients first train the outer
@@ -69,8 +69,8 @@ def max_trained_width_after_warmup(clients: pd.DataFrame, source: str = "clients
     """
     if AFTER_WARMUP_COLUMN not in clients.columns:
         raise ValueError(f"table4b: '{source}' lacks the column '{AFTER_WARMUP_COLUMN}' (the largest width each "
-                         "client trained after the warm-up round t0); the run predates the engine contract of "
-                         "issue 14 -- rerun its training job")
+                         "client trained after the warm-up round t0); the run predates that column -- "
+                         "rerun its training job")
     v = pd.to_numeric(clients[AFTER_WARMUP_COLUMN], errors="coerce")
     return float(v.max()) if v.notna().any() else 0.0
 
