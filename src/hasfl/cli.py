@@ -102,6 +102,16 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_results_page(args: argparse.Namespace) -> int:
+    """A compact results page of a finished preset (docs/results/<name>.md)."""
+    from hasfl.analysis.results_page import write_results_page
+
+    notes = args.notes.read_text() if args.notes is not None else None
+    out = write_results_page(args.results, args.out, notes=notes)
+    print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
+    return 0
+
+
 def _cmd_cost(args: argparse.Namespace) -> int:
     """Print per-width params, MACs/sample and upload MB of the paper's models (Table 1)."""
     from hasfl.models.cost import table1
@@ -264,6 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also plot estimate vs truth by group")
     p.set_defaults(func=_cmd_diagnose)
+
+    p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")
+    p.add_argument("results", type=Path, help="the preset's results folder, e.g. results/medium")
+    p.add_argument("out", type=Path, help="the page to write, e.g. docs/results/medium.md")
+    p.add_argument("--notes", type=Path, default=None, help="a Markdown file of notes to put under the title")
+    p.set_defaults(func=_cmd_results_page)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")

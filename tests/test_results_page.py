@@ -1,0 +1,53 @@
+"""`hasfl results-page`: a page from a finished preset's files, figures shrunk beside it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from PIL import Image  # noqa: E402
+
+
+def _results(root):
+    (root / "tables").mkdir(parents=True)
+    (root / "figures").mkdir()
+    (root / "findings.json").write_text(json.dumps({"findings": [
+        {"id": "F3", "claim": "HAS-FL and random budget are indistinguishable", "verdict": "inconclusive",
+         "statistic": "paired difference", "n_per_unit": {"digits": 3}, "margin": 2.0, "mde": {"digits": 9.0},
+         "reason": "digits: inconclusive -- the TOST interval is not inside +-2"},
+        {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
+         "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported"}]}))
+    (root / "tables" / "table3_allocation.md").write_text("# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(root / "figures" / "fig6_frontier.png")
+    plt.close(fig)
+    (root / "report.md").write_text("### Figure 6\n\n![Figure 6](figures/fig6_frontier.png)\n\n"
+                                    "*Figure 6.* Final accuracy against width.\n\n")
+
+
+def test_results_page_from_files(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    out = tmp_path / "docs" / "results" / "quick.md"
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "| F3 | HAS-FL and random budget are indistinguishable | **inconclusive** |" in page
+    assert "| F6 (extension) |" in page and "**supported**" in page
+    assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page
+    assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.* Final accuracy against width." in page
+    with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:
+        assert im.width == 900  # shrunk from 1600 px
+
+
+def test_results_page_needs_a_finished_run(tmp_path) -> None:
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(tmp_path), str(tmp_path / "p.md")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "findings.json' does not exist" in res.stderr
