@@ -18,9 +18,7 @@ from hasfl.analysis import confound, coverage, findings, jobs, published, stats,
 from hasfl.analysis.runs import group_run_files, load_run_metrics, run_metrics
 from hasfl.analysis.specs import DEFAULT_THRESHOLDS, METHOD_TABLES, resolve_thresholds
 from hasfl.io import write_json, write_parquet
-from hasfl.models import build_family, coverage_mask
-
-from conftest import REPO, run_snakemake
+from hasfl.models import coverage_mask, family_from_config
 
 TINY_MODEL = {"arch": "cnn", "channels": [4, 4], "pool_after": [0], "pool_out": 1, "hidden": 8}
 TINY_SHAPE, TINY_CLASSES = [1, 4, 4], 3
@@ -28,8 +26,8 @@ PMAX = np.array([0.25] * 5 + [0.5] * 10 + [0.75] * 3 + [1.0] * 2)
 
 
 def tiny_family():
-    cfg = dict(TINY_MODEL)
-    return build_family(cfg.pop("arch"), in_shape=tuple(TINY_SHAPE), num_classes=TINY_CLASSES, **cfg)
+    """The family the analysis builds from the config block TINY_MODEL and the manifest's shapes."""
+    return family_from_config(TINY_MODEL, TINY_SHAPE, TINY_CLASSES)
 
 
 # --- synthetic run files -------------------------------------------------------------
@@ -535,9 +533,9 @@ def test_full_chain_of_jobs(synthetic_results, paper_config):
     assert set(comp_df["table"]) == {1}  # digits is not in the paper: only Table 1 is compared
 
 
-def test_snakemake_dry_run_lists_analysis_jobs(tmp_path):
-    res = run_snakemake("-n", "all", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                        "--configfile", str(REPO / "presets/quick.yaml"))
+def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
+    res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
+                    "--configfile", str(repo / "presets/quick.yaml"))
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     expected = {"analysis_table1_cost": 1, "analysis_table2_datasets": 1, "analysis_method_table": 4,
