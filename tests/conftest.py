@@ -1,24 +1,40 @@
-"""Shared fixtures: the repository root, the merged presets, a venv-aware Snakemake call."""
+"""Shared fixtures. Tests receive everything from here as fixtures (never ``from conftest import``).
+
+* ``repo``, ``paper_config``, ``quick_config`` -- the repository root and the merged presets;
+* ``snakemake`` -- runs Snakemake with this interpreter (``snakemake(*args)``), builds the usual
+  command line of a preset run (``snakemake.dag_args``) and reads its job counts
+  (``snakemake.job_counts``, also the fixture ``job_counts``);
+* ``tiny_preset`` -- writes a tiny-preset overlay (digits, a few methods, seeds and rounds);
+* ``small_cnn`` / ``small_lstm`` -- tiny model families for slicing and client tests;
+* ``engine_cfg``, ``digits``, ``digits_family``, ``federate``, ``one_thread`` -- the quick preset's
+  digits federation on the CPU, for tests of the engine (hasfl.fl).
+"""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
+import yaml
 
-from hasfl.config import load_config
+from hasfl.config import deep_merge, load_config
 
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+_REPO = Path(__file__).resolve().parents[1]
+_QUICK = _REPO / "presets" / "quick.yaml"
 
 
+# --------------------------------------------------------------------------- repository and presets
 @pytest.fixture(scope="session")
 def repo() -> Path:
-    return REPO
+    """The repository root (Snakefile, config.yaml, presets/, src/, workflow/)."""
+    return _REPO
 
 
 @pytest.fixture()
@@ -28,18 +44,194 @@ def paper_config() -> dict:
 
 @pytest.fixture()
 def quick_config() -> dict:
-    return load_config(REPO / "presets" / "quick.yaml")
+    return load_config(_QUICK)
 
 
-def run_snakemake(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    """Run snakemake with the test's interpreter; returns the completed process (no check)."""
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+# --------------------------------------------------------------------------- Snakemake
+class Snakemake:
+    """``python -m snakemake`` with the test's interpreter (so the worktree's ``hasfl`` is imported)."""
+
+    command = (sys.executable, "-m", "snakemake")
+
+    def __call__(self, *args: str, cwd: Path = _REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+        """Run snakemake with ``args`` in ``cwd``; returns the completed process (no check)."""
+        return subprocess.run([*self.command, *map(str, args)], cwd=cwd, env=self.env(), capture_output=True,
+                              text=True, timeout=timeout)
+
+    @staticmethod
+    def env() -> dict[str, str]:
+        return dict(os.environ, PYTHONHASHSEED="0")
+
+    @staticmethod
+    def dag_args(*overlays: Path | str, workdir: Path, target: str = "all", cores: int = 2) -> list[str]:
+        """``--cores N TARGET --configfile presets/quick.yaml OVERLAY... -s Snakefile --directory WORKDIR``."""
+        return ["--cores", str(cores), target, "--configfile", str(_QUICK), *map(str, overlays),
+                "-s", str(_REPO / "Snakefile"), "--directory", str(workdir)]
+
+    def dag(self, *overlays: Path | str, workdir: Path, target: str = "all", cores: int = 2, timeout: int = 1200,
+            extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        """Run the quick preset plus ``overlays`` in ``workdir`` up to ``target``."""
+        return self(*self.dag_args(*overlays, workdir=workdir, target=target, cores=cores), *extra, timeout=timeout)
+
+    @staticmethod
+    def job_counts(output: str) -> dict[str, int]:
+        """Rule -> number of jobs from Snakemake's "Job stats" table ({} when nothing to do)."""
+        if "Job stats:" not in output:
+            return {}
+        block = output.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M)}
 
 
-def job_counts(output: str) -> dict[str, int]:
-    """Rule -> number of jobs from Snakemake's "Job stats" table ({} when nothing to do)."""
-    if "Job stats:" not in output:
-        return {}
-    block = output.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M)}
+@pytest.fixture(scope="session")
+def snakemake() -> Snakemake:
+    return Snakemake()
+
+
+@pytest.fixture(scope="session")
+def job_counts() -> Callable[[str], dict[str, int]]:
+    """Rule -> number of jobs from Snakemake's output (its "Job stats" table)."""
+    return Snakemake.job_counts
+
+
+# --------------------------------------------------------------------------- the tiny preset
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "datasets": ["digits"],
+    "methods": ["hasfl", "random_budget", "fedavg"],
+    "seeds": [42],
+    "federation": {"rounds": 3},
+}
+
+
+class TinyPreset:
+    """Writes the tiny preset: an overlay over presets/quick.yaml (digits, 3 rounds, seed 42, hasfl,
+    random_budget and fedavg), results and data under the overlay's folder unless told otherwise."""
+
+    defaults = TINY
+
+    def __call__(self, folder: Path, file: str = "tiny", *, results_dir: Path | str | None = "results",
+                 data_dir: Path | str | None = "data", rounds: int | None = None, standalone: bool = False,
+                 **overrides: Any) -> Path:
+        """Write ``folder/<file>.yaml`` and return its path.
+
+        ``results_dir`` / ``data_dir``: relative to ``folder`` (absolute paths as given), None to
+        leave the key out (the defaults ``results`` / ``data`` relative to Snakemake's directory).
+        ``rounds``: ``federation.rounds``. ``overrides``: any other keys, merged over the tiny
+        preset key by key. ``standalone``: the quick preset merged in as well, for the ``hasfl`` CLI,
+        which takes one preset (merged over config.yaml).
+        """
+        overlay = copy.deepcopy(TINY)
+        for key, value in (("results_dir", results_dir), ("data_dir", data_dir)):
+            if value is not None:
+                overlay[key] = str(Path(folder) / value)
+        if rounds is not None:
+            overlay["federation"]["rounds"] = rounds
+        overlay = deep_merge(overlay, overrides)
+        if standalone:
+            overlay = deep_merge(yaml.safe_load(_QUICK.read_text()), overlay)
+        path = Path(folder) / f"{file}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(overlay))
+        return path
+
+
+@pytest.fixture(scope="session")
+def tiny_preset() -> TinyPreset:
+    """``tiny_preset(folder, file="tiny", *, results_dir=..., data_dir=..., rounds=..., **overrides)``."""
+    return TinyPreset()
+
+
+# --------------------------------------------------------------------------- tiny model families
+@pytest.fixture()
+def small_cnn():
+    """A 3-conv CNN family on 3x16x16 inputs, 7 classes (two pooling stages, 2x2 pooled output)."""
+    from hasfl.models import family_from_config
+
+    model = {"arch": "cnn", "channels": [8, 12, 16], "pool_after": [0, 1], "pool_out": 2, "hidden": 20}
+    return family_from_config(model, (3, 16, 16), 7)
+
+
+@pytest.fixture()
+def small_lstm():
+    """A 2-layer char-LSTM family: sequences of 6, vocabulary 11, embedding 5, hidden 12."""
+    from hasfl.models import family_from_config
+
+    return family_from_config({"arch": "lstm", "embed_dim": 5, "hidden": 12, "layers": 2}, (6,), 11)
+
+
+# --------------------------------------------------------------------------- the engine's digits federation
+class Federation(NamedTuple):
+    """One dataset x seed as the data stage gives it to the engine."""
+
+    bundle: Any
+    partition: Any
+    clients: Any
+    seed: int
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Several torch threads on a small shared CPU only slow tiny models down (restored after the module)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def _engine_base() -> dict:
+    cfg = load_config(_QUICK)
+    cfg["device"] = "cpu"
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def engine_cfg(_engine_base) -> Callable[..., dict]:
+    """``engine_cfg(rounds=None, **hasfl)``: a fresh copy of the quick preset on the CPU, with
+    ``rounds`` rounds and the given overrides of the ``hasfl`` block."""
+
+    def make(rounds: int | None = None, **hasfl: float) -> dict:
+        out = copy.deepcopy(_engine_base)
+        if rounds is not None:
+            out["federation"]["rounds"] = rounds
+        out["hasfl"].update(hasfl)
+        return out
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def digits(_engine_base) -> Federation:
+    """The quick preset's digits federation for seed 42: (bundle, partition, clients, seed)."""
+    from hasfl.config import data_config
+    from hasfl.data import load_dataset
+    from hasfl.data.stage import build_tables
+
+    dcfg = data_config(_engine_base, "digits")
+    bundle = load_dataset("digits", dcfg["data_dir"], dcfg["dataset_params"])
+    partition, clients = build_tables(bundle, dcfg, 42)
+    return Federation(bundle, partition, clients, 42)
+
+
+@pytest.fixture()
+def digits_family(_engine_base, digits):
+    """The model family of the quick preset's digits CNN."""
+    from hasfl.models import family_from_config
+
+    return family_from_config(_engine_base["dataset_params"]["digits"]["model"], digits.bundle.input_shape,
+                              digits.bundle.num_classes)
+
+
+@pytest.fixture(scope="session")
+def federate(digits) -> Callable[..., Any]:
+    """``federate(cfg, method, **kwargs)``: run_federation of ``method`` on the digits federation."""
+    from hasfl.config import run_config
+    from hasfl.fl.engine import run_federation
+
+    def run(cfg: dict, method: str, **kwargs: Any):
+        return run_federation(digits.bundle, digits.partition, digits.clients,
+                              run_config(cfg, "digits", method, digits.seed), **kwargs)
+
+    return run

@@ -18,9 +18,7 @@ from hasfl.analysis import confound, coverage, findings, jobs, published, stats,
 from hasfl.analysis.runs import group_run_files, load_run_metrics, run_metrics
 from hasfl.analysis.specs import DEFAULT_THRESHOLDS, METHOD_TABLES, STALE_RUN_FILES, STALE_TABLE, resolve_thresholds
 from hasfl.io import write_json, write_parquet
-from hasfl.models import build_family, coverage_mask
-
-from conftest import REPO, run_snakemake
+from hasfl.models import coverage_mask, family_from_config
 
 TINY_MODEL = {"arch": "cnn", "channels": [4, 4], "pool_after": [0], "pool_out": 1, "hidden": 8}
 TINY_SHAPE, TINY_CLASSES = [1, 4, 4], 3
@@ -28,8 +26,8 @@ PMAX = np.array([0.25] * 5 + [0.5] * 10 + [0.75] * 3 + [1.0] * 2)
 
 
 def tiny_family():
-    cfg = dict(TINY_MODEL)
-    return build_family(cfg.pop("arch"), in_shape=tuple(TINY_SHAPE), num_classes=TINY_CLASSES, **cfg)
+    """The family the analysis builds from the config block TINY_MODEL and the manifest's shapes."""
+    return family_from_config(TINY_MODEL, TINY_SHAPE, TINY_CLASSES)
 
 
 # --- synthetic run files -------------------------------------------------------------
@@ -503,16 +501,11 @@ def test_full_chain_of_jobs(synthetic_results, paper_config):
     assert set(comp_df["table"]) == {1}  # digits is not in the paper: only Table 1 is compared
 
 
-def test_snakemake_dry_run_lists_analysis_jobs(tmp_path):
-    res = run_snakemake("-n", "all", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                        "--configfile", str(REPO / "presets/quick.yaml"))
-    out = res.stdout + res.stderr
-    if res.returncode != 0 and "warmup.pt" in out:
-        # The engine contract of issue 14 has not landed on this branch yet: the train rule does not
-        # declare warmup.pt, and the DAG must say which file Table 4b misses (not skip it silently).
-        assert "analysis_table4b_stale_coordinates" in out, out[-3000:]
-        pytest.xfail("the train rule does not write warmup.pt yet (engine contract of issue 14)")
+def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
+    res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
+                    "--configfile", str(repo / "presets/quick.yaml"))
     assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout + res.stderr
     expected = {"analysis_table1_cost": 1, "analysis_table2_datasets": 1, "analysis_method_table": 4,
                 "analysis_table5_confound": 1, "analysis_matched_budget": 1, "analysis_prop3_coverage": 1,
                 "analysis_table4b_stale_coordinates": 1,

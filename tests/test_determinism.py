@@ -5,28 +5,24 @@ from __future__ import annotations
 
 import hashlib
 
-import yaml
+import pytest
 
-from conftest import REPO, run_snakemake
+pytestmark = pytest.mark.dag
+
+METHODS = ["hasfl", "random_budget", "fjord", "scaffold", "fedavg"]
 
 
-def _run(tmp_path, name: str, data_dir) -> dict[str, str]:
-    overlay = tmp_path / f"{name}.yaml"
-    overlay.write_text(yaml.safe_dump({
-        "name": "tiny", "results_dir": str(tmp_path / name), "data_dir": str(data_dir),
-        "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fjord", "scaffold", "fedavg"],
-        "seeds": [42, 43], "federation": {"rounds": 3},
-    }))
-    res = run_snakemake("--cores", "2", "all", "--configfile", str(REPO / "presets/quick.yaml"), str(overlay),
-                        "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), timeout=1800)
+def _run(snakemake, tiny_preset, tmp_path, name: str) -> dict[str, str]:
+    overlay = tiny_preset(tmp_path, name, results_dir=name, data_dir="data", methods=METHODS, seeds=[42, 43])
+    res = snakemake.dag(overlay, workdir=tmp_path, timeout=1800)
     assert res.returncode == 0, res.stderr[-4000:]
     root = tmp_path / name
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*.parquet"))}
 
 
-def test_tiny_preset_twice_is_byte_identical(tmp_path):
-    first = _run(tmp_path, "a", tmp_path / "data")
-    second = _run(tmp_path, "b", tmp_path / "data")
+def test_tiny_preset_twice_is_byte_identical(snakemake, tiny_preset, tmp_path):
+    first = _run(snakemake, tiny_preset, tmp_path, "a")
+    second = _run(snakemake, tiny_preset, tmp_path, "b")
     assert len(first) >= 2 * 2 + 5 * 2 * 2  # data + runs, at least
     assert first == second

@@ -6,21 +6,15 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import yaml
+import pytest
 
-from conftest import REPO, run_snakemake
+pytestmark = pytest.mark.dag
 
 
-def test_diverging_runs_do_not_break_the_dag(tmp_path):
-    overlay = tmp_path / "diverge.yaml"
-    overlay.write_text(yaml.safe_dump({
-        "name": "diverge", "results_dir": str(tmp_path / "results"), "data_dir": str(tmp_path / "data"),
-        "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedavg"], "seeds": [42],
-        "federation": {"rounds": 3},
-        "dataset_params": {"digits": {"optim": {"lr": 1.0e30, "clip": 1.0e30}}},
-    }))
-    res = run_snakemake("--cores", "2", "all", "--configfile", str(REPO / "presets/quick.yaml"), str(overlay),
-                        "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), timeout=1200)
+def test_diverging_runs_do_not_break_the_dag(snakemake, tiny_preset, tmp_path):
+    overlay = tiny_preset(tmp_path, "diverge", name="diverge",
+                          dataset_params={"digits": {"optim": {"lr": 1.0e30, "clip": 1.0e30}}})
+    res = snakemake.dag(overlay, workdir=tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     root = tmp_path / "results" / "diverge"
     statuses = {p.parent.parent.name: json.loads(p.read_text())["status"] for p in root.glob("runs/*/*/seed42/run.json")}

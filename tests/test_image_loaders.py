@@ -105,6 +105,12 @@ def test_file_tables_match_torchvision(tmp_path: Path) -> None:
         ds = EMNIST(root=str(tmp_path), split="byclass", train=train, download=False)
         expected += [ds.images_file, ds.labels_file]
     assert [str(tmp_path / f) for f in EMNIST_FILES] == expected
+    # the tables are the registry's (the data-stage rule's inputs)
+    from hasfl.registry import raw_files
+
+    assert raw_files("cifar10", tmp_path, {}) == [str(tmp_path / f) for f in CIFAR10_FILES]
+    assert raw_files("emnist", tmp_path, {}) == expected
+    assert raw_files("digits", tmp_path, {}) == []  # scikit-learn ships it
 
 
 # --------------------------------------------------------------------------- CIFAR-10

@@ -8,29 +8,23 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import REPO, run_snakemake
-
-
-def _overlay(tmp_path: Path, name: str) -> Path:
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(yaml.safe_dump({
-        "name": "tiny", "results_dir": str(tmp_path / name), "data_dir": str(tmp_path / "data"),
-        "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedavg", "scaffold"], "seeds": [42],
-        "federation": {"rounds": 10}, "checkpoint_every": 2,
-    }))
-    return p
+pytestmark = pytest.mark.dag
 
 
-def _args(overlay: Path) -> list[str]:
-    return ["--cores", "2", "all", "--configfile", str(REPO / "presets/quick.yaml"), str(overlay),
-            "-s", str(REPO / "Snakefile"), "--directory", str(overlay.parent)]
+@pytest.fixture(scope="module")
+def overlay(tiny_preset):
+    """The interrupted preset: 4 runs of 10 rounds checkpointing every 2, in ``folder/name``."""
+
+    def write(folder: Path, name: str) -> Path:
+        return tiny_preset(folder, name, results_dir=name, data_dir="data", rounds=10, checkpoint_every=2,
+                           methods=["hasfl", "random_budget", "fedavg", "scaffold"])
+
+    return write
 
 
 def _parquet_digests(root: Path) -> dict[str, str]:
@@ -38,20 +32,20 @@ def _parquet_digests(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, str]:
+def reference(snakemake, overlay, tmp_path_factory) -> dict[str, str]:
     """Parquet digests of an uninterrupted run."""
     tmp = tmp_path_factory.mktemp("ref")
-    res = run_snakemake(*_args(_overlay(tmp, "ref")), timeout=1200)
+    res = snakemake.dag(overlay(tmp, "ref"), workdir=tmp, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     return _parquet_digests(tmp / "ref")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_interrupted_dag_completes_with_identical_bytes(tmp_path, reference, sig):
-    cut = _overlay(tmp_path, "cut")
+def test_interrupted_dag_completes_with_identical_bytes(snakemake, overlay, tmp_path, reference, sig):
+    args = snakemake.dag_args(overlay(tmp_path, "cut"), workdir=tmp_path)
     runs = tmp_path / "cut" / "tiny" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *_args(cut)], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*snakemake.command, *args], cwd=tmp_path, start_new_session=True,
+                            env=snakemake.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     def running() -> bool:  # a train job between two checkpoints: interrupt it, not only the scheduler
         return any(not (c.parent / "run.json").exists() for c in runs.glob("*/*/seed*/checkpoint.pt"))
@@ -67,7 +61,7 @@ def test_interrupted_dag_completes_with_identical_bytes(tmp_path, reference, sig
     for run_json in done:  # whatever looks complete is complete
         assert (run_json.parent / "rounds.parquet").exists() and (run_json.parent / "final.pt").exists()
     if sig == signal.SIGKILL:
-        assert run_snakemake("--unlock", *_args(cut)[3:]).returncode == 0
-    res = run_snakemake(*_args(cut), "--rerun-incomplete", timeout=1200)
+        assert snakemake("--unlock", *args[3:]).returncode == 0
+    res = snakemake(*args, "--rerun-incomplete", timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert _parquet_digests(tmp_path / "cut") == reference

@@ -14,6 +14,7 @@ from hasfl.models import (
     build_family,
     coverage_mask,
     extract,
+    family_from_config,
     region,
     table1,
 )
@@ -28,18 +29,20 @@ TABLE1 = {
 }
 
 
-def small_cnn() -> CNNFamily:
-    fam = build_family(
-        "cnn", in_shape=(3, 16, 16), num_classes=7, channels=[8, 12, 16], pool_after=[0, 1], pool_out=2, hidden=20
-    )
-    assert isinstance(fam, CNNFamily)
-    return fam
-
-
-def small_lstm() -> LSTMFamily:
-    fam = build_family("lstm", in_shape=(6,), num_classes=11, embed_dim=5, hidden=12, layers=2)
-    assert isinstance(fam, LSTMFamily)
-    return fam
+def test_family_from_config_is_build_family_of_the_block(small_cnn, small_lstm) -> None:
+    """A config block ``dataset_params.<d>.model`` (arch + keyword arguments) builds the family
+    build_family builds; the shared tiny families (conftest) are built that way."""
+    assert isinstance(small_cnn, CNNFamily) and isinstance(small_lstm, LSTMFamily)
+    block = {"arch": "cnn", "channels": [8, 12, 16], "pool_after": [0, 1], "pool_out": 2, "hidden": 20}
+    fam = family_from_config(block, [3, 16, 16], 7)
+    direct = build_family("cnn", in_shape=(3, 16, 16), num_classes=7, channels=[8, 12, 16], pool_after=[0, 1],
+                          pool_out=2, hidden=20)
+    assert block["arch"] == "cnn"  # the block is not consumed
+    assert fam.in_shape == direct.in_shape == small_cnn.in_shape == (3, 16, 16)
+    for p in PS:
+        assert fam.sub_shapes(p) == direct.sub_shapes(p) == small_cnn.sub_shapes(p)
+    with pytest.raises(ValueError, match="'chanels'"):
+        family_from_config({"arch": "cnn", "chanels": [8]}, (3, 16, 16), 7)
 
 
 def randomized_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -111,9 +114,9 @@ def zero_outside(model: nn.Module, fam: CNNFamily, p: float) -> nn.Module:
 
 
 @pytest.mark.parametrize("p", (0.25, 0.5, 0.75))
-def test_cnn_slicing_matches_zeroed_global(p: float) -> None:
+def test_cnn_slicing_matches_zeroed_global(small_cnn, p: float) -> None:
     torch.manual_seed(0)
-    fam = small_cnn()
+    fam = small_cnn
     glob = fam.build(1.0)
     state = randomized_state(glob)
     sub = fam.build(p)
@@ -153,8 +156,8 @@ def test_cnn_default_shapes() -> None:
     assert sub(torch.zeros(2, 1, 28, 28)).shape == (2, 62)
 
 
-def test_extract_is_a_copy_with_sub_shapes() -> None:
-    fam = small_cnn()
+def test_extract_is_a_copy_with_sub_shapes(small_cnn) -> None:
+    fam = small_cnn
     state = fam.build(1.0).state_dict()
     for p in PS:
         sub = fam.extract(state, p)
@@ -165,9 +168,9 @@ def test_extract_is_a_copy_with_sub_shapes() -> None:
 
 
 # --- 3. Nesting and coverage ------------------------------------------------------
-@pytest.mark.parametrize("make", (small_cnn, small_lstm))
-def test_rules_cover_every_key_and_masks_nest(make) -> None:
-    fam = make()
+@pytest.mark.parametrize("make", ("small_cnn", "small_lstm"))
+def test_rules_cover_every_key_and_masks_nest(request, make) -> None:
+    fam = request.getfixturevalue(make)
     glob = fam.build(1.0)
     full = glob.state_dict()
     param_names = {n for n, _ in glob.named_parameters()}
@@ -183,8 +186,8 @@ def test_rules_cover_every_key_and_masks_nest(make) -> None:
             assert not bool((masks[lo][k] & ~masks[hi][k]).any()), (k, lo, hi)
 
 
-def test_full_width_extract_is_identity() -> None:
-    for fam in (small_cnn(), small_lstm()):
+def test_full_width_extract_is_identity(small_cnn, small_lstm) -> None:
+    for fam in (small_cnn, small_lstm):
         state = fam.build(1.0).state_dict()
         sub = fam.extract(state, 1.0)
         for k in state:
@@ -219,9 +222,9 @@ def reference_lstm(state: dict[str, torch.Tensor], x: torch.Tensor, H: int, h: i
 
 
 @pytest.mark.parametrize("p", PS)
-def test_lstm_slicing_matches_gate_blocked_reference(p: float) -> None:
+def test_lstm_slicing_matches_gate_blocked_reference(small_lstm, p: float) -> None:
     torch.manual_seed(1)
-    fam = small_lstm()
+    fam = small_lstm
     state = randomized_state(fam.build(1.0))
     sub = fam.build(p)
     sub.load_state_dict(fam.extract(state, p))
@@ -235,8 +238,8 @@ def test_lstm_slicing_matches_gate_blocked_reference(p: float) -> None:
         torch.testing.assert_close(sub(x), reference_lstm(state, x, 12, h, 2), atol=1e-5, rtol=1e-5)
 
 
-def test_lstm_rules_slice_inside_gate_blocks() -> None:
-    fam = small_lstm()
+def test_lstm_rules_slice_inside_gate_blocks(small_lstm) -> None:
+    fam = small_lstm
     full = fam.build(1.0).state_dict()
     mask = coverage_mask(full, fam.slice_rules(0.5))["lstm.bias_ih_l0"]
     expected = torch.zeros(4, 12, dtype=torch.bool)
@@ -245,11 +248,11 @@ def test_lstm_rules_slice_inside_gate_blocks() -> None:
 
 
 # --- 5. region() round trip -----------------------------------------------------
-@pytest.mark.parametrize("make", (small_cnn, small_lstm))
+@pytest.mark.parametrize("make", ("small_cnn", "small_lstm"))
 @pytest.mark.parametrize("p", (0.25, 0.5, 0.75))
-def test_region_write_round_trip(make, p: float) -> None:
+def test_region_write_round_trip(request, make, p: float) -> None:
     torch.manual_seed(2)
-    fam = make()
+    fam = request.getfixturevalue(make)
     full = fam.build(1.0).state_dict()
     rules = fam.slice_rules(p)
     sub = {k: torch.randn(s) if full[k].is_floating_point() else torch.tensor(5) for k, s in fam.sub_shapes(p).items()}

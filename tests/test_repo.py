@@ -5,19 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import REPO
 
-
-def _ci_commands() -> list[str]:
-    lines = (REPO / ".ci" / "run").read_text().splitlines()
+def _ci_commands(repo) -> list[str]:
+    lines = (repo / ".ci" / "run").read_text().splitlines()
     return [ln for ln in lines if ln.strip() and not ln.startswith(("#", "set ", "cd "))]
 
 
-def test_ci_runs_exactly_the_readme_quickstart():
-    readme = (REPO / "README.md").read_text()
+def test_ci_runs_exactly_the_readme_quickstart(repo):
+    readme = (repo / "README.md").read_text()
     quick = readme.split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     quick_lines = [ln for ln in quick.splitlines() if ln.strip()]
-    ci = _ci_commands()
+    ci = _ci_commands(repo)
     assert ci == [quick_lines[0], quick_lines[-1]], (ci, quick_lines)
     assert quick_lines[1] == "snakemake --cores 2 all --configfile presets/quick.yaml"
     assert quick_lines[2] == "snakemake --cores 4 all"

@@ -13,70 +13,74 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, job_counts, run_snakemake
+pytestmark = pytest.mark.dag
 
 UPSTREAM = {"fetch_shakespeare", "fetch_cifar10", "fetch_emnist", "data_stage", "train"}
 TARGETS = {"all", "data", "runs"}
 
 
-def _planned(workdir: Path, *extra: str) -> dict[str, int]:
-    res = run_snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", *extra, cwd=workdir)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return job_counts(res.stdout + res.stderr)
+@pytest.fixture(scope="module")
+def planned(snakemake):
+    """``planned(workdir, *overlays)``: rule -> jobs `snakemake -n all` plans in ``workdir``."""
+
+    def plan(workdir: Path, *extra: str) -> dict[str, int]:
+        res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", *extra, cwd=workdir)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return snakemake.job_counts(res.stdout + res.stderr)
+
+    return plan
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
+def finished(snakemake, tiny_preset, repo, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("reruns")
     for item in ("Snakefile", "config.yaml", "presets", "workflow", "src"):
-        src = REPO / item
+        src = repo / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / item)
-    (work / "tiny.yaml").write_text(yaml.safe_dump({
-        "name": "tiny", "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedprox"],
-        "seeds": [42], "federation": {"rounds": 2},
-    }))
-    res = run_snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", cwd=work,
-                        timeout=1200)
+    tiny_preset(work, "tiny", results_dir=None, data_dir=None, methods=["hasfl", "random_budget", "fedprox"],
+                rounds=2)
+    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", cwd=work,
+                    timeout=1200)
     assert res.returncode == 0, res.stderr[-4000:]
     return work
 
 
-def _planned_after_edit(workdir: Path, target: Path) -> dict[str, int]:
+def _planned_after_edit(planned, workdir: Path, target: Path) -> dict[str, int]:
     """Jobs `snakemake -n` plans after a content change to ``target`` (restored afterwards)."""
     original = target.read_text()
     target.write_text(original + "\n# content change\n")
     try:
-        return _planned(workdir)
+        return planned(workdir)
     finally:
         target.write_text(original)
 
 
-def test_nothing_to_do_after_complete_run(finished):
-    assert _planned(finished) == {}
+def test_nothing_to_do_after_complete_run(finished, planned):
+    assert planned(finished) == {}
 
 
-def test_touch_without_content_change_reruns_nothing(finished):
+def test_touch_without_content_change_reruns_nothing(finished, planned):
     for f in (finished / "src" / "hasfl").rglob("*.py"):
         f.touch()
-    assert _planned(finished) == {}
+    assert planned(finished) == {}
 
 
-def test_analysis_change_reruns_only_analysis(finished):
+def test_analysis_change_reruns_only_analysis(finished, planned):
     modules = sorted((finished / "src/hasfl/analysis").glob("*.py"))
     target = next(m for m in modules if m.name != "__init__.py")
-    planned = _planned_after_edit(finished, target)
-    assert planned, "an analysis change must rerun the analysis"
-    assert not set(planned) & UPSTREAM, planned
+    plan = _planned_after_edit(planned, finished, target)
+    assert plan, "an analysis change must rerun the analysis"
+    assert not set(plan) & UPSTREAM, plan
 
 
-def test_aggregation_change_reruns_training_not_data(finished):
-    planned = _planned_after_edit(finished, finished / "src/hasfl/fl/aggregation.py")
-    assert planned.get("train") == 3 and "data_stage" not in planned, planned
+def test_aggregation_change_reruns_training_not_data(finished, planned):
+    plan = _planned_after_edit(planned, finished, finished / "src/hasfl/fl/aggregation.py")
+    assert plan.get("train") == 3 and "data_stage" not in plan, plan
 
 
-def test_partition_change_reruns_from_data_stage(finished):
-    planned = _planned_after_edit(finished, finished / "src/hasfl/data/partition.py")
-    assert planned.get("data_stage") == 1 and planned.get("train") == 3, planned
+def test_partition_change_reruns_from_data_stage(finished, planned):
+    plan = _planned_after_edit(planned, finished, finished / "src/hasfl/data/partition.py")
+    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan
 
 
 def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
@@ -85,11 +89,17 @@ def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
     return path.name
 
 
-def test_method_hyperparameter_reruns_only_that_method(finished):
+def test_method_hyperparameter_reruns_only_that_method(finished, planned):
     extra = _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}})
-    planned = _planned(finished, extra)
-    assert planned.get("train") == 1 and "data_stage" not in planned, planned
+    plan = planned(finished, extra)
+    assert plan.get("train") == 1 and "data_stage" not in plan, plan
     # a HAS-FL hyperparameter changes hasfl and random_budget (which reads hasfl's run)
     extra = _with_overlay(finished, "gamma", {"hasfl": {"gamma": 0.3}})
-    planned = _planned(finished, extra)
-    assert planned.get("train") == 2 and "data_stage" not in planned, planned
+    plan = planned(finished, extra)
+    assert plan.get("train") == 2 and "data_stage" not in plan, plan
+
+
+def test_checkpoint_interval_reruns_nothing(finished, planned):
+    """checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
+    extra = _with_overlay(finished, "ckpt", {"checkpoint_every": 3})
+    assert planned(finished, extra) == {}

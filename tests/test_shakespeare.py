@@ -365,6 +365,33 @@ def test_load_shakespeare_clients_and_windows(sized_sdist: Path, train_fraction:
     assert len(b.test_y) == sum(c["n_test"] for c in b.meta["clients"])
 
 
+def test_registry_loader_reads_the_sdist_under_data_dir(tmp_path: Path) -> None:
+    """load_dataset("shakespeare") finds the sdist where hasfl.registry puts it under data_dir, checks
+    its sha256 against the config block and cuts it as load_shakespeare does with those keys."""
+    from hasfl.data import load_dataset
+    from hasfl.registry import raw_files, shakespeare_sdist_path
+
+    plays = {"gamma": play_text(speech("BIG", 900, 1), speech("TIE", 400, 2)),
+             "delta": play_text(speech("MID", 600, 4), speech("TIE", 400, 5))}
+    data_dir = tmp_path / "data"
+    sdist = shakespeare_sdist_path(data_dir, SDIST_VERSION)
+    assert sdist == data_dir / "shakespeare" / SDIST_FILENAME
+    assert raw_files("shakespeare", data_dir, {"sdist_version": SDIST_VERSION}) == [str(sdist)]
+    sdist.parent.mkdir(parents=True)
+    make_sdist(sdist, plays)
+    params = {"sdist_version": SDIST_VERSION, "sdist_sha256": sha256_file(sdist), "top_roles": 3, "seq_len": 7,
+              "train_fraction": 0.8, "max_chars_per_role": 500}
+    got = load_dataset("shakespeare", data_dir, params)
+    ref = load_shakespeare(sdist, top_roles=3, seq_len=7, train_fraction=0.8, max_chars_per_role=500)
+    assert got.meta["clients"] == ref.meta["clients"] and len(got.meta["clients"]) == 3
+    for attr in ("train_x", "train_y", "test_x", "test_y"):
+        assert torch.equal(getattr(got, attr), getattr(ref, attr)), attr
+    with pytest.raises(DatasetUnavailable, match=str(sdist)):
+        load_dataset("shakespeare", data_dir, {**params, "sdist_sha256": "0" * 64})
+    with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
+        load_dataset("mnist", data_dir, {})
+
+
 def test_rank_ties_break_by_play_then_role() -> None:
     roles = [RoleText("b", "X", "a" * 50), RoleText("a", "Z", "a" * 50), RoleText("a", "Y", "a" * 50),
              RoleText("c", "W", "a" * 60)]
