@@ -15,7 +15,6 @@ from types import ModuleType
 import pytest
 import torch
 
-from conftest import REPO
 from hasfl.bench import render_markdown, summarize_targets
 from hasfl.bench.quick_preset import parse_snakemake_log, quick_preset_report
 from hasfl.cli import build_parser, main
@@ -23,6 +22,7 @@ from hasfl.cli import build_parser, main
 TINY = ["bench", "--quick", "--trials", "1", "--batch-size", "8", "--fed-client-n", "8", "--fed-rounds", "2",
         "--eval-n", "16"]
 SECTIONS = ("client_vs_bare", "width_scaling", "server_share", "paper_scale", "quick_preset")
+REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((REPO / "scripts" / "experiments").glob("*.py"))
 PAGES = {"docs/performance.md": ["docs/bench/cpu.json", "docs/bench/cpu-bf16.json"],
          "docs/performance-gpu.md": ["docs/bench/h200.json"]}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hasfl.fl.checkpoint import Checkpointer, run_fingerprint
+from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.records import RunRecord
 
 ROUNDS, EVERY = 12, 3
@@ -131,16 +131,18 @@ def test_checkpoint_payload_and_resume_in_process(engine_cfg, federate, tmp_path
         if rnd == 2:
             raise Stop
 
+    identity = {"digest": "scaffold-run"}
     with pytest.raises(Stop):
-        federate(cfg, "scaffold", checkpoint=ckpt, checkpoint_every=1, progress=stop_in_round_2)
+        federate(cfg, "scaffold", checkpointer=Checkpointer(ckpt, 1, identity), progress=stop_in_round_2)
     saved = torch.load(ckpt, weights_only=False)
-    assert set(saved) == {"fingerprint", "record", "global_state", "policy_p", "h_tilde", "server", "policy_rng",
+    assert set(saved) == {"identity", "record", "global_state", "policy_p", "estimates", "server", "policy_rng",
                           "seconds"}
+    assert set(saved["estimates"]) == {"update", "probe"}
     assert isinstance(saved["record"], RunRecord) and saved["record"].next_round == 1
     assert set(saved["server"]) == {"c", "c_i"} and len(saved["server"]["c_i"]) == cfg["federation"]["clients_per_round"]
     assert set(saved["global_state"]) == set(full.final_state)
 
-    resumed = federate(cfg, "scaffold", checkpoint=ckpt, checkpoint_every=1)
+    resumed = federate(cfg, "scaffold", checkpointer=Checkpointer(ckpt, 1, identity))
     assert resumed.rounds.equals(full.rounds) and resumed.clients.equals(full.clients)
     for k, v in full.final_state.items():
         assert torch.equal(resumed.final_state[k], v), k
@@ -149,25 +151,38 @@ def test_checkpoint_payload_and_resume_in_process(engine_cfg, federate, tmp_path
 
 def test_checkpointer_resumes_only_its_own_complete_checkpoint(tmp_path, caplog):
     path = tmp_path / "checkpoint.pt"
-    record = RunRecord.fresh(2)
+    record = RunRecord(2, t0=10)
     record.next_round = 4
-    mine = Checkpointer(path, 2, "run-a")
+    run_a = {"digest": "a", "config": {"seed": 1}}
+    mine = Checkpointer(path, 2, run_a)
     assert [r for r in range(1, 9) if mine.due(r, 8)] == [2, 4, 6]  # never after the last round
-    assert not Checkpointer(None, 2, "x").due(2, 8) and not Checkpointer(path, 0, "x").due(2, 8)
+    assert not Checkpointer(None, 2, run_a).due(2, 8) and not Checkpointer(path, 0, run_a).due(2, 8)
     assert mine.load() is None  # nothing saved yet
     mine.save({"record": record, "x": torch.ones(2)})
     assert mine.load()["record"].next_round == 4 and torch.equal(mine.load()["x"], torch.ones(2))
     with caplog.at_level("WARNING", logger="hasfl.train"):
-        assert Checkpointer(path, 2, "run-b").load() is None  # another run's checkpoint
-        assert "of another configuration" in caplog.text
-        assert Checkpointer(path, 0, "run-a").load() is None  # checkpointing off
+        assert Checkpointer(path, 2, {"digest": "b", "config": {"seed": 2}}).load() is None  # another run's
+        assert "of another run (differs in: config (seed))" in caplog.text
+        assert Checkpointer(path, 0, run_a).load() is None  # checkpointing off
         stale = tmp_path / ".checkpoint.pt.abc.tmp"  # a write cut short by a kill
         stale.write_bytes(b"half")
         path.write_bytes(b"garbage")
         assert mine.load() is None and "ignoring unreadable checkpoint" in caplog.text
         assert not stale.exists()
-    # the fingerprint is the run's config slice and budget target
-    cfg = {"method": "hasfl", "seed": 1}
-    assert run_fingerprint(cfg, None) == run_fingerprint(dict(cfg), None)
-    assert run_fingerprint(cfg, None) != run_fingerprint({**cfg, "seed": 2}, None)
-    assert run_fingerprint(cfg, None) != run_fingerprint(cfg, 0.5)
+
+
+def test_run_identity_covers_what_the_bytes_depend_on() -> None:
+    """The identity changes with each of its parts (tests/test_integrity.py checks the uses)."""
+    from hasfl.integrity import run_identity
+
+    base = {"config": {"method": "hasfl", "seed": 1}, "inputs": {"partition.parquet": "p"}, "data_digest": "d",
+            "code": "c", "budget": None, "device_class": "cpu"}
+
+    def ident(**over):
+        kw = {**base, **over}
+        return run_identity(kw.pop("config"), kw.pop("inputs"), **kw)["digest"]
+
+    assert ident() == ident()
+    for change in ({"config": {"method": "hasfl", "seed": 2}}, {"inputs": {"partition.parquet": "q"}},
+                   {"data_digest": "e"}, {"code": "x"}, {"budget": {"avg_p": 0.5}}, {"device_class": "cuda:H200"}):
+        assert ident(**change) != ident(), change

@@ -189,3 +189,20 @@ def test_phase_clock_sums_phases_syncs_and_restores() -> None:
     clock.restore({"evaluation": 1.5})
     assert clock.snapshot() == {"evaluation": 1.5}
     assert set(PhaseClock.PHASES) == {"slicing", "local_sgd", "aggregation", "estimation", "evaluation"}
+
+
+def test_bf16_lstm_is_refused_before_any_round_where_the_cpu_cannot_run_it() -> None:
+    """On a CPU without bfloat16 LSTM kernels the run stops at start naming the key; elsewhere it runs."""
+    from hasfl.models import family_from_config
+
+    lstm = family_from_config({"arch": "lstm", "embed_dim": 8, "hidden": 32, "layers": 2}, (20,), 96)
+    cnn = family_from_config({"arch": "cnn", "channels": [4], "pool_after": [], "pool_out": 1, "hidden": 4},
+                             (1, 4, 4), 3)
+    bf16 = Numerics(torch.device("cpu"), "bf16")
+    bf16.check_model(cnn)  # CNNs run under bf16 on every CPU
+    Numerics(torch.device("cpu"), "fp32").check_model(lstm)
+    if _cpu_runs_bf16_lstm():
+        bf16.check_model(lstm)
+    else:
+        with pytest.raises(ValueError, match="config key 'precision' is 'bf16', but this CPU cannot run an LSTM"):
+            bf16.check_model(lstm)

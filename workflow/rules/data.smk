@@ -27,8 +27,6 @@ rule fetch_cifar10:
         raw_files("cifar10", DATA_DIR, {}),
     log:
         f"{RESULTS}/logs/fetch/cifar10.log",
-    params:
-        data_dir=DATA_DIR,
     script:
         "../scripts/fetch_cifar10.py"
 
@@ -39,8 +37,6 @@ rule fetch_emnist:
         raw_files("emnist", DATA_DIR, {}),
     log:
         f"{RESULTS}/logs/fetch/emnist.log",
-    params:
-        data_dir=DATA_DIR,
     script:
         "../scripts/fetch_emnist.py"
 

@@ -68,6 +68,7 @@ def run_federation(
     bundle.to(device)
     optim = OptimConfig.from_config(run_cfg["dataset_params"]["optim"])
     family = family_for(bundle, run_cfg["dataset_params"]["model"])
+    numerics.check_model(family)
     submodels = SubModels(family, numerics)
     evaluate = Evaluator(family, numerics, run_cfg["dataset_params"]["model"].get("bn_stats", "running") == "batch")
     table = clients.sort_values("client_id")

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from hasfl.data.base import DatasetBundle
 from hasfl.models import family_from_config
 from hasfl.models.family import ModelFamily
+from hasfl.models.lstm import LSTMFamily
 from hasfl.models.slicing import SliceRule, region
 from hasfl.registry import PRECISIONS
 
@@ -77,6 +78,21 @@ class Numerics:
             raise ValueError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
                              f"'{device.type}' (use fp32 or bf16)")
         return cls(device, precision, channels_last=device.type == "cpu" and image)
+
+    def check_model(self, family: ModelFamily) -> None:
+        """Refuse, before any round, a precision this device cannot run for this model: CPUs without
+        native bfloat16 (e.g. AVX2-only) have no oneDNN LSTM kernel under bfloat16 autocast."""
+        if self.precision != "bf16" or self.device.type != "cpu":
+            return
+        if not isinstance(family, LSTMFamily):
+            return
+        probe = nn.LSTM(4, 4, batch_first=True)
+        try:
+            with torch.random.fork_rng(devices=[]), self.autocast(), torch.no_grad():
+                probe(torch.zeros(1, 2, 4))
+        except RuntimeError as exc:
+            raise ValueError(f"config key 'precision' is 'bf16', but this CPU cannot run an LSTM under bfloat16 "
+                             f"autocast ({str(exc).splitlines()[0][:120]}); use precision fp32 for this model") from None
 
     def prepare(self, module: nn.Module) -> nn.Module:
         """Move a freshly built module to the device in the training layout."""
