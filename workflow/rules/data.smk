@@ -54,8 +54,6 @@ rule fetch_fashion_mnist:
         raw_files("fashion_mnist", DATA_DIR, {}),
     log:
         f"{RESULTS}/logs/fetch/fashion_mnist.log",
-    params:
-        data_dir=DATA_DIR,
     script:
         "../scripts/fetch_fashion_mnist.py"
 

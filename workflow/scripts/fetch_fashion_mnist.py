@@ -3,4 +3,4 @@
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-call("hasfl.data.images:fetch_fashion_mnist", {"data_dir": sm.params.data_dir}, sm.log[0])
+call("hasfl.data.images:fetch_fashion_mnist", {"data_dir": sm.config["data_dir"]}, sm.log[0])
