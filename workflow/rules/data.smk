@@ -5,6 +5,7 @@ localrules:
     fetch_shakespeare,
     fetch_cifar10,
     fetch_emnist,
+    fetch_fashion_mnist,
 
 
 rule fetch_shakespeare:
@@ -39,6 +40,18 @@ rule fetch_emnist:
         f"{RESULTS}/logs/fetch/emnist.log",
     script:
         "../scripts/fetch_emnist.py"
+
+
+rule fetch_fashion_mnist:
+    """Fashion-MNIST's four raw files, sha256-verified: present files, else torchvision's download,
+    else the Debian package dataset-fashion-mnist (installed, or apt-get download + dpkg -x), else
+    fail naming both routes and the target paths."""
+    output:
+        raw_files("fashion_mnist", DATA_DIR, {}),
+    log:
+        f"{RESULTS}/logs/fetch/fashion_mnist.log",
+    script:
+        "../scripts/fetch_fashion_mnist.py"
 
 
 rule data_stage:
