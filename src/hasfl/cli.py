@@ -331,13 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hasfl`` console script."""
     args = build_parser().parse_args(argv)
-    from hasfl.data.base import DatasetUnavailable
-    from hasfl.data.partition import PartitionError
-    from hasfl.io import InputFileError
+    from hasfl.errors import HasflError
 
     try:
         return int(args.func(args))
-    except (ConfigError, DatasetUnavailable, InputFileError, PartitionError, ValueError) as exc:
+    except (HasflError, ValueError) as exc:
         print(f"hasfl: error: {exc}", file=sys.stderr)
         return 2
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from hasfl.errors import HasflError
 from hasfl.registry import METHODS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +32,7 @@ PAPER_CONFIG = REPO_ROOT / "config.yaml"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.json"
 
 
-class ConfigError(ValueError):
+class ConfigError(HasflError, ValueError):
     """An invalid configuration; the message names the offending key."""
 
 

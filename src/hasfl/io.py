@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from hasfl.errors import HasflError
+
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -84,7 +86,7 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
         df.to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
 
 
-class InputFileError(RuntimeError):
+class InputFileError(HasflError, RuntimeError):
     """An input file is missing, truncated or not what its manifest recorded."""
 
 

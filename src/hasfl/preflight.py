@@ -83,6 +83,8 @@ def _facts(dataset: str, params: Mapping[str, Any], manifest: Mapping[str, Any] 
         return {"shape": tuple(s["input_shape"]), "classes": s["classes"], "train": s["train_size"],
                 "test": s["test_size"]}
     f = dict(DATASET_FACTS[dataset])
+    if params.get("train_per_class"):  # a class-balanced subsample (fashion_mnist)
+        f["train"] = min(f["train"], int(params["train_per_class"]) * int(f["classes"]))
     if dataset == "digits":
         f["test"] = round(f["train"] * params["test_fraction"])
         f["train"] -= f["test"]

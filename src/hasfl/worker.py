@@ -60,8 +60,13 @@ def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None) -> 
     log = setup_logging(log_file)
     log.info("%s in process %d (%s)", target, os.getpid(),
              "forked from the warm worker" if os.environ.get(_CHILD_MARK) else "its own process")
+    from hasfl.errors import HasflError
+
     try:
         resolve(target)(**kwargs)
+    except HasflError as exc:  # the message says it all: no traceback
+        log.error("%s", exc)
+        raise SystemExit(1) from None
     except Exception:
         log.exception("%s failed", target)
         raise

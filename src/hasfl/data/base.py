@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from hasfl.errors import HasflError
+
 
 @dataclass
 class DatasetBundle:
@@ -81,5 +83,5 @@ class DatasetBundle:
         return self
 
 
-class DatasetUnavailable(RuntimeError):
+class DatasetUnavailable(HasflError, RuntimeError):
     """A dataset's files are missing or corrupt; the message says what to place where."""

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hasfl.errors import HasflError
+
 STREAM_PARTITION = 1
 STREAM_CAPACITY = 2
 
@@ -27,7 +29,7 @@ def rng_for(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(stream)]))
 
 
-class PartitionError(RuntimeError):
+class PartitionError(HasflError, RuntimeError):
     """The Dirichlet partition could not meet the minimum client size."""
 
 
