@@ -56,7 +56,9 @@ if workflow.is_main_process:
             )
         )[:1]
     }
-    _block, PREFLIGHT_STOP = preflight.check(config, int(workflow.cores or 1), _manifests)
+    _block, PREFLIGHT_STOP = preflight.check(
+        config, int(workflow.cores or 1), _manifests
+    )
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
         print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
@@ -79,7 +81,9 @@ onstart:
         WARM_WORKER["socket"] = hasfl_worker.start_server(parent_pid=os.getpid())
         os.environ[hasfl_worker.ENV_SOCKET] = WARM_WORKER["socket"]
     if workflow.local_exec and workflow.is_main_process:
-        hasfl_worker.stop_jobs_on_interrupt(lambda: hasfl_worker.stop_server(WARM_WORKER["socket"]))
+        hasfl_worker.stop_jobs_on_interrupt(
+            lambda: hasfl_worker.stop_server(WARM_WORKER["socket"])
+        )
 
 
 onsuccess:

@@ -26,7 +26,9 @@ def test_paper_preset_values(paper_config):
     assert emnist["local_epochs"] == 1
     assert (shk["local_epochs"], shk["lr"], shk["clip"]) == (1, 0.1, 5.0)
     assert c["method_params"]["fedprox"]["mu"] == 1.0
-    assert len(c["methods"]) == 9
+    assert c["methods"][:9] == ["hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg",
+                                "scaffold", "fedprox"]  # the paper's nine, then the estimator methods
+    assert c["methods"][9:] == ["hasfl_probe", "random_budget_probe", "hasfl_reported", "random_budget_reported"]
 
 
 def test_quick_preset_merges_over_paper(quick_config, paper_config):
@@ -155,9 +157,10 @@ def test_snakemake_dry_run(snakemake, job_counts, repo, tmp_path, preset):
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     n_datasets = 2 if preset else 3
+    n_methods = 9 if preset else 13  # the quick preset runs the paper's nine
     counts = job_counts(out)
     assert counts["data_stage"] == 3 * n_datasets, counts
-    assert counts["train"] == 9 * 3 * n_datasets, counts
+    assert counts["train"] == n_methods * 3 * n_datasets, counts
 
 
 def test_schema_names_match_the_registry():

@@ -29,9 +29,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 # Issue 3's six columns, then the two diagnostics documented in hasfl.fl.train.
 CLIENTS_COLUMNS = ["client_id", "pmax", "p_final", "h_tilde_final", "times_sampled", "mean_p",
-                   "p_max_allocated", "p_max_trained"]
+                   "p_max_allocated", "p_max_trained", "p_max_trained_after_warmup", "est_within_tier_final",
+                   "est_probe_final", "est_reported"]
 FULL_MODEL = ("fedavg", "scaffold", "fedprox")
-BYTE_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "final.pt")
+BYTE_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json", "manifest.json")
 
 
 def float_keys(state: dict) -> list[str]:
@@ -188,13 +189,14 @@ def test_random_budget_matches_hasfl_budget(engine_cfg, digits, tmp_path) -> Non
 # --------------------------------------------------------------------------- every method
 @pytest.fixture(scope="module")
 def all_method_runs(engine_cfg, digits, tmp_path_factory):
-    """Every method of the registry, 2 rounds on digits (hasfl first: random_budget needs its run.json)."""
+    """Every method of the registry, 2 rounds on digits (a matched control after the run it matches)."""
     cfg = engine_cfg(rounds=2)
     root = tmp_path_factory.mktemp("methods")
-    order = ["hasfl"] + [m for m in METHODS if m != "hasfl"]
+    order = [m for m in METHODS if METHODS[m].budget_of is None] + [m for m in METHODS if METHODS[m].budget_of]
     out = {}
     for m in order:
-        hasfl_run = root / "hasfl" / "run.json" if m == "random_budget" else None
+        budget_of = METHODS[m].budget_of
+        hasfl_run = root / budget_of / "run.json" if budget_of else None
         summary = job(cfg, m, digits.seed, root / m, hasfl_run=hasfl_run)
         out[m] = (summary, pd.read_parquet(root / m / "rounds.parquet"), pd.read_parquet(root / m / "clients.parquet"),
                   json.loads((root / m / "run.json").read_text()))
@@ -207,8 +209,8 @@ def test_every_method_runs(all_method_runs, method) -> None:
     summary, rounds, clients, run_json = runs[method]
     assert summary == run_json and run_json["status"] == "completed" and run_json["method"] == method
     assert list(rounds.columns) == list(ROUND_COLUMNS)
-    assert list(rounds.columns) == ["round", "test_acc", "test_loss", "avg_p", "mean_h_tilde", "n_participants",
-                                    "train_loss"]
+    assert list(rounds.columns) == ["round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb",
+                                    "train_mmacs", "probe_gmacs", "mean_h_tilde", "n_participants", "train_loss"]
     assert list(clients.columns) == CLIENTS_COLUMNS
     assert rounds["round"].tolist() == [1, 2]
     assert np.all(np.isfinite(rounds["test_acc"])) and np.all((rounds["test_acc"] >= 0) & (rounds["test_acc"] <= 1))
@@ -312,10 +314,14 @@ def test_registry_builders_resolve_to_the_methods_module() -> None:
     from hasfl.fl import methods
 
     assert list(METHODS) == ["hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg",
-                             "scaffold", "fedprox"]
+                             "scaffold", "fedprox", "hasfl_probe", "random_budget_probe", "hasfl_reported",
+                             "random_budget_reported"]
     for name, info in METHODS.items():
-        assert registry.resolve(info.build) is getattr(methods, name), name
-    assert {m for m, i in METHODS.items() if i.allocation_rule} == {"hasfl", "hasfl_nocov"}
-    assert {m: i.budget_of for m, i in METHODS.items() if i.budget_of} == {"random_budget": "hasfl"}
+        builder = name if info.budget_of is None else "random_budget"  # every control is the random budget
+        assert registry.resolve(info.build) is getattr(methods, builder), name
+    assert {m for m, i in METHODS.items() if i.allocation_rule} == {"hasfl", "hasfl_nocov", "hasfl_probe",
+                                                                     "hasfl_reported"}
+    assert {m: i.budget_of for m, i in METHODS.items() if i.budget_of} == {
+        "random_budget": "hasfl", "random_budget_probe": "hasfl_probe", "random_budget_reported": "hasfl_reported"}
     with pytest.raises(ValueError, match="expected 'module:function'"):
         registry.resolve("no_colon")

@@ -28,13 +28,13 @@ for _dataset in FETCHED:
         log:
             f"{RESULTS}/logs/fetch/{_dataset}.log",
         priority: 100
+        localrule: True
         params:
             dataset=_dataset,
             dataset_params={
                 k: config["dataset_params"][_dataset][k]
                 for k in DATASETS[_dataset].fetch_params
             },
-        localrule: True
         script:
             "../scripts/fetch.py"
 
