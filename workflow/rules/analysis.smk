@@ -72,8 +72,7 @@ COMPARISON_TABLES = [
 SEED_TABLES_OF = (*METHOD_TABLES, "matched_budget", TABLE8, MB_ESTIMATORS_TABLE)
 # Per-seed tables the findings test on (paired by seed).
 SEED_TABLES = {
-    f"{name}_seeds": f"{TABLES}/{name}_seeds.parquet"
-    for name in SEED_TABLES_OF
+    f"{name}_seeds": f"{TABLES}/{name}_seeds.parquet" for name in SEED_TABLES_OF
 }
 # Tables findings.json is computed from (hasfl.analysis.findings.REQUIRED_TABLES).
 FINDINGS_TABLES = {
@@ -487,12 +486,17 @@ rule analysis_table8_estimators:
 
 rule analysis_matched_budget_estimators:
     """Allocation by E2 (hasfl_probe) and E3 (hasfl_reported) vs its matched random-budget control, paired
-    by seed (accuracy: t interval and paired test; average width: matched by construction, not tested)."""
+    by seed (accuracy: t interval and paired test; average width: matched by construction, not tested).
+    """
     input:
         verified=VERIFIED,
         runs=run_files(
             config["datasets"],
-            [m for _pair, alloc, control, _e in ESTIMATOR_PAIRS for m in (alloc, control)],
+            [
+                m
+                for _pair, alloc, control, _e in ESTIMATOR_PAIRS
+                for m in (alloc, control)
+            ],
             ("rounds.parquet", "run.json"),
         ),
         manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),

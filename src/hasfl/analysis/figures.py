@@ -44,6 +44,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import offset_copy  # noqa: E402
 
 from hasfl.analysis.specs import DATASET_LABELS, ESTIMATORS, METHOD_LABELS  # noqa: E402
@@ -477,13 +478,17 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
     return fig
 
 
+#: Capacity tiers from small to full width: warm to cool (Okabe-Ito, distinct for colour-blind readers).
+_TIER_PALETTE = ("#D55E00", "#E69F00", "#56B4E9", "#0072B2", "#009E73", "#CC79A7", "#000000")
+
+
 def _tier_colors(tiers: Sequence[float]) -> dict[float, str]:
-    """One colour per capacity tier, from light (small) to dark (full width), the same in every panel."""
-    tiers = sorted(set(float(t) for t in tiers))
-    pal = sns.color_palette("viridis_r", max(len(tiers), 2)).as_hex()
-    if len(tiers) == 1:
-        return {tiers[0]: pal[-1]}
-    return {t: pal[i] for i, t in enumerate(tiers)}
+    """One colour per capacity tier (smallest first), the same in every panel."""
+    levels = sorted(set(float(t) for t in tiers))
+    if len(levels) > len(_TIER_PALETTE):
+        pal = sns.color_palette("viridis", len(levels)).as_hex()
+        return dict(zip(levels, pal, strict=True))
+    return {t: _TIER_PALETTE[i] for i, t in enumerate(levels)}
 
 
 def _fmt_r(r: float, low: float, high: float) -> str:
@@ -506,7 +511,7 @@ def fig9_estimators(points: pd.DataFrame, datasets: Sequence[str],
     _style()
     datasets = list(datasets) or [""]
     nr, nc = len(datasets), len(ESTIMATORS)
-    fig, axes = plt.subplots(nr, nc, figsize=(3.5 * nc, 3.1 * nr), squeeze=False)
+    fig, axes = plt.subplots(nr, nc, figsize=(3.6 * nc, 3.5 * nr), squeeze=False)
     colors = _tier_colors(points["pmax"].to_numpy(float) if len(points) else [1.0])
     for i, dataset in enumerate(datasets):
         d = points[points["dataset"] == dataset] if len(points) else points
@@ -536,6 +541,9 @@ def fig9_estimators(points: pd.DataFrame, datasets: Sequence[str],
                     ax.plot(xs, np.exp(line) if log_y else line, color=c, lw=1.2, zorder=4)
             if log_y:
                 ax.set_yscale("log")
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                ax.yaxis.set_minor_formatter(NullFormatter())
             if est.id == "E3":
                 lo = float(min(ok["tv"].min(), ok[est.column].min()))
                 hi = float(max(ok["tv"].max(), ok[est.column].max()))
@@ -544,16 +552,19 @@ def fig9_estimators(points: pd.DataFrame, datasets: Sequence[str],
             if r is not None:
                 head += (f"\nr(E, pmax) {_fmt_r(r['r_e_pmax'], r['r_e_pmax_low'], r['r_e_pmax_high'])}"
                          f"\nr(E, TV | pmax) {_fmt_r(r['pr_e_tv_pmax'], r['pr_e_tv_pmax_low'], r['pr_e_tv_pmax_high'])}")
+                if isinstance(r.get("verdicts"), str) and r["verdicts"] != "--":
+                    head += f"\ncheck per run: {r['verdicts']}"
             ax.set_title(head, fontsize=8)
             ax.set_xlabel("true TV (label heterogeneity)", fontsize=8)
             ax.set_ylabel(f"{est.id} ({est.name})" + (", log scale" if log_y else ""), fontsize=8)
             ax.tick_params(labelsize=7)
     handles = [Line2D([], [], marker="o", ls="-", lw=1.2, color=c, markersize=5, label=f"capacity pmax = {t:g}")
                for t, c in colors.items()]
-    runs = ", ".join(f"{_ds(k)} {v}" for k, v in (n_runs or {}).items())
-    fig.suptitle("Which estimate follows the data (rises within each colour) and which follows capacity "
-                 "(colours in bands)" + (f"\nHAS-FL runs ({runs}); titles: pooled over seeds, {level:.0%} intervals"
-                                         if runs else ""), fontsize=10)
+    runs = ", ".join(f"{v} of {_ds(k)}" for k, v in (n_runs or {}).items())
+    fig.suptitle("Which estimate E follows the data (rises within each colour) and which follows capacity "
+                 "(colours in separate bands)" + (f"\nClients of the HAS-FL runs (seeds: {runs}); titles: correlations "
+                                                  f"pooled over the seeds with {level:.0%} intervals, and the verdicts "
+                                                  "of the capacity-grouped check" if runs else ""), fontsize=10)
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=max(1, len(handles)),
                fontsize=8, frameon=False, title="colour: client capacity (largest width its device trains); "

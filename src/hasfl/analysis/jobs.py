@@ -34,6 +34,8 @@ from hasfl.analysis.specs import (
     MB_ESTIMATORS_TABLE,
     METHOD_TABLES,
     TABLE8,
+    TABLE8_PERMUTATION_SEED,
+    TABLE8_PERMUTATIONS,
     STALE_RUN_FILES,
     STALE_TABLE,
     resolve_thresholds,
@@ -408,10 +410,11 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
         level = float(params.get("ci_level", 0.95))
         stats = {}
         full = {k: c for k, c in done.items() if all(e.column in c.columns for e in ESTIMATORS)}
-        if full:  # the panel titles: the same pooled numbers as Table 8 (no permutations needed for them)
+        if full:  # the panel titles: the same numbers and checks as Table 8's hasfl rows
             per_seed = estimators.table8(data, {(d, "hasfl", s): c for (d, s), c in full.items()},
                                          {}, datasets, ["hasfl"], sorted({s for _d, s in full}),
-                                         alpha=1.0 - level, permutations=0, seed=0)
+                                         alpha=1.0 - level, permutations=TABLE8_PERMUTATIONS,
+                                         seed=TABLE8_PERMUTATION_SEED)
             pooled = estimators.pool(per_seed[per_seed["method"] == "hasfl"], level)
             stats = {(r["dataset"], r["estimator"]): r for r in pooled.to_dict("records")}
         fig = F.fig9_estimators(estimators.figure_points(data, done), datasets, stats, level=level,
