@@ -5,8 +5,15 @@
 
 from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
 from hasfl.analysis.specs import (
+    ESTIMATOR_FIGURE,
+    ESTIMATOR_PAIRS,
     FIGURES,
+    MB_ESTIMATORS_TABLE,
     METHOD_TABLES,
+    TABLE8,
+    TABLE8_METHODS,
+    TABLE8_PERMUTATIONS,
+    TABLE8_PERMUTATION_SEED,
     figure_caption,
     table_caption,
     STALE_RUN_FILES,
@@ -22,6 +29,7 @@ ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
 # params.caption) and in report.md.
 FIGURE_CONTEXT = {
     "n_seeds": len(config["seeds"]),
+    "ci_level": ANALYSIS_THRESHOLDS["ci_level"],
     **{
         k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
     },
@@ -42,18 +50,29 @@ ANALYSIS_TABLES = {
         "matched_budget",
         "prop3_coverage",
         STALE_TABLE,
+        TABLE8,
+        MB_ESTIMATORS_TABLE,
     )
 }
 # The tables the comparison reads.
 COMPARISON_TABLES = [
     n
     for n in ANALYSIS_TABLES
-    if n not in ("table2_datasets", "matched_budget", "prop3_coverage", STALE_TABLE)
+    if n
+    not in (
+        "table2_datasets",
+        "matched_budget",
+        "prop3_coverage",
+        STALE_TABLE,
+        TABLE8,
+        MB_ESTIMATORS_TABLE,
+    )
 ]
+# Tables with a per-seed (per-run) companion file <name>_seeds.parquet.
+SEED_TABLES_OF = (*METHOD_TABLES, "matched_budget", TABLE8, MB_ESTIMATORS_TABLE)
 # Per-seed tables the findings test on (paired by seed).
 SEED_TABLES = {
-    f"{name}_seeds": f"{TABLES}/{name}_seeds.parquet"
-    for name in (*METHOD_TABLES, "matched_budget")
+    f"{name}_seeds": f"{TABLES}/{name}_seeds.parquet" for name in SEED_TABLES_OF
 }
 # Tables findings.json is computed from (hasfl.analysis.findings.REQUIRED_TABLES).
 FINDINGS_TABLES = {
@@ -68,7 +87,8 @@ FINDINGS_TABLES = {
 
 wildcard_constraints:
     table="|".join(METHOD_TABLES),
-    fig="|".join(FIGURES),
+    # Figure 9 has its own rule (analysis_figure9_estimators)
+    fig="|".join(slug for slug in FIGURES if slug != ESTIMATOR_FIGURE),
 
 
 def run_files(datasets, methods, files):
@@ -100,7 +120,7 @@ def model_blocks():
 def analysis_outputs():
     """Every analysis output of the preset (rule all)."""
     tabs = [f"{TABLES}/{n}.{ext}" for n in ANALYSIS_TABLES for ext in ("parquet", "md")]
-    tabs += [f"{TABLES}/{n}_seeds.parquet" for n in (*METHOD_TABLES, "matched_budget")]
+    tabs += [f"{TABLES}/{n}_seeds.parquet" for n in SEED_TABLES_OF]
     figs = [f"{FIGS}/{slug}.{ext}" for slug in FIGURES for ext in ("png", "pdf")]
     return [
         *tabs,
@@ -119,7 +139,10 @@ localrules:
     analysis_method_table,
     analysis_table5_confound,
     analysis_matched_budget,
+    analysis_table8_estimators,
+    analysis_matched_budget_estimators,
     analysis_figure,
+    analysis_figure9_estimators,
     analysis_comparison,
     analysis_findings,
     analysis_report,
@@ -424,6 +447,118 @@ rule analysis_figure:
         "../scripts/figure.py"
 
 
+rule analysis_table8_estimators:
+    """Table 8 (the paper's Section 5 question): each per-client estimate E0-E3 of the hasfl, fedavg,
+    hasfl_probe and hasfl_reported runs against TV and capacity, with the capacity-grouped check of
+    hasfl diagnose (permutation test within tiers), per run and pooled over seeds."""
+    input:
+        verified=VERIFIED,
+        data_clients=data_files(config["datasets"], "clients.parquet"),
+        runs=run_files(
+            config["datasets"],
+            TABLE8_METHODS,
+            ("clients.parquet", "rounds.parquet", "run.json"),
+        ),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+    output:
+        parquet=f"{TABLES}/{TABLE8}.parquet",
+        seeds=f"{TABLES}/{TABLE8}_seeds.parquet",
+        md=report(
+            f"{TABLES}/{TABLE8}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="Table 8 estimators",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/{TABLE8}.log",
+    params:
+        caption=table_caption(TABLE8),
+        code=SRC_ANALYSIS,
+        datasets=config["datasets"],
+        methods=config["methods"],
+        seeds=config["seeds"],
+        ci_level=ANALYSIS_THRESHOLDS["ci_level"],
+        permutations=TABLE8_PERMUTATIONS,
+        permutation_seed=TABLE8_PERMUTATION_SEED,
+    script:
+        "../scripts/table8_estimators.py"
+
+
+rule analysis_matched_budget_estimators:
+    """Allocation by E2 (hasfl_probe) and E3 (hasfl_reported) vs its matched random-budget control, paired
+    by seed (accuracy: t interval and paired test; average width: matched by construction, not tested).
+    """
+    input:
+        verified=VERIFIED,
+        runs=run_files(
+            config["datasets"],
+            [
+                m
+                for _pair, alloc, control, _e in ESTIMATOR_PAIRS
+                for m in (alloc, control)
+            ],
+            ("rounds.parquet", "run.json"),
+        ),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+    output:
+        parquet=f"{TABLES}/{MB_ESTIMATORS_TABLE}.parquet",
+        seeds=f"{TABLES}/{MB_ESTIMATORS_TABLE}_seeds.parquet",
+        md=report(
+            f"{TABLES}/{MB_ESTIMATORS_TABLE}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="Matched budget of the estimator methods",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/{MB_ESTIMATORS_TABLE}.log",
+    params:
+        caption=table_caption(MB_ESTIMATORS_TABLE),
+        code=SRC_ANALYSIS,
+        datasets=config["datasets"],
+        methods=config["methods"],
+        seeds=config["seeds"],
+        ci_level=ANALYSIS_THRESHOLDS["ci_level"],
+        tolerances={
+            control: config["method_params"][control]["tolerance"]
+            for _pair, _alloc, control, _e in ESTIMATOR_PAIRS
+        },
+    script:
+        "../scripts/matched_budget_estimators.py"
+
+
+rule analysis_figure9_estimators:
+    """Figure 9 (PNG + PDF): every estimate E0-E3 of the hasfl runs against TV, coloured by capacity tier."""
+    input:
+        verified=VERIFIED,
+        runs=run_files(
+            config["datasets"],
+            FIGURES[ESTIMATOR_FIGURE].methods,
+            FIGURES[ESTIMATOR_FIGURE].run_files,
+        ),
+        data_clients=data_files(config["datasets"], "clients.parquet"),
+    output:
+        png=report(
+            f"{FIGS}/{ESTIMATOR_FIGURE}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            subcategory=ESTIMATOR_FIGURE,
+        ),
+        pdf=f"{FIGS}/{ESTIMATOR_FIGURE}.pdf",
+    log:
+        f"{RESULTS}/logs/analysis/{ESTIMATOR_FIGURE}.log",
+    params:
+        code=SRC_ANALYSIS,
+        fig={
+            "datasets": config["datasets"],
+            "methods": config["methods"],
+            "seeds": config["seeds"],
+            "ci_level": ANALYSIS_THRESHOLDS["ci_level"],
+        },
+        caption=figure_caption(ESTIMATOR_FIGURE, FIGURE_CONTEXT),
+    script:
+        "../scripts/fig9_estimators.py"
+
+
 rule analysis_comparison:
     """comparison.parquet: ours vs the published Tables 1, 3-7 where the preset ran the paper's configuration."""
     input:
@@ -450,8 +585,8 @@ rule analysis_comparison:
 
 
 rule analysis_findings:
-    """findings.json: the paper's claims F1-F6, each in its scope, with a test, margin, power and a
-    three-valued verdict."""
+    """findings.json: the paper's claims F1-F6, each in its scope, and the estimator findings F7 / F8, with
+    a test, margin, power and a three-valued verdict."""
     input:
         **FINDINGS_TABLES,
     output:
@@ -463,7 +598,7 @@ rule analysis_findings:
     log:
         f"{RESULTS}/logs/analysis/findings.log",
     params:
-        caption="The paper's claims F1-F6, each tested in the scope the paper states it, with its statistic, test, margin, minimum detectable effect and a verdict (supported, contradicted or inconclusive) and the reason; report.md shows them as tables.",
+        caption="The paper's claims F1-F6, each tested in the scope the paper states it, and this project's estimator findings F7 (does each capacity-separable estimate recover TV once capacity is controlled) and F8 (does allocating by it beat its matched random budget), with statistic, test, margin, minimum detectable effect and a verdict (supported, contradicted or inconclusive) and the reason; report.md shows them as tables.",
         code=SRC_ANALYSIS,
         tables=list(FINDINGS_TABLES),
         datasets=config["datasets"],
@@ -473,7 +608,7 @@ rule analysis_findings:
 
 
 rule analysis_report:
-    """report.md: findings, tables, comparison and figures, readable on its own."""
+    """report.md: findings, the estimator section, tables, comparison and figures, readable on its own."""
     input:
         **ANALYSIS_TABLES,
         comparison=f"{RESULTS}/comparison.parquet",

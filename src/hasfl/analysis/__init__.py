@@ -11,10 +11,13 @@ Modules:
 * :mod:`~hasfl.analysis.stats`     -- mean/std, correlations, partial correlation, R^2 decomposition, paired CI.
 * :mod:`~hasfl.analysis.tables`    -- Tables 1-4, 6, 7 and the matched-budget comparison.
 * :mod:`~hasfl.analysis.confound`  -- Table 5 and the fedavg positive control.
+* :mod:`~hasfl.analysis.diagnose`  -- the capacity-grouped check of an estimate (``hasfl diagnose``).
+* :mod:`~hasfl.analysis.estimators` -- Table 8 (estimators E0-E3 through diagnose) and the matched budget
+  of the estimator methods.
 * :mod:`~hasfl.analysis.coverage`  -- Proposition 3 on init.pt / final.pt.
-* :mod:`~hasfl.analysis.figures`   -- Figures 2-8.
+* :mod:`~hasfl.analysis.figures`   -- Figures 2-9.
 * :mod:`~hasfl.analysis.published` -- published.yaml, comparability, comparison.parquet.
-* :mod:`~hasfl.analysis.findings`  -- findings.json.
+* :mod:`~hasfl.analysis.findings`  -- findings.json (F1-F6, and F7 / F8 on the estimators).
 * :mod:`~hasfl.analysis.report`    -- Markdown renderings and report.md.
 * :mod:`~hasfl.analysis.jobs`      -- one function per Snakemake rule.
 """

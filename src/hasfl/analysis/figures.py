@@ -23,6 +23,8 @@ outside the data.
   client-round, every method, error bars; points at equal cost dodged sideways.
 * Fig 7 -- test accuracy of hasfl vs the full-model methods.
 * Fig 8 -- test loss of the same methods.
+* Fig 9 -- this project's extension: every estimate E0-E3 against the true TV, coloured by the
+  client's capacity tier, with least-squares lines within each tier (one row per dataset).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import offset_copy  # noqa: E402
 
-from hasfl.analysis.specs import DATASET_LABELS, METHOD_LABELS  # noqa: E402
+from hasfl.analysis.specs import DATASET_LABELS, ESTIMATORS, METHOD_LABELS  # noqa: E402
 from hasfl.io import atomic_path  # noqa: E402
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "fig4_heterogeneity_allocation",
     "fig5_final_allocation",
     "fig6_frontier",
+    "fig9_estimators",
     "save_figure",
     "trajectories",
     "trajectory_figure",
@@ -471,4 +475,98 @@ def fig6_frontier(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence
     fig.tight_layout()
     fig.legend(handles=[*legend.values(), *extra], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8,
                frameon=False)
+    return fig
+
+
+#: Capacity tiers from small to full width: warm to cool (Okabe-Ito, distinct for colour-blind readers).
+_TIER_PALETTE = ("#D55E00", "#E69F00", "#56B4E9", "#0072B2", "#009E73", "#CC79A7", "#000000")
+
+
+def _tier_colors(tiers: Sequence[float]) -> dict[float, str]:
+    """One colour per capacity tier (smallest first), the same in every panel."""
+    levels = sorted(set(float(t) for t in tiers))
+    if len(levels) > len(_TIER_PALETTE):
+        pal = sns.color_palette("viridis", len(levels)).as_hex()
+        return dict(zip(levels, pal, strict=True))
+    return {t: _TIER_PALETTE[i] for i, t in enumerate(levels)}
+
+
+def _fmt_r(r: float, low: float, high: float) -> str:
+    if not math.isfinite(r):
+        return "--"
+    return f"{r:+.2f} [{low:+.2f}, {high:+.2f}]" if math.isfinite(low) else f"{r:+.2f}"
+
+
+def fig9_estimators(points: pd.DataFrame, datasets: Sequence[str],
+                    stats: Mapping[tuple[str, str], Mapping[str, float]] | None = None, *, level: float = 0.95,
+                    n_runs: Mapping[str, int] | None = None) -> Figure:
+    """Figure 9: every estimate (one column per E0-E3) against the true TV, one row per dataset.
+
+    ``points``: one row per client of every hasfl run (:func:`hasfl.analysis.estimators.figure_points`);
+    colour = capacity tier pmax, thin lines = least-squares fit within each tier (all seeds).
+    ``stats[(dataset, estimator id)]``: Table 8's pooled row, whose r(E, pmax) and r(E, TV | pmax)
+    the panel title prints. A dataset without runs, or an estimate its runs did not record, gets a
+    panel that says so.
+    """
+    _style()
+    datasets = list(datasets) or [""]
+    nr, nc = len(datasets), len(ESTIMATORS)
+    fig, axes = plt.subplots(nr, nc, figsize=(3.6 * nc, 3.5 * nr), squeeze=False)
+    colors = _tier_colors(points["pmax"].to_numpy(float) if len(points) else [1.0])
+    for i, dataset in enumerate(datasets):
+        d = points[points["dataset"] == dataset] if len(points) else points
+        for j, est in enumerate(ESTIMATORS):
+            ax = axes[i][j]
+            head = f"{_ds(dataset)}: {est.label}"
+            if d.empty:
+                _empty(ax, "not run")
+                ax.set_title(head, fontsize=8.5)
+                continue
+            if est.column not in d.columns or d[est.column].isna().all():
+                _empty(ax, f"not recorded by these runs\n(no column {est.column})")
+                ax.set_title(head, fontsize=8.5)
+                continue
+            ok = d[np.isfinite(d[est.column].to_numpy(float))]
+            log_y = est.id in ("E0", "E2") and bool((ok[est.column] > 0).all())
+            for tier in sorted(ok["pmax"].unique()):
+                sub = ok[ok["pmax"] == tier]
+                x, y = sub["tv"].to_numpy(float), sub[est.column].to_numpy(float)
+                c = colors[float(tier)]
+                ax.scatter(x, y, s=14, color=c, alpha=0.8, linewidths=0.3, edgecolors="white", zorder=3)
+                yy = np.log(y) if log_y else y
+                if len(sub) >= 3 and np.ptp(x) > 0:
+                    slope, icpt = np.polyfit(x, yy, 1)
+                    xs = np.linspace(x.min(), x.max(), 20)
+                    line = slope * xs + icpt
+                    ax.plot(xs, np.exp(line) if log_y else line, color=c, lw=1.2, zorder=4)
+            if log_y:
+                ax.set_yscale("log")
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            if est.id == "E3":
+                lo = float(min(ok["tv"].min(), ok[est.column].min()))
+                hi = float(max(ok["tv"].max(), ok[est.column].max()))
+                ax.plot([lo, hi], [lo, hi], color=_GREY, ls=":", lw=1.0, zorder=2)
+            r = (stats or {}).get((dataset, est.id))
+            if r is not None:
+                head += (f"\nr(E, pmax) {_fmt_r(r['r_e_pmax'], r['r_e_pmax_low'], r['r_e_pmax_high'])}"
+                         f"\nr(E, TV | pmax) {_fmt_r(r['pr_e_tv_pmax'], r['pr_e_tv_pmax_low'], r['pr_e_tv_pmax_high'])}")
+                if isinstance(r.get("verdicts"), str) and r["verdicts"] != "--":
+                    head += f"\ncheck per run: {r['verdicts']}"
+            ax.set_title(head, fontsize=8)
+            ax.set_xlabel("true TV (label heterogeneity)", fontsize=8)
+            ax.set_ylabel(f"{est.id} ({est.name})" + (", log scale" if log_y else ""), fontsize=8)
+            ax.tick_params(labelsize=7)
+    handles = [Line2D([], [], marker="o", ls="-", lw=1.2, color=c, markersize=5, label=f"capacity pmax = {t:g}")
+               for t, c in colors.items()]
+    runs = ", ".join(f"{v} of {_ds(k)}" for k, v in (n_runs or {}).items())
+    fig.suptitle("Which estimate E follows the data (rises within each colour) and which follows capacity "
+                 "(colours in separate bands)" + (f"\nClients of the HAS-FL runs (seeds: {runs}); titles: correlations "
+                                                  f"pooled over the seeds with {level:.0%} intervals, and the verdicts "
+                                                  "of the capacity-grouped check" if runs else ""), fontsize=10)
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=max(1, len(handles)),
+               fontsize=8, frameon=False, title="colour: client capacity (largest width its device trains); "
+               "line: least-squares fit within the tier", title_fontsize=8)
     return fig

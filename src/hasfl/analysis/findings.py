@@ -48,6 +48,24 @@ Findings (paper sections in brackets; statistics per dataset unless said otherwi
   after t0 -> warmup.pt = final.pt (units: runs; exact, no sampling).
 * F6 [4.7, this project's extension] positive control: pooled r(H~, TV) of the fedavg
   runs > ``f6_min_r_h_tv``.
+
+The estimator findings (this project's extension of Section 5; evaluated when their tables,
+:data:`ESTIMATOR_TABLES`, are given -- the workflow always gives them):
+
+* F7-E0 ... F7-E3, one per capacity-separable estimator [Section 5; every dataset]: the
+  estimator recovers TV once capacity is controlled, on the hasfl runs (sub-model widths follow
+  capacity; the fedavg control is reported beside it). Pooled partial r(E, TV | pmax) (Fisher
+  z, n - 4 weights): supported when the one-sided lower bound > 0 (a consistent data signal),
+  contradicted when the one-sided upper bound < ``f7_min_pr_e_tv`` (no usable signal: at
+  most F1c's margin), inconclusive otherwise; support takes precedence (F7-E0 is the mirror of
+  F1c, whose contradiction takes precedence).
+* F8-probe, F8-reported [Section 4.4's matched-budget control applied to E2 / E3; every
+  dataset]: allocating by the estimator beats its matched random budget. Per-seed final acc
+  (hasfl_probe - random_budget_probe), resp. reported: supported when the one-sided lower bound
+  > 0; contradicted when the one-sided upper bound < 0 (worse) or the TOST of F3 shows
+  equivalence within +-``f3_equiv_margin_pct``; inconclusive otherwise; a significant positive
+  difference takes precedence over equivalence (as in F3, a significant difference is not
+  "indistinguishable").
 """
 
 from __future__ import annotations
@@ -60,7 +78,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.specs import NATURAL_PARTITION_DATASETS, STALE_TABLE, alpha_of
+from hasfl.analysis.specs import (
+    ESTIMATOR_PAIRS,
+    ESTIMATORS,
+    MB_ESTIMATORS_TABLE,
+    NATURAL_PARTITION_DATASETS,
+    STALE_TABLE,
+    TABLE8,
+    alpha_of,
+)
 from hasfl.analysis.stats import (
     fisher_pool,
     paired_ci,
@@ -73,7 +99,10 @@ from hasfl.analysis.stats import (
 )
 
 __all__ = [
+    "ALL_FINDING_IDS",
     "CONTRADICTED",
+    "ESTIMATOR_FINDING_IDS",
+    "ESTIMATOR_TABLES",
     "FINDING_IDS",
     "INCONCLUSIVE",
     "REQUIRED_TABLES",
@@ -92,6 +121,11 @@ F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
 F2A, F2A_SPREAD, F2B, F2C = "F2a", "F2a-spread", "F2b", "F2c"
 F3, F3_SHAKESPEARE, F4, F5, F6 = "F3", "F3-shakespeare", "F4", "F5", "F6"
 FINDING_IDS = (F1A, F1B, F1C, F1D, F2A, F2A_SPREAD, F2B, F2C, F3, F3_SHAKESPEARE, F4, F5, F6)
+#: The estimator findings: F7 per estimator (E0-E3), F8 per allocating pair (probe, reported).
+F7_IDS = tuple(f"F7-{e.id}" for e in ESTIMATORS)
+F8_IDS = tuple(f"F8-{pair}" for pair, *_ in ESTIMATOR_PAIRS)
+ESTIMATOR_FINDING_IDS = (*F7_IDS, *F8_IDS)
+ALL_FINDING_IDS = (*FINDING_IDS, *ESTIMATOR_FINDING_IDS)
 
 #: Scopes: which datasets a claim is stated for.
 IMAGE, TEXT, ALL = "image", "text", "all"
@@ -103,6 +137,9 @@ T5, T3S, T4S, T6S, T7S = ("table5_confound", "table3_allocation_seeds", "table4_
 MBS, P3 = "matched_budget_seeds", "prop3_coverage"
 #: Tables findings.json is computed from (file names without .parquet under tables/).
 REQUIRED_TABLES = (T5, T3S, T4S, T6S, T7S, MBS, P3, STALE_TABLE)
+T8S, MBES = f"{TABLE8}_seeds", f"{MB_ESTIMATORS_TABLE}_seeds"
+#: Tables of the estimator findings F7 / F8 (both or neither).
+ESTIMATOR_TABLES = (T8S, MBES)
 
 COMPLETED = "completed"
 
@@ -698,22 +735,190 @@ def _f6(t5: pd.DataFrame, datasets: Sequence[str], st: Settings) -> dict[str, An
         not_run="no completed fedavg run", extension=True)
 
 
+# --- the estimator findings (this project's extension of Section 5) ----------------------------
+
+
+def _estimator_rows(t8s: pd.DataFrame, method: str, estimator: str, dataset: str) -> pd.DataFrame:
+    if t8s is None or t8s.empty:
+        return pd.DataFrame(columns=["seed", "n_clients", "pr_e_tv_pmax"])
+    sel = t8s[(t8s["method"] == method) & (t8s["estimator"] == estimator) & (t8s["dataset"] == dataset)
+              & (t8s["status"] == COMPLETED)]
+    return sel[np.isfinite(sel["pr_e_tv_pmax"].to_numpy(dtype=np.float64))]
+
+
+def _recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
+                   control: pd.DataFrame | None = None) -> dict[str, Any]:
+    """F7: supported when the one-sided lower bound of the pooled partial r > 0; contradicted when the
+    one-sided upper bound < margin (no usable signal); support takes precedence."""
+    unit = _corr_unit(name, rows, "pr_e_tv_pmax", 1, st)
+    se = unit.pop("_se")
+    shift = z_mde(se, st.alpha, st.power)
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(shift) if math.isfinite(shift) else math.nan
+    unit["mde_contradicted"] = math.tanh(math.atanh(margin) - shift) if math.isfinite(shift) else math.nan
+    if control is not None and len(control):
+        c = _corr_unit("fedavg", control, "pr_e_tv_pmax", 1, st)
+        unit["control_fedavg"] = {"estimate": c["estimate"], "low": c["low"], "high": c["high"], "n": c["n"]}
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        return unit
+    low, high = unit["low"], unit["high"]
+    if low > 0.0:
+        v = SUPPORTED
+        why = f"lower bound {_fmt(low)} > 0: a consistent data signal once capacity is controlled"
+        if high < margin:
+            why += f" (weak: the upper bound {_fmt(high)} is below the usable margin {_fmt(margin)} too)"
+    elif high < margin:
+        v, why = CONTRADICTED, f"upper bound {_fmt(high)} < margin {_fmt(margin)}: no usable data signal"
+    else:
+        v, why = INCONCLUSIVE, f"interval [{_fmt(low)}, {_fmt(high)}] contains 0 and the margin {_fmt(margin)}"
+    ctl = unit.get("control_fedavg")
+    ctl_txt = (f"; fedavg control (equal widths): {_fmt(ctl['estimate'])} [{_fmt(ctl['low'])}, {_fmt(ctl['high'])}]"
+               if ctl else "")
+    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} hasfl run(s), {unit['n_clients']} clients; "
+                                  f"{st.power:.0%} power needs a true r >= {_fmt(unit['mde'])} for supported, "
+                                  f"<= {_fmt(unit['mde_contradicted'])} for contradicted{ctl_txt})")
+    return unit
+
+
+def _f7(t8s: pd.DataFrame, datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F7-E0 ... F7-E3 [Section 5; every dataset]: per estimator, the hasfl runs' pooled partial r(E, TV | pmax)."""
+    out = []
+    margin_key = "f7_min_pr_e_tv"
+    for e in ESTIMATORS:
+        units = []
+        for d in datasets:
+            rows = _estimator_rows(t8s, "hasfl", e.id, d)
+            if not len(rows):
+                continue
+            units.append(_recovers_unit(d, rows, st.th[margin_key], st, _estimator_rows(t8s, "fedavg", e.id, d)))
+        note = (" E1 is centred within each tier by construction: its partial r given pmax is its within-tier "
+                "signal." if e.id == "E1" else "")
+        out.append(_finding(
+            f"F7-{e.id}", claim=f"{e.label} recovers the clients' label heterogeneity once capacity is controlled",
+            source="Section 5 (the 'natural next step'; this project's extension)", scope=ALL,
+            statistic=f"partial r({e.id}, TV | pmax) over the clients of each hasfl run ({e.column}), pooled over "
+                      "seeds (Fisher z, n - 4 weights); the fedavg runs' value is reported as the equal-width "
+                      "control." + note,
+            test="one-sided z test on the pooled Fisher z: supported if the lower bound > 0; contradicted if the "
+                 "upper bound < margin (no usable data signal); support takes precedence",
+            margin_key=margin_key, st=st, units=units, files=[f"tables/{T8S}.parquet"],
+            mde_meaning="true pooled partial r at which the test returns supported with the configured power "
+                        "(mde_contradicted per unit: the true r at or below which it returns contradicted)",
+            not_run="no completed hasfl run with this estimate", extension=True))
+    return out
+
+
+def _t_beats_unit(name: str, values: np.ndarray, margin: float, st: Settings,
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """F8: one-sided t test of mean > 0 (supported), of mean < 0 or TOST at +-margin (contradicted)."""
+    import scipy.stats as sps
+
+    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
+    p_one = float(sps.t.sf(eq.t_stat, eq.n - 1)) if eq.n >= 2 and math.isfinite(eq.t_stat) else math.nan
+    unit: dict[str, Any] = {
+        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
+        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
+        "two_sided_level": st.two_sided_level, "p_value_one_sided": p_one, "margin": margin,
+        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power),
+        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
+        "values": [float(v) for v in values], **(extra or {})}
+    if eq.n < 2:
+        unit.update(verdict=INCONCLUSIVE, reason=f"{eq.n} seed(s): a t interval needs at least 2")
+        return unit
+    if not eq.sd_diff > 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+        return unit
+    low, high = eq.ci_low, eq.ci_high
+    if low > 0.0:
+        v, why = SUPPORTED, f"lower bound {_fmt(low)} > 0 (one-sided p = {_fmt(p_one)}): beats its control"
+    elif high < 0.0:
+        v, why = CONTRADICTED, f"upper bound {_fmt(high)} < 0: worse than its control"
+    elif -margin < low and high < margin:
+        v, why = CONTRADICTED, (f"the TOST interval [{_fmt(low)}, {_fmt(high)}] lies inside +-{_fmt(margin)}: "
+                                "equivalent to its control, does not beat it")
+    else:
+        v, why = INCONCLUSIVE, (f"the interval [{_fmt(low)}, {_fmt(high)}] contains 0 and is not inside "
+                                f"+-{_fmt(margin)}")
+    unit.update(verdict=v, reason=(f"{why} (n = {eq.n}; {st.power:.0%} power needs a true difference >= "
+                                   f"{_fmt(unit['mde'])} for supported; smallest margin a TOST reaches at that power "
+                                   f"if the true difference is 0: {_fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def _floor_list(flags: Sequence[Any], seeds: Sequence[int]) -> list[int]:
+    return [int(s) for s, f in zip(seeds, flags, strict=True) if f is not None and f is not pd.NA and bool(f)]
+
+
+def _f8(mbes: pd.DataFrame, datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F8-probe, F8-reported [Section 4.4's control applied to E2 / E3; every dataset]."""
+    out = []
+    margin_key = "f3_equiv_margin_pct"
+    for pair, alloc, control, est in ESTIMATOR_PAIRS:
+        units = []
+        rows_all = mbes[mbes["pair"] == pair] if len(mbes) and "pair" in mbes.columns else pd.DataFrame()
+        for d in datasets:
+            rows = rows_all[rows_all["dataset"] == d] if len(rows_all) else rows_all
+            if not len(rows):
+                continue
+            ok = rows[rows["paired"].astype(bool)]
+            diff = ok["diff_final_acc_pct"].to_numpy(dtype=np.float64)
+            keep = np.isfinite(diff)
+            seeds = [int(s) for s in ok["seed"].to_numpy()[keep]]
+            left = sorted(set(int(s) for s in rows["seed"]) - set(seeds))
+            extra: dict[str, Any] = {"seeds": seeds}
+            notes = []
+            for col, m in (("alloc_at_floor", alloc), ("control_at_floor", control)):
+                if col in ok.columns:
+                    at = _floor_list(list(ok[col].to_numpy()[keep]), seeds)
+                    extra[f"{col}_seeds"] = at
+                    if at:
+                        notes.append(f"{m} {len(at)} of {len(seeds)}")
+            u = _t_beats_unit(d, diff[keep], st.th[margin_key], st, extra)
+            u["reason"] += _left_out(left)
+            if notes:
+                u["floor_note"] = "**at floor: " + ", ".join(notes) + "**"
+                u["reason"] += "; runs at the accuracy floor: " + ", ".join(notes)
+            units.append(u)
+        out.append(_finding(
+            f"F8-{pair}", claim=f"Allocating by {est} ({alloc}) beats its matched random budget ({control})",
+            source="Section 4.4's matched-budget control applied to this project's estimator methods (extension)",
+            scope=ALL, statistic=f"per seed: final acc({alloc}) - final acc({control}), points",
+            test="paired t over seeds: supported if the one-sided lower bound > 0; contradicted if the one-sided "
+                 "upper bound < 0 or the TOST interval (1 - 2 alpha) lies inside +-margin (F3's margin); a "
+                 "significant positive difference takes precedence; inconclusive otherwise",
+            margin_key=margin_key, st=st, units=units, files=[f"tables/{MBES}.parquet"],
+            mde_meaning="smallest true mean difference detected as 'beats' with the configured power (points); "
+                        "min_equivalence_margin per unit: the smallest margin a TOST reaches",
+            not_run=f"{alloc} or {control} not run in this preset", extension=True))
+    return out
+
+
 def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[str],
                       thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
-    """All findings, in the order of :data:`FINDING_IDS` (see the module docstring).
+    """All findings, in the order of :data:`FINDING_IDS` (see the module docstring), followed by
+    F7 / F8 (:data:`ESTIMATOR_FINDING_IDS`) when ``tables`` holds :data:`ESTIMATOR_TABLES`.
 
-    ``tables`` maps every name of :data:`REQUIRED_TABLES` to its frame.
+    ``tables`` maps every name of :data:`REQUIRED_TABLES` (and optionally of
+    :data:`ESTIMATOR_TABLES`, both or neither) to its frame.
 
     Raises:
         ValueError: naming a missing table.
     """
     missing = [n for n in REQUIRED_TABLES if n not in tables]
+    given = [n for n in ESTIMATOR_TABLES if n in tables]
+    if given:
+        missing += [n for n in ESTIMATOR_TABLES if n not in tables]
     if missing:
         raise ValueError(f"findings: missing table(s) {', '.join(missing)}")
     st = Settings(alpha=alpha_of(thresholds), power=float(thresholds["power"]), th=thresholds)
     out = [*_f1(tables[T5], datasets, st), *_f2(tables, datasets, st), *_f3(tables, datasets, st),
            _f4(tables, datasets, st), _f5(tables, st), _f6(tables[T5], datasets, st)]
     assert [f["id"] for f in out] == list(FINDING_IDS)
+    if given:
+        out += [*_f7(tables[T8S], datasets, st), *_f8(tables[MBES], datasets, st)]
+        assert [f["id"] for f in out] == list(ALL_FINDING_IDS)
     return out
 
 

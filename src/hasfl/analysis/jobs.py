@@ -17,11 +17,25 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis import confound, findings as findings_mod, floors as floors_mod, published as pub, report, tables
+from hasfl.analysis import (
+    confound,
+    estimators,
+    findings as findings_mod,
+    floors as floors_mod,
+    published as pub,
+    report,
+    tables,
+)
 from hasfl.analysis.runs import group_data_files, group_run_files, load_run_metrics, read_json
 from hasfl.analysis.specs import (
+    ESTIMATOR_FIGURE,
+    ESTIMATORS,
     FIGURES,
+    MB_ESTIMATORS_TABLE,
     METHOD_TABLES,
+    TABLE8,
+    TABLE8_PERMUTATION_SEED,
+    TABLE8_PERMUTATIONS,
     STALE_RUN_FILES,
     STALE_TABLE,
     resolve_thresholds,
@@ -188,6 +202,59 @@ def job_matched_budget(run_files: Sequence[PathLike], datasets: Sequence[str], m
     return summary
 
 
+def job_table8(data_clients: Sequence[PathLike], run_files: Sequence[PathLike], datasets: Sequence[str],
+               methods: Sequence[str], seeds: Sequence[int], level: float, permutations: int, permutation_seed: int,
+               out_parquet: PathLike, out_seeds: PathLike, out_md: PathLike,
+               manifests: Sequence[PathLike] = ()) -> pd.DataFrame:
+    """Table 8 (:mod:`hasfl.analysis.estimators`): per run x estimate the capacity-grouped check of
+    :mod:`hasfl.analysis.diagnose` (``out_seeds``) and, pooled over seeds, per dataset x method x
+    estimate (``out_parquet``).
+
+    ``run_files``: clients.parquet, rounds.parquet and run.json of the runs of
+    :data:`hasfl.analysis.specs.TABLE8_METHODS`; ``manifests`` (data-stage manifest.json) give the
+    accuracy floors that mark the runs at the floor (NA without them).
+    """
+    data = {k: pd.read_parquet(f["clients.parquet"]) for k, f in group_data_files(data_clients).items()}
+    runs = group_run_files(run_files)
+    info: dict[tuple[str, str, int], dict[str, Any]] = {k: {"status": v} for k, v in _run_status(runs).items()}
+    if runs and all("rounds.parquet" in f and "run.json" in f for f in runs.values()):
+        for r in _flagged_metrics(load_run_metrics(runs), manifests).to_dict("records"):
+            key = (r["dataset"], r["method"], int(r["seed"]))
+            info[key].update(at_floor=r.get("at_floor", pd.NA), final_at_floor=r.get("final_at_floor", pd.NA))
+    clients = {k: pd.read_parquet(f["clients.parquet"]) for k, f in runs.items()}
+    sources = {k: f["clients.parquet"].as_posix() for k, f in runs.items()}
+    alpha = 1.0 - float(level)
+    per_seed = estimators.table8(data, clients, info, datasets, methods, seeds, alpha=alpha,
+                                 permutations=int(permutations), seed=int(permutation_seed), sources=sources)
+    pooled = estimators.pool(per_seed, float(level))
+    write_parquet(pooled, out_parquet)
+    write_parquet(per_seed, out_seeds)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown(TABLE8, pooled, _source_list([*data_clients, *run_files, *manifests],
+                                                                           root),
+                                              extra={f"Per run (`{_rel(out_seeds, root)}`)": report.table8_seed_display(
+                                                  per_seed)}))
+    return pooled
+
+
+def job_matched_budget_estimators(run_files: Sequence[PathLike], datasets: Sequence[str], methods: Sequence[str],
+                                  seeds: Sequence[int], level: float, out_parquet: PathLike, out_seeds: PathLike,
+                                  out_md: PathLike, manifests: Sequence[PathLike] = (),
+                                  tolerances: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Allocation by E2 / E3 (hasfl_probe, hasfl_reported) vs its random-budget control, paired by seed
+    (``tolerances``: control method -> method_params.<control>.tolerance); F8 tests the accuracy."""
+    runs = group_run_files(run_files)
+    metrics = _flagged_metrics(load_run_metrics(runs), manifests) if runs else load_run_metrics(runs)
+    summary, per_seed = estimators.matched_budget_pairs(metrics, datasets, methods, seeds, level, tolerances)
+    write_parquet(summary, out_parquet)
+    write_parquet(per_seed, out_seeds)
+    root = results_root(out_parquet)
+    _write_text(out_md, report.table_markdown(MB_ESTIMATORS_TABLE, summary,
+                                              _source_list([*run_files, *manifests], root),
+                                              extra={f"Per seed (`{_rel(out_seeds, root)}`)": per_seed}))
+    return summary
+
+
 def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
               atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
     """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json)."""
@@ -336,6 +403,22 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
     elif slug == "fig5_final_allocation":
         clients = {(d, s): pd.read_parquet(f["clients.parquet"]) for (d, _m, s), f in runs.items()}
         fig = F.fig5_final_allocation(clients, datasets, seeds)
+    elif slug == ESTIMATOR_FIGURE:
+        data = {k: pd.read_parquet(f["clients.parquet"]) for k, f in group_data_files(data_clients).items()}
+        done = {(d, s): pd.read_parquet(f["clients.parquet"]) for (d, _m, s), f in runs.items()
+                if status.get((d, _m, s), "completed") == "completed"}
+        level = float(params.get("ci_level", 0.95))
+        stats = {}
+        full = {k: c for k, c in done.items() if all(e.column in c.columns for e in ESTIMATORS)}
+        if full:  # the panel titles: the same numbers and checks as Table 8's hasfl rows
+            per_seed = estimators.table8(data, {(d, "hasfl", s): c for (d, s), c in full.items()},
+                                         {}, datasets, ["hasfl"], sorted({s for _d, s in full}),
+                                         alpha=1.0 - level, permutations=TABLE8_PERMUTATIONS,
+                                         seed=TABLE8_PERMUTATION_SEED)
+            pooled = estimators.pool(per_seed[per_seed["method"] == "hasfl"], level)
+            stats = {(r["dataset"], r["estimator"]): r for r in pooled.to_dict("records")}
+        fig = F.fig9_estimators(estimators.figure_points(data, done), datasets, stats, level=level,
+                                n_runs={d: sum(1 for dd, _s in done if dd == d) for d in datasets})
     elif slug == "fig6_frontier":
         rows = []
         for (d, m, s), f in runs.items():
@@ -380,7 +463,10 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
     missing = [n for n in findings_mod.REQUIRED_TABLES if n not in table_paths]
     if missing:
         raise ValueError(f"findings: the tables {', '.join(missing)} are not among the inputs")
-    t = _read_tables({n: table_paths[n] for n in findings_mod.REQUIRED_TABLES})
+    # F7 / F8 (the estimator findings) are evaluated when their tables are given (the workflow always
+    # gives them); one of them without the other is an error.
+    names = [*findings_mod.REQUIRED_TABLES, *(n for n in findings_mod.ESTIMATOR_TABLES if n in table_paths)]
+    t = _read_tables({n: table_paths[n] for n in names})
     th = resolve_thresholds(thresholds)
     items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th)
     doc = {"thresholds": th, "alpha": findings_mod.alpha_of(th), "verdicts": list(findings_mod.VERDICTS),

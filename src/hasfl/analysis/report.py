@@ -16,7 +16,11 @@ import pandas as pd
 from hasfl.analysis.floors import floor_phrase, is_missing
 from hasfl.analysis.specs import (
     DATASET_LABELS,
+    ESTIMATOR_FIGURE,
+    ESTIMATORS,
     FIGURES,
+    MB_ESTIMATORS_TABLE,
+    TABLE8,
     FLOOR_TOL_PCT,
     METHOD_LABELS,
     METHOD_TABLES,
@@ -26,8 +30,8 @@ from hasfl.analysis.specs import (
     figure_caption,
 )
 
-__all__ = ["TABLE_TITLES", "comparison_overview", "display_table", "floor_section", "md_table", "report_markdown",
-           "stale_summary", "table_markdown", "table_preamble"]
+__all__ = ["TABLE_TITLES", "comparison_overview", "display_table", "estimator_section", "floor_section", "md_table",
+           "report_markdown", "stale_summary", "table8_seed_display", "table_markdown", "table_preamble"]
 
 def fmt(v: Any, digits: int = 4) -> str:
     """One cell: NaN -> "--", bools -> yes/no, floats to ``digits`` significant digits."""
@@ -196,6 +200,21 @@ def display_parts(name: str, df: pd.DataFrame) -> list[tuple[str, Any]]:
         return [("", df)]
     if name == "matched_budget" and "check" in df.columns:
         return _matched_budget_parts(df)
+    if name == MB_ESTIMATORS_TABLE and "pair" in df.columns:
+        wid = df[df["metric"] == "avg_p"]
+        recs = wid.to_dict("records")
+        w = pd.DataFrame({
+            "Dataset": [DATASET_LABELS.get(r["dataset"], r["dataset"]) for r in recs],
+            "Allocating": [METHOD_LABELS.get(r["alloc_method"], r["alloc_method"]) for r in recs],
+            "Status": [r["status"] for r in recs], "Pairs": [int(r["n_pairs"]) for r in recs],
+            "Allocating avg p": [pm(r.get("alloc_mean"), math.nan, 4) for r in recs],
+            "Control avg p": [pm(r.get("control_mean"), math.nan, 4) for r in recs],
+            "Largest abs diff": [_num(r.get("max_abs_diff"), 2) for r in recs],
+            "Tolerance": [_num(r.get("tolerance")) for r in recs],
+            "Within tolerance": [r.get("within_tolerance") for r in recs],
+        })
+        return [("Final accuracy: paired t-test (allocating method - its control; F8)", _mb_estimators_display(df)),
+                ("Average allocated width: matched by construction (no test)", w)]
     if name == "prop3_coverage" and "capped" in df.columns:
         shown, line = _capped_only(df, "capped")
         return [("", shown), ("", line)]
@@ -230,11 +249,171 @@ def display_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
                                    "pr_p_tv_pmax": "r(p,TV|pmax)", "adj_r2_tier": "adjR2 tier",
                                    "adj_r2_tv": "adjR2 TV", "adj_r2_joint": "adjR2 both", "r2_tier": "R2 tier",
                                    "r2_tv": "R2 TV", "r2_joint": "R2 both"})
+    if name == TABLE8 and "pr_e_tv_pmax" in df.columns:
+        return _table8_display(df)
+    if name == MB_ESTIMATORS_TABLE and "pair" in df.columns:
+        return _mb_estimators_display(df)
     if name == "comparison":
         out = df[["table", "dataset", "method", "metric", "status", "published_mean", "published_std", "ours_mean",
                   "ours_std", "ours_n", "within", "criterion", "reason"]].copy()
         return out
     return df
+
+
+def _ci(r: Any, low: Any, high: Any) -> str:
+    """``+0.12 [-0.05, +0.28]`` ("--" when undefined)."""
+    try:
+        r, low, high = float(r), float(low), float(high)
+    except (TypeError, ValueError):
+        return "--"
+    if not math.isfinite(r):
+        return "--"
+    return f"{r:+.2f} [{low:+.2f}, {high:+.2f}]" if math.isfinite(low) else f"{r:+.2f}"
+
+
+_EST_LABEL = {e.id: f"{e.id} {e.name}" for e in ESTIMATORS}
+
+
+def _table8_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 pooled: one row per dataset x method x estimate."""
+    def floor(r: Mapping[str, Any]) -> str:
+        k = r.get("n_at_floor")
+        return "" if is_missing(k) or not int(k) else f"**at floor: {int(k)} of {int(r['n_runs'])} runs**"
+
+    recs = df.to_dict("records")
+    return pd.DataFrame({
+        "Dataset": [DATASET_LABELS.get(r["dataset"], r["dataset"]) for r in recs],
+        "Runs of": [METHOD_LABELS.get(r["method"], r["method"]) for r in recs],
+        "Estimate": [_EST_LABEL.get(r["estimator"], r["estimator"]) for r in recs],
+        "Runs": [int(r["n_runs"]) if r["status"] != "not run" else "not run" for r in recs],
+        "r(E,TV)": [_ci(r.get("r_e_tv"), r.get("r_e_tv_low"), r.get("r_e_tv_high")) for r in recs],
+        "r(E,pmax)": [_ci(r.get("r_e_pmax"), r.get("r_e_pmax_low"), r.get("r_e_pmax_high")) for r in recs],
+        "r(E,TV|pmax)": [_ci(r.get("pr_e_tv_pmax"), r.get("pr_e_tv_pmax_low"), r.get("pr_e_tv_pmax_high"))
+                         for r in recs],
+        "within-tier r(E,TV)": [_ci(r.get("within_r"), r.get("within_r_low"), r.get("within_r_high")) for r in recs],
+        "adjR2 tier": [pm(r.get("adj_r2_tier_mean"), r.get("adj_r2_tier_std"), 2) for r in recs],
+        "adjR2 TV": [pm(r.get("adj_r2_tv_mean"), r.get("adj_r2_tv_std"), 2) for r in recs],
+        "Check per run": [r.get("verdicts") if isinstance(r.get("verdicts"), str) else "--" for r in recs],
+        "Floor": [floor(r) for r in recs],
+    })
+
+
+def table8_seed_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 per run (the _seeds file): the statistics of each run x estimate and its check's verdict."""
+    if df.empty:
+        return df
+    done = df[df["status"] != "not run"]
+    if done.empty:
+        return pd.DataFrame({"": ["no run of these methods in this preset"]})
+    out = pd.DataFrame({
+        "dataset": done["dataset"], "method": done["method"], "seed": done["seed"], "estimate": done["estimator"],
+        "status": done["status"],
+        "at floor": done["at_floor"].map(lambda v: "" if is_missing(v) else ("**yes**" if v else "no")),
+    })
+    for c, label in (("r_e_tv", "r(E,TV)"), ("r_e_pmax", "r(E,pmax)"), ("pr_e_tv_pmax", "r(E,TV|pmax)"),
+                     ("within_r", "within-tier r"), ("adj_r2_tier", "adjR2 tier"), ("adj_r2_tv", "adjR2 TV"),
+                     ("permutation_p", "perm. p")):
+        out[label] = done[c].map(lambda v: "--" if not math.isfinite(v) else f"{v:.3g}" if c == "permutation_p"
+                                 else f"{v:+.2f}" if not c.startswith("adj") else f"{v:.2f}")
+    out["check"] = done["verdict"]
+    return out.reset_index(drop=True)
+
+
+def _mb_estimators_display(df: pd.DataFrame) -> pd.DataFrame:
+    acc = df[df["metric"] == "final_acc_pct"]
+    recs = acc.to_dict("records")
+
+    def floors(r: Mapping[str, Any]) -> str:
+        bits = []
+        for side in ("alloc", "control"):
+            k = r.get(f"{side}_n_at_floor")
+            if not is_missing(k) and int(k):
+                bits.append(f"{METHOD_LABELS.get(r[f'{side}_method'], r[f'{side}_method'])} {int(k)} of "
+                            f"{int(r['n_pairs'])}")
+        return ("**at floor: " + ", ".join(bits) + "**") if bits else ""
+
+    return pd.DataFrame({
+        "Dataset": [DATASET_LABELS.get(r["dataset"], r["dataset"]) for r in recs],
+        "Allocating by": [f"{r['estimator']} ({METHOD_LABELS.get(r['alloc_method'], r['alloc_method'])})" for r in recs],
+        "Control": [METHOD_LABELS.get(r["control_method"], r["control_method"]) for r in recs],
+        "Status": [r["status"] for r in recs], "Pairs": [int(r["n_pairs"]) for r in recs],
+        "Allocating (%)": [pm(r.get("alloc_mean"), math.nan, 2) for r in recs],
+        "Control (%)": [pm(r.get("control_mean"), math.nan, 2) for r in recs],
+        "Mean diff (points)": [pm(r.get("mean_diff"), math.nan, 2) for r in recs],
+        "CI": [("--" if is_missing(r.get("ci_low")) or not math.isfinite(float(r["ci_low"]))
+                else f"[{float(r['ci_low']):.2f}, {float(r['ci_high']):.2f}] ({float(r['ci_level']):.0%})")
+               for r in recs],
+        "p (paired t)": [_num(r.get("p_value")) for r in recs],
+        "Floor": [floors(r) for r in recs],
+    })
+
+
+def estimator_section(tables: Mapping[str, pd.DataFrame], findings: Sequence[Mapping[str, Any]],
+                      power: Any = None) -> str:
+    """report.md's section on the capacity-separable estimators: what each is, Table 8 in one paragraph
+    per dataset, F7 / F8 with their power, and where Figure 9 is."""
+    t8 = tables.get(TABLE8)
+    text = ("The paper's Section 5 asks which data statistics can still be recovered when sub-model width follows "
+            "device capacity. Every run logs four per-client estimates of label heterogeneity (final values in its "
+            "`clients.parquet`):\n\n")
+    text += "".join(f"- **{e.id} {e.name}** (`{e.column}`): {e.what}.\n" for e in ESTIMATORS)
+    text += ("\nEach is checked against the true TV with capacity held fixed, exactly as `hasfl diagnose` does "
+             "(Table 8, `tables/table8_estimators.parquet`; per run `tables/table8_estimators_seeds.parquet`). The "
+             "question for each estimate: does it still rise with TV among clients of the same capacity "
+             "(r(E, TV | pmax) and the within-tier r), or does capacity explain it (r(E, pmax), adjusted R^2 of "
+             "the tier)? The hasfl runs are the sub-model setting of the confound; the fedavg runs, where every "
+             "client trains the full model, are the positive control.\n\n")
+    if t8 is None or t8.empty:
+        text += "Table 8 was not computed for this report.\n"
+    else:
+        lines = []
+        for r in t8[(t8["method"] == "hasfl") & (t8["status"] != "not run")].to_dict("records"):
+            lines.append(f"- {DATASET_LABELS.get(r['dataset'], r['dataset'])}, {_EST_LABEL.get(r['estimator'])}: "
+                         f"r(E, pmax) {_ci(r['r_e_pmax'], r['r_e_pmax_low'], r['r_e_pmax_high'])}, r(E, TV | pmax) "
+                         f"{_ci(r['pr_e_tv_pmax'], r['pr_e_tv_pmax_low'], r['pr_e_tv_pmax_high'])}, within-tier r "
+                         f"{_ci(r['within_r'], r['within_r_low'], r['within_r_high'])}; check per run: "
+                         f"{r['verdicts']}.")
+        level = t8["ci_level"].dropna()
+        text += (f"Table 8 in brief, HAS-FL runs pooled over seeds ({float(level.iloc[0]):.0%} intervals):\n\n"
+                 if len(level) else "Table 8 in brief, HAS-FL runs pooled over seeds:\n\n")
+        text += ("\n".join(lines) if lines else "No completed HAS-FL run.") + "\n"
+        e3 = t8[(t8["estimator"] == "E3") & (t8["status"] != "not run")]
+        if len(e3) and bool((e3["r_e_tv"] >= 0.9999).all()):
+            text += ("\nE3 reproduces TV (r = 1.00 in every run): with exact counts (`estimators.reported.epsilon: "
+                     "null`) the pooled reports are the global label distribution, so E3 is the ground truth itself. "
+                     "Its F7 verdict checks the pipeline, not whether reports survive privacy noise; set "
+                     "`estimators.reported.epsilon` to test that.\n")
+        absent = sorted({r["method"] for r in t8.to_dict("records") if r["status"] == "not run"})
+        if absent:
+            text += ("\nNot run in this preset: " + ", ".join(METHOD_LABELS.get(m, m) for m in absent)
+                     + " (their rows in Table 8 say \"not run\").\n")
+    est = [f for f in findings if str(f.get("id", "")).startswith(("F7", "F8"))]
+    if est:
+        text += (f"\nFindings F7 (does the estimate recover TV once capacity is controlled? hasfl runs) and F8 (does "
+                 "allocating by it beat its matched random budget?). Interval: the one-sided bounds the test uses "
+                 f"(the two-sided {1 - 2 * float(findings_alpha(est)):.0%} interval); MDE at {_num(power)} power "
+                 "(F7: the true partial r detected as supported; F8: the true difference in points):\n\n")
+        rows = []
+        for f in est:
+            for u in f["units"] or [{"unit": "--", "verdict": f["verdict"], "reason": f["reason"]}]:
+                lo, hi = u.get("low"), u.get("high")
+                rows.append({"ID": f["id"], "Unit": u["unit"], "Estimate": _num(u.get("estimate")),
+                             "Interval": "--" if lo is None or hi is None else f"[{_num(lo)}, {_num(hi)}]",
+                             "MDE": _num(u.get("mde")), "Verdict": f"**{u['verdict']}**", "Why": u["reason"]})
+        text += md_table(pd.DataFrame.from_records(rows))
+    else:
+        text += "\nF7 / F8 were not evaluated for this report.\n"
+    text += (f"\nFigure 9 (`figures/{ESTIMATOR_FIGURE}.png`, below with the other figures) shows every client's "
+             "estimate against its TV, coloured by capacity.\n")
+    return text
+
+
+def findings_alpha(items: Sequence[Mapping[str, Any]]) -> float:
+    """The significance level of the findings ``items`` (0.05 when they do not say)."""
+    for f in items:
+        if f.get("alpha") is not None:
+            return float(f["alpha"])
+    return 0.05
 
 
 def table_preamble(name: str, df: pd.DataFrame) -> str:
@@ -315,7 +494,7 @@ def _findings_units(findings: Sequence[Mapping[str, Any]],
     rows = []
     for f in findings:
         for u in f["units"]:
-            note = _unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
+            note = u.get("floor_note") or _unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
             lo, hi = u.get("low"), u.get("high")
             interval = "--" if lo is None or hi is None else f"[{_num(lo)}, {_num(hi)}]"
             rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
@@ -489,6 +668,8 @@ FINDING_METHODS = {
     "F2a": ("hasfl_nocov", "hasfl"), "F2a-spread": ("hasfl_nocov", "hasfl"), "F2b": ("uniform", "heterofl"),
     "F2c": ("uniform",), "F3": ("hasfl", "random_budget"), "F3-shakespeare": ("hasfl", "fjord", "uniform"),
     "F4": ("fedavg", "hasfl"), "F6": ("fedavg",),
+    # E3 is fixed before round 0 (the clients' reports): whether the run learned does not enter it
+    "F7-E0": ("hasfl",), "F7-E1": ("hasfl",), "F7-E2": ("hasfl",),
 }
 
 
@@ -585,6 +766,9 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
         out.append("\n## What the coverage ablation shows (Table 4b)\n\nFrom `tables/table4b_stale_coordinates.parquet`."
                    "\n\n" + stale_summary(tables["table4b_stale_coordinates"]))
 
+    if TABLE8 in tables or any(str(f.get("id", "")).startswith("F7") for f in items):
+        out.append("\n## Capacity-separable estimators (Table 8, F7, F8, Figure 9)\n\n"
+                   + estimator_section(tables, items, power))
     out.append("\n## Tables\n\n" + STD_NOTE + "\n")
     for tname, df in tables.items():
         out.append(f"\n### {TABLE_TITLES.get(tname, tname)}\n\nFrom `tables/{tname}.parquet`.")

@@ -12,6 +12,9 @@ rule file imports it while building the DAG.
   "at the floor" (:func:`floor_tolerance_pct`).
 * :data:`MARGINS` / :data:`DEFAULT_THRESHOLDS` -- every margin and test setting of the
   findings (config block ``analysis``) with its bounds.
+* :data:`ESTIMATORS` -- the four per-client heterogeneity estimates every run logs (E0-E3, the
+  paper's Section 5 "natural next step"), :data:`TABLE8_METHODS` / :data:`ESTIMATOR_PAIRS` -- the
+  runs Table 8 and the matched-budget comparison of the estimator methods read.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ __all__ = [
     "STALE_RUN_FILES",
     "STALE_TABLE",
     "DATASET_LABELS",
+    "ESTIMATORS",
+    "ESTIMATOR_FIGURE",
+    "ESTIMATOR_PAIRS",
+    "EstimatorSpec",
+    "MB_ESTIMATORS_TABLE",
+    "TABLE8",
+    "TABLE8_METHODS",
+    "TABLE8_PERMUTATIONS",
+    "TABLE8_PERMUTATION_SEED",
     "resolve_thresholds",
     "table_datasets",
     "table_methods",
@@ -55,8 +67,52 @@ DATASET_LABELS = {"cifar10": "CIFAR-10", "emnist": "EMNIST", "shakespeare": "Sha
 METHOD_LABELS = {
     "hasfl": "HAS-FL", "hasfl_nocov": "HAS-FL (no coverage)", "heterofl": "HeteroFL", "fjord": "FjORD",
     "uniform": "Uniform", "random_budget": "Random-budget", "fedavg": "FedAvg", "scaffold": "SCAFFOLD",
-    "fedprox": "FedProx",
+    "fedprox": "FedProx", "hasfl_probe": "HAS-FL (probe)", "random_budget_probe": "Random-budget (probe)",
+    "hasfl_reported": "HAS-FL (reported)", "random_budget_reported": "Random-budget (reported)",
 }
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One per-client heterogeneity estimate of the run's clients.parquet (final values)."""
+
+    id: str
+    name: str
+    column: str
+    label: str
+    what: str
+
+
+#: The four estimates every run logs (docs/decisions.md "Capacity-separable estimators").
+ESTIMATORS: tuple[EstimatorSpec, ...] = (
+    EstimatorSpec("E0", "update", "h_tilde_final", "E0 update divergence",
+                  "the paper's estimate: divergence of the client's sub-model update from the aggregate on the "
+                  "coordinates it trained (Eq. 4), smoothed over rounds (Eq. 5)"),
+    EstimatorSpec("E1", "within_tier", "est_within_tier_final", "E1 within-tier z-score",
+                  "E0 with the capacity tiers taken out: the z-score of log E0 among the clients of the same "
+                  "capacity pmax (centred per tier, so it cannot order clients across tiers)"),
+    EstimatorSpec("E2", "probe", "est_probe_final", "E2 fixed-width probe",
+                  "Eqs. 4-5 on probe updates that every participant trains at one fixed width (the smallest "
+                  "tier by default), so every client is measured with the same sub-model"),
+    EstimatorSpec("E3", "reported", "est_reported", "E3 reported labels",
+                  "total-variation distance of the label histogram each client reports once to the pooled "
+                  "reports (exact counts by default; Laplace noise with estimators.reported.epsilon)"),
+)
+
+#: Runs whose estimates Table 8 reads: the sub-model method (hasfl), the equal-width positive control
+#: (fedavg), and the methods that allocate by E2 / E3 when the preset runs them.
+TABLE8_METHODS = ("hasfl", "fedavg", "hasfl_probe", "hasfl_reported")
+#: Allocation by a capacity-separable estimator vs its matched random-budget control (F8):
+#: (pair name, allocating method, control, the estimator it allocates by).
+ESTIMATOR_PAIRS = (("probe", "hasfl_probe", "random_budget_probe", "E2"),
+                   ("reported", "hasfl_reported", "random_budget_reported", "E3"))
+TABLE8 = "table8_estimators"
+MB_ESTIMATORS_TABLE = "matched_budget_estimators"
+ESTIMATOR_FIGURE = "fig9_estimators"
+#: Permutation test within capacity tiers (hasfl.analysis.diagnose): permutations per run and
+#: estimator, and the fixed seed they are drawn from (p-values resolve to 1/1000).
+TABLE8_PERMUTATIONS = 999
+TABLE8_PERMUTATION_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -220,6 +276,26 @@ FIGURES: dict[str, FigureSpec] = {
             + _MARKERS + "A loss that falls while the accuracy stays at the floor means the model is learning the "
             "class frequencies, not the task.",
             floors=True),
+        FigureSpec(
+            "fig9_estimators", 9, "Which estimate tracks the data and which tracks capacity",
+            ("hasfl",), ("clients.parquet", "run.json"),
+            "This project's extension (the paper's Section 5 asks which data statistics can be recovered when "
+            "sub-model width varies with the device). Every point is one client of a HAS-FL run (all {n_seeds} "
+            "seeds in one panel): horizontal axis, the client's true label heterogeneity (total-variation "
+            "distance of its label distribution from the global one, computed from the partition); vertical "
+            "axis, one estimate of it, one column per estimate and one row per dataset. E0: the paper's update "
+            "divergence (Eqs. 4-5); E1: E0 standardised within each capacity tier; E2: the same divergence "
+            "measured on probe updates of one fixed width for every client; E3: the distance of the label "
+            "histogram the client reports. Colour: the client's capacity pmax (the largest width its device "
+            "can train). Thin lines: least-squares fit within each capacity tier. How to read it: an estimate "
+            "that tracks capacity separates the colours into horizontal bands whatever the truth; one that "
+            "tracks the data rises from left to right within every colour. Panel titles: r(E, pmax) and the "
+            "partial correlation r(E, TV | pmax), pooled over the seeds in Fisher's z, with their {ci_level} "
+            "intervals, and how many runs the capacity-grouped check (a permutation test of TV within the "
+            "capacity tiers, as hasfl diagnose does) calls confounded, data signal or inconclusive: the same "
+            "numbers as Table 8. E0 and E2 are drawn on a log scale; in the E3 panel the dotted diagonal is "
+            "E3 = TV (with exact label counts the reported histograms give the truth itself).",
+            data_clients=True),
     )
 }
 
@@ -228,11 +304,16 @@ def figure_caption(slug: str, context: Mapping[str, Any] | None = None) -> str:
     """The caption of figure ``slug`` with the preset's numbers filled in.
 
     ``context`` may give ``n_seeds``, ``p_min``, ``gamma``, ``warmup``, ``t_adapt``,
-    ``t_norm`` and ``floor_tol``; a missing one is written as its symbol.
+    ``t_norm``, ``floor_tol`` and ``ci_level`` (written as a percentage); a missing one is written
+    as its symbol (``ci_level``: 95%).
     """
     ctx: dict[str, Any] = {"n_seeds": "n", "p_min": "p_min", "gamma": "gamma", "warmup": "t0 (hasfl.warmup)",
-                           "t_adapt": "hasfl.t_adapt", "t_norm": "hasfl.t_norm", "floor_tol": f"{FLOOR_TOL_PCT:g}"}
-    ctx.update({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in (context or {}).items() if v is not None})
+                           "t_adapt": "hasfl.t_adapt", "t_norm": "hasfl.t_norm", "floor_tol": f"{FLOOR_TOL_PCT:g}",
+                           "ci_level": "95%"}
+    given = dict(context or {})
+    ctx.update({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in given.items() if v is not None})
+    if isinstance(given.get("ci_level"), (int, float)):
+        ctx["ci_level"] = f"{float(given['ci_level']):.0%}"
     return FIGURES[slug].caption.format_map(ctx)
 
 
@@ -252,6 +333,9 @@ TABLE_TITLES = {
     "prop3_coverage": "Proposition 3 -- never-covered coordinates of the capped runs",
     "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up, capped runs (Section 4.3)",
     "comparison": "Comparison with the published values (Tables 1, 3-7)",
+    "table8_estimators": "Table 8 -- Capacity-separable estimators against TV and capacity (this project's extension)",
+    "matched_budget_estimators": "Matched budget of the estimator methods -- allocation by E2 / E3 vs its "
+                                 "random-budget control, paired by seed",
 }
 
 TABLE_NOTES = {
@@ -279,6 +363,20 @@ TABLE_NOTES = {
                       "(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no "
                       "client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and "
                       "nothing to check (counted below the table; every run is in the Parquet file).",
+    "table8_estimators": "Per dataset, run method and estimate E (E0 update divergence, E1 its within-tier z-score, "
+                         "E2 fixed-width probe divergence, E3 reported label histograms), over the clients of each "
+                         "run and pooled over the seeds in Fisher's z (fixed effect; weights n - 3, n - 4 for the "
+                         "partial correlation) with intervals at the configured level: r(E, TV), r(E, pmax), partial "
+                         "r(E, TV | pmax), and the within-tier r(E, TV) (pooled over tiers, then seeds); adjusted "
+                         "R^2 of E on the capacity tier (categorical) and on TV (mean over seeds); the verdicts of "
+                         "the capacity-grouped check (hasfl diagnose: permutation test of TV within tiers) per run. "
+                         "hasfl runs: sub-model widths follow capacity; fedavg runs: every client trains the full "
+                         "model (the positive control). Per-run rows in the _seeds file.",
+    "matched_budget_estimators": "Differences (allocating method - its random-budget control) over the seeds where "
+                                 "both completed, per dataset and pair: hasfl_probe vs random_budget_probe (Eq. 6 fed "
+                                 "by E2) and hasfl_reported vs random_budget_reported (fed by E3). Final accuracy: "
+                                 "Student-t interval and paired t-test (F8 tests it); average width: matched by "
+                                 "construction within method_params.<control>.tolerance, not tested.",
     "table4b_stale_coordinates": "Only runs capped after t0 are shown (every run is in the Parquet file). Per run: "
                                  "p_hi_after_t0 = largest width any participant trained after the warm-up "
                                  "round t0 (clients.parquet p_max_trained_after_warmup); coordinates outside that "
@@ -366,6 +464,8 @@ MARGINS: dict[str, MarginSpec] = {
                    "F5: largest |change| allowed on a coordinate no participant trained (0 = bit-identical)"),
         MarginSpec("f6_min_r_h_tv", 0.0, -1.0, 1.0, True, True,
                    "F6: pooled r(H~, TV) of the fedavg runs must exceed this"),
+        MarginSpec("f7_min_pr_e_tv", 0.36, 0.0, 1.0, True, True,
+                   "F7: a usable data signal: pooled r(E, TV | pmax) of an estimator at least this (F1c's margin)"),
         MarginSpec("comparison_k_std", 2.0, 0.0, 10.0, True, False,
                    "comparison.parquet: ours is 'within' when |ours - published| <= k * published std"),
     )
