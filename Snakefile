@@ -57,7 +57,7 @@ if workflow.is_main_process:
         )[:1]
     }
     _block, PREFLIGHT_STOP = preflight.check(
-        config, int(workflow.cores or 1), _manifests
+        config, int(workflow._cores or 1), _manifests
     )
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job

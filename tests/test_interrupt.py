@@ -65,3 +65,45 @@ def test_interrupted_dag_completes_with_identical_bytes(snakemake, overlay, tmp_
     res = snakemake(*args, "--rerun-incomplete", timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert _parquet_digests(tmp_path / "cut") == reference
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """Pids of processes whose working directory is ``folder``: Snakemake, its job scripts, the warm
+    worker and the job processes forked from it (they take the job's working directory)."""
+    pids = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if Path(os.readlink(cwd)) == folder:
+                pids.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_one_sigint_to_snakemake_stops_every_job_within_seconds(snakemake, overlay, tmp_path):
+    """Ctrl-C that reaches only the Snakemake process (not the terminal's group): every job, also the
+    ones forked by the warm worker, ends within seconds, with one line of explanation and no traceback."""
+    args = snakemake.dag_args(overlay(tmp_path, "sig"), workdir=tmp_path)
+    runs = tmp_path / "sig" / "tiny" / "runs"
+    log = tmp_path / "snakemake.out"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*snakemake.command, *args], cwd=tmp_path, start_new_session=True,
+                                env=snakemake.env(), stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.time() + 600
+        while not list(runs.glob("*/*/seed*/checkpoint.pt")):  # a train job is in its rounds
+            assert proc.poll() is None, "the DAG finished before the interruption point"
+            assert time.time() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)  # the Snakemake process only
+        tic = time.time()
+        proc.wait(timeout=60)
+    stopped = time.time() - tic
+    text = log.read_text()
+    assert stopped < 15, f"Snakemake took {stopped:.1f} s to stop"
+    assert "hasfl: interrupted: stopping the running jobs" in text
+    assert "Traceback" not in text
+    time.sleep(1.0)
+    alive = [p for p in _processes_in(tmp_path) if p != os.getpid()]
+    assert not alive, f"processes still running: {alive}"
+    stopped_jobs = list((tmp_path / "sig" / "tiny" / "logs" / "train").rglob("*.log"))
+    assert any("terminated (SIGTERM) after round" in p.read_text() for p in stopped_jobs)
