@@ -103,3 +103,45 @@ def test_checkpoint_interval_reruns_nothing(finished, planned):
     """checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
     extra = _with_overlay(finished, "ckpt", {"checkpoint_every": 3})
     assert planned(finished, extra) == {}
+
+
+def test_a_job_depends_only_on_its_config_slice(finished, snakemake, tmp_path):
+    """The job contract: a key outside the hasfl job's slice (FedProx's mu) leaves that job's params,
+    inputs and outputs unchanged -- Snakemake does not plan it, and after the DAG reruns what the change
+    invalidates, hasfl's run files are the same bytes (not rewritten) while fedprox's are new. The job
+    receives exactly the rule's params.run_cfg: the run's manifest records that slice."""
+    import json
+
+    from hasfl.config import load_config, run_config
+
+    work = tmp_path / "work"
+    shutil.copytree(finished, work, symlinks=True)
+    base = load_config(work / "presets/quick.yaml", base=work / "config.yaml")
+    tiny = yaml.safe_load((work / "tiny.yaml").read_text())
+    extra = _with_overlay(work, "mu", {"method_params": {"fedprox": {"mu": 0.5}}})
+    changed = yaml.safe_load((work / extra).read_text())
+
+    def slices(overlay: dict) -> dict:
+        from hasfl.config import deep_merge
+
+        cfg = deep_merge(deep_merge(base, tiny), overlay)
+        return {m: run_config(cfg, "digits", m, 42) for m in ("hasfl", "fedprox")}
+
+    before, after = slices({}), slices(changed)
+    assert before["hasfl"] == after["hasfl"] and before["fedprox"] != after["fedprox"]
+    hasfl_dir = work / tiny.get("results_dir", "results") / tiny["name"] / "runs" / "digits" / "hasfl" / "seed42"
+    manifest = json.loads((hasfl_dir / "manifest.json").read_text())
+    assert manifest["identity"]["config"] == json.loads(json.dumps(before["hasfl"]))
+
+    def snapshot(folder: Path) -> dict:
+        return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+    hasfl_before = snapshot(hasfl_dir)
+    fedprox_dir = hasfl_dir.parent.parent / "fedprox" / "seed42"
+    fedprox_final = (fedprox_dir / "final.pt").read_bytes()
+    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
+                    timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert snakemake.job_counts(res.stdout + res.stderr).get("train") == 1
+    assert snapshot(hasfl_dir) == hasfl_before  # same bytes, not even rewritten
+    assert (fedprox_dir / "final.pt").read_bytes() != fedprox_final
