@@ -22,7 +22,8 @@ def _results(root):
          "reason": "digits: inconclusive -- the TOST interval is not inside +-2"},
         {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
          "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported"}]}))
-    (root / "tables" / "table3_allocation.md").write_text("# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    (root / "tables" / "table3_allocation.md").write_text(
+        "# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Per seed\n\n| seed | x |\n|---|---|\n| 42 | 9 |\n")
     fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
     ax.plot([0, 1], [0, 1])
     fig.savefig(root / "figures" / "fig6_frontier.png")
@@ -41,10 +42,10 @@ def test_results_page_from_files(tmp_path) -> None:
     page = out.read_text()
     assert "| F3 | HAS-FL and random budget are indistinguishable | **inconclusive** |" in page
     assert "| F6 (extension) |" in page and "**supported**" in page
-    assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page
+    assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page and "| 42 | 9 |" not in page
     assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.* Final accuracy against width." in page
     with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:
-        assert im.width == 900  # shrunk from 1600 px
+        assert im.width == 800  # shrunk from 1600 px
 
 
 def test_results_page_needs_a_finished_run(tmp_path) -> None:

@@ -28,7 +28,7 @@ TABLES = ("table3_allocation", "table4_coverage", "table5_confound", "table6_ful
 #: Figures on the page: (slug, fallback slug).
 FIGURES = (("fig6_frontier", None), ("fig3_convergence_allocation", None),
            ("fig9_estimators", "fig5_final_allocation"))
-WIDTH_PX = 900
+WIDTH_PX = 800
 
 
 class ResultsPageError(HasflError, ValueError):
@@ -58,9 +58,14 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _table_body(md: str) -> list[str]:
-    """A table's Markdown file without its title line (the page gives its own heading)."""
+    """A table's Markdown file up to its first sub-section (per-seed rows and the list of files it
+    read stay in the results folder), without its title line (the page gives its own heading)."""
     lines = md.strip().splitlines()
-    return lines[1:] if lines and lines[0].startswith("# ") else lines
+    lines = lines[1:] if lines and lines[0].startswith("# ") else lines
+    for i, line in enumerate(lines):
+        if line.startswith("## "):
+            return [*lines[:i], f"(Per-seed rows and the files read: `tables/` in the results folder.)"]
+    return lines
 
 
 def _small_png(src: Path, dest: Path) -> None:
@@ -69,6 +74,7 @@ def _small_png(src: Path, dest: Path) -> None:
     with Image.open(src) as im:
         if im.width > WIDTH_PX:
             im = im.resize((WIDTH_PX, round(im.height * WIDTH_PX / im.width)), Image.LANCZOS)
+        im = im.convert("RGB").quantize(colors=128)  # plots: a palette keeps them a fraction of the size
         dest.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(dest) as tmp:
             im.save(tmp, format="PNG", optimize=True)
