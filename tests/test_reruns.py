@@ -145,3 +145,27 @@ def test_a_job_depends_only_on_its_config_slice(finished, snakemake, tmp_path):
     assert snakemake.job_counts(res.stdout + res.stderr).get("train") == 1
     assert snapshot(hasfl_dir) == hasfl_before  # same bytes, not even rewritten
     assert (fedprox_dir / "final.pt").read_bytes() != fedprox_final
+
+
+def test_the_cli_reproduces_the_dag_job_byte_for_byte(finished, tmp_path):
+    """`hasfl train` with its defaults (the config's thread count) writes the DAG job's bytes."""
+    import subprocess
+    import sys
+
+    from hasfl.config import deep_merge
+
+    quick = yaml.safe_load((finished / "presets/quick.yaml").read_text())
+    tiny = yaml.safe_load((finished / "tiny.yaml").read_text())
+    preset = tmp_path / "standalone.yaml"
+    preset.write_text(yaml.safe_dump(deep_merge(quick, tiny)))
+    results = finished / tiny.get("results_dir", "results") / tiny["name"]
+    out = tmp_path / "cli"
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "train", "--config", str(preset), "--base",
+                          str(finished / "config.yaml"), "--dataset", "digits", "--method", "hasfl", "--seed", "42",
+                          "--data", str(results / "data/digits/seed42"), "--out", str(out)],
+                         capture_output=True, text=True, cwd=finished, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    dag = results / "runs/digits/hasfl/seed42"
+    for name in ("rounds.parquet", "clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
+                 "manifest.json"):
+        assert (out / name).read_bytes() == (dag / name).read_bytes(), name

@@ -35,11 +35,12 @@ from typing import Any
 
 __all__ = ["estimate", "forward_macs", "hardware", "render", "throughput"]
 
+CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
 #: Used when the calibration cannot run (no torch, a failure): this project's 2-core AMD EPYC VM,
 #: 1 thread, measured 2026-11-30 with hasfl.bench.calibrate under load (conservative).
 FALLBACK = {"device": "cpu", "device_name": "reference 2-core VM", "threads": 1, "step_overhead_s": 0.0033,
-            "cnn_gmacs": 7.4, "lstm_gmacs": 6.1, "source": "fallback"}
+            "cnn_gmacs": 7.4, "lstm_gmacs": 6.1, "lstm_timestep_s": 0.0, "source": "fallback"}
 #: Facts of each dataset before it is loaded (data-stage manifests replace them once they exist):
 #: input shape, classes, train and test sizes at paper scale.
 DATASET_FACTS: dict[str, dict[str, Any]] = {
@@ -139,6 +140,9 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
         steps = math.ceil(per_client / optim["batch_size"]) * optim["local_epochs"]
         evals = math.ceil(fed["rounds"] / fed["eval_every"])
         eval_s = evals * facts["test"] * forward_macs(model, facts["shape"], facts["classes"], 1.0) / rate
+        if model["arch"] == "lstm":  # evaluation batches of 2,048: the recurrence once per batch and step
+            eval_s += (evals * math.ceil(facts["test"] / 2048) * facts["shape"][0] * int(model["layers"])
+                       * float(rates.get("lstm_timestep_s", 0.0)) / 3.0)
         methods = {}
         for m in config["methods"]:
             widths = _method_widths(m, config, pmax)
@@ -146,6 +150,8 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             if m == "fjord":
                 macs *= 1.5  # the distilled student's pass
             step_s = float(rates["step_overhead_s"]) + optim["batch_size"] * 3.0 * macs / rate
+            if model["arch"] == "lstm":  # the recurrence's per-character cost, each layer
+                step_s += float(rates.get("lstm_timestep_s", 0.0)) * facts["shape"][0] * int(model["layers"])
             methods[m] = fed["rounds"] * fed["clients_per_round"] * steps * step_s + eval_s
         per_dataset[d] = methods
     seeds = len(config["seeds"])
@@ -192,7 +198,8 @@ def _torch_version() -> str:
 
 def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, Any]:
     """This machine's throughput for ``device`` (``cpu``/``cuda``): cached, else measured once."""
-    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version()]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), CALIBRATION]).encode(
+    )).hexdigest()
     path = CACHE / f"throughput-{key[:16]}.json"
     try:
         return {**json.loads(path.read_text()), "source": str(path)}

@@ -7,7 +7,10 @@ on one thread, the way one Snakemake job runs:
   (Python, dispatch, optimiser: what every step pays);
 * ``cnn_gmacs`` / ``lstm_gmacs`` -- training multiply-accumulates per second (forward MACs as
   Table 1 counts them, times 3 for forward + backward) of a mid-size CNN and LSTM, with the
-  overhead taken out.
+  overheads taken out;
+* ``lstm_timestep_s`` -- what an LSTM step pays per time step and layer beyond its arithmetic
+  (the recurrence runs one small kernel chain per character: at the presets' small hidden sizes
+  this, not the arithmetic, is most of a step). Fitted from two LSTMs, hidden 16 and 128.
 
 ``python -m hasfl.bench.calibrate --json`` prints them; the pre-flight runs it once per machine
 (about 5 s with the torch import) and caches the answer.
@@ -77,13 +80,19 @@ def calibrate(device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
                                                 "hidden": 128}, (1, 28, 28), 10, 32, 8, device)
     lstm_s, lstm_macs = _seconds_per_step("lstm", {"embed_dim": 8, "hidden": 128, "layers": 2}, (80,), 96, 32, 8,
                                           device)
+    small_s, small_macs = _seconds_per_step("lstm", {"embed_dim": 8, "hidden": 16, "layers": 2}, (80,), 96, 32, 8,
+                                            device)
 
     def rate(step_s: float, macs: int) -> float:
         return 3.0 * macs * 32 / max(step_s - overhead, 1e-6) / 1e9
 
+    # step = overhead + 160 time-step-layers x t_ts + 3 x MACs x batch / rate, for both LSTMs
+    flops_big, flops_small = 3.0 * lstm_macs * 32, 3.0 * small_macs * 32
+    per_flop = max((lstm_s - small_s) / max(flops_big - flops_small, 1.0), 1e-15)
+    timestep = max((small_s - overhead - flops_small * per_flop) / 160.0, 0.0)
     return {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else cpu_model(), "threads": threads, "torch": torch.__version__, "step_overhead_s": overhead,
-            "cnn_gmacs": rate(cnn_s, cnn_macs), "lstm_gmacs": rate(lstm_s, lstm_macs)}
+            "cnn_gmacs": rate(cnn_s, cnn_macs), "lstm_gmacs": 1.0 / per_flop / 1e9, "lstm_timestep_s": timestep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
