@@ -32,7 +32,7 @@ CLIENTS_COLUMNS = ["client_id", "pmax", "p_final", "h_tilde_final", "times_sampl
                    "p_max_allocated", "p_max_trained", "p_max_trained_after_warmup", "est_within_tier_final",
                    "est_probe_final", "est_reported"]
 FULL_MODEL = ("fedavg", "scaffold", "fedprox")
-BYTE_FILES = ("rounds.parquet", "clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json", "manifest.json")
+BYTE_FILES = tuple(f for f in RUN_FILES if f != "timings.json")  # wall times are the one file that differs
 
 
 def float_keys(state: dict) -> list[str]:

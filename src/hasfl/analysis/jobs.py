@@ -259,7 +259,7 @@ def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mode
               atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
     """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json)."""
     from hasfl.analysis import coverage
-    from hasfl.models import build_family
+    from hasfl.models import family_from_config
 
     specs = preset_models(manifests, models)
     families = {}
@@ -267,9 +267,7 @@ def job_prop3(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mode
     for (dataset, method, seed), f in group_run_files(run_files).items():
         if dataset not in families:
             s = specs[dataset]
-            cfg = dict(s["model"])
-            arch = cfg.pop("arch")
-            families[dataset] = build_family(arch, in_shape=tuple(s["in_shape"]), num_classes=s["num_classes"], **cfg)
+            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
         clients = pd.read_parquet(f["clients.parquet"])
         p_hi = coverage.max_trained_width(clients)
         res = coverage.prop3_run(coverage.load_state(str(f["init.pt"])), coverage.load_state(str(f["final.pt"])),
@@ -298,7 +296,7 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
     from hasfl.analysis import stale
     from hasfl.analysis.coverage import load_state
     from hasfl.data import load_dataset
-    from hasfl.models import build_family
+    from hasfl.models import family_from_config
 
     specs = preset_models(manifests, models)
     families: dict[str, Any] = {}
@@ -312,9 +310,7 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
                              "is the global state at the end of round t0 = hasfl.warmup)")
         if dataset not in families:
             s = specs[dataset]
-            cfg = dict(s["model"])
-            arch = cfg.pop("arch")
-            families[dataset] = build_family(arch, in_shape=tuple(s["in_shape"]), num_classes=s["num_classes"], **cfg)
+            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
         summary = read_json(f["run.json"])
         if summary.get("t0") is None:
             raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "

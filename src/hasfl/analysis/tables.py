@@ -66,16 +66,14 @@ def table1_cost(preset_models: Mapping[str, Mapping[str, Any]], p_values: Sequen
     "in_shape": [...], "num_classes": int}`` (shape and classes from the data stage
     manifest). Costs come from :meth:`hasfl.models.ModelFamily.cost`.
     """
-    from hasfl.models import build_family, table1  # torch: imported only when a table is built
+    from hasfl.models import family_from_config, table1  # torch: imported only when a table is built
 
     rows = [_cost_row("paper", r["model"], PAPER_MODELS[r["model"]], r["p"], r["params"], r["macs"], r["upload_mb"])
             for r in table1(tuple(p_values))]
     for dataset in sorted(preset_models):
         spec = preset_models[dataset]
-        cfg = dict(spec["model"])
-        arch = cfg.pop("arch")
-        family = build_family(arch, in_shape=tuple(spec["in_shape"]), num_classes=int(spec["num_classes"]), **cfg)
-        name = f"{DATASET_LABELS.get(dataset, dataset)} {arch.upper()} (preset)"
+        family = family_from_config(spec["model"], spec["in_shape"], spec["num_classes"])
+        name = f"{DATASET_LABELS.get(dataset, dataset)} {spec['model']['arch'].upper()} (preset)"
         for p in p_values:
             c = family.cost(p)
             rows.append(_cost_row("preset", name, dataset, p, c.params, c.macs, c.upload_mb))
