@@ -35,7 +35,6 @@ from hasfl.analysis.specs import (
 from hasfl.io import write_json, write_parquet
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import REPO, run_snakemake  # noqa: E402
 from test_findings import base_tables  # noqa: E402
 
 SEEDS = [1, 2, 3]
@@ -390,11 +389,11 @@ def _job_inputs(out: str, rule: str) -> list[str]:
     return [p.strip() for p in line.split("input:", 1)[1].split(",")]
 
 
-def test_dag_reads_exactly_the_estimator_runs_with_and_without_the_estimator_methods(tmp_path):
+def test_dag_reads_exactly_the_estimator_runs_with_and_without_the_estimator_methods(snakemake, repo, tmp_path):
     for presets, methods in ((["presets/quick.yaml"], ("hasfl", "fedavg")),
                              (["presets/quick.yaml", "presets/quick-estimators.yaml"], TABLE8_METHODS)):
-        res = run_snakemake("-n", "all", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                            "--configfile", *[str(REPO / p) for p in presets], "--config", f"results_dir={tmp_path}")
+        res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
+                        "--configfile", *[str(repo / p) for p in presets], "--config", f"results_dir={tmp_path}")
         out = res.stdout + res.stderr
         assert res.returncode == 0, out[-3000:]
         for rule in ("analysis_table8_estimators", "analysis_matched_budget_estimators",

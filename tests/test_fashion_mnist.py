@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, job_counts, run_snakemake
 from hasfl.data import load_dataset
 from hasfl.data.base import DatasetUnavailable
 from hasfl.data.images import (
@@ -33,6 +32,8 @@ from hasfl.data.images import (
     load_fashion_mnist,
 )
 from hasfl.registry import DATASETS
+
+REPO = Path(__file__).resolve().parents[1]
 
 RAW = Path("FashionMNIST/raw")
 NAMES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
@@ -329,8 +330,8 @@ def test_every_route_failing_is_one_clear_error(tmp_path: Path, monkeypatch: pyt
 
 
 # --------------------------------------------------------------------------- workflow
-def test_medium_preset_dry_run(tmp_path: Path) -> None:
-    res = run_snakemake("-n", "all", "--configfile", str(REPO / "presets/medium.yaml"),
+def test_medium_preset_dry_run(snakemake, job_counts, repo, tmp_path: Path) -> None:
+    res = snakemake("-n", "all", "--configfile", str(repo / "presets/medium.yaml"),
                         "--config", f"results_dir={tmp_path / 'results'}", f"data_dir={tmp_path / 'data'}")
     assert res.returncode == 0, res.stderr[-3000:]
     counts = job_counts(res.stdout + res.stderr)

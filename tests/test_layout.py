@@ -127,3 +127,11 @@ def test_parsing_the_snakefile_imports_no_torch(tmp_path) -> None:
     # and the fake does bite: importing the engine under it fails
     probe = subprocess.run([sys.executable, "-c", "import hasfl.fl.engine"], env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "torch imported while parsing" in probe.stderr
+
+
+def test_tests_take_shared_helpers_as_fixtures() -> None:
+    """No test module imports conftest (fixtures only), so a new test cannot depend on a helper
+    conftest no longer has."""
+    offenders = [p.name for p in (REPO / "tests").glob("test_*.py")
+                 if "from conftest import" in p.read_text() or "import conftest" in p.read_text()]
+    assert not offenders, offenders
