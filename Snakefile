@@ -17,18 +17,28 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from hasfl import worker as hasfl_worker
-from hasfl.config import ConfigError, validate_config
+from hasfl.config import ConfigError, read_yaml, validate_config
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
-
-
-configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 def stop(exc):
     """End the run with one clear message (no traceback) and exit code 1."""
     print(f"hasfl: {exc}", file=sys.stderr)
     raise SystemExit(1)
+
+
+# The base preset, read by hasfl first so an unreadable or non-UTF-8 file is named in one line
+# (files given with --configfile are read by Snakemake's command line before this file runs:
+# `hasfl config --config F` checks one the same way).
+BASE_CONFIG = os.path.join(workflow.basedir, "config.yaml")
+try:
+    read_yaml(BASE_CONFIG)
+except ConfigError as exc:
+    stop(exc)
+
+
+configfile: BASE_CONFIG
 
 
 try:

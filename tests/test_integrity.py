@@ -11,6 +11,7 @@ import copy
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -305,6 +306,24 @@ def test_8_non_utf8_config_is_named_in_one_line(tmp_path) -> None:
                          text=True)
     assert res.returncode == 2
     assert res.stderr.strip() == f"hasfl: error: config file '{bad}' is not UTF-8 text (byte 9: invalid continuation byte)"
+
+
+def test_8_non_utf8_base_config_stops_the_workflow_in_one_line(tmp_path) -> None:
+    """The Snakefile reads its base preset (config.yaml) through hasfl first: a non-UTF-8 byte in it
+    is named with the file and the byte, no traceback."""
+    work = tmp_path / "wf"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "presets"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    (work / "config.yaml").write_bytes((REPO / "config.yaml").read_bytes() + b"# caf\xe9\n")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "all", "--configfile", "presets/quick.yaml"],
+                         cwd=work, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    offset = (REPO / "config.yaml").stat().st_size + 5
+    assert (f"hasfl: config file '{work / 'config.yaml'}' is not UTF-8 text (byte {offset}: invalid continuation "
+            "byte)") in res.stderr
+    assert "Traceback" not in res.stderr and 'File "' not in res.stderr
 
 
 def test_8_sigterm_is_logged_with_the_checkpoint_round(tmp_path) -> None:

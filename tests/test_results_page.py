@@ -19,9 +19,14 @@ def _results(root):
     (root / "findings.json").write_text(json.dumps({"findings": [
         {"id": "F3", "claim": "HAS-FL and random budget are indistinguishable", "verdict": "inconclusive",
          "statistic": "paired difference", "n_per_unit": {"digits": 3}, "margin": 2.0, "mde": {"digits": 9.0},
-         "reason": "digits: inconclusive -- the TOST interval is not inside +-2"},
+         "reason": "digits: inconclusive -- the TOST interval is not inside +-2",
+         "units": [{"unit": "digits", "in_scope": True, "estimate": 2.2, "low": -2.65, "high": 7.11,
+                    "verdict": "inconclusive"},
+                   {"unit": "shakespeare", "in_scope": False, "estimate": 9.0, "low": 1.0, "high": 2.0,
+                    "verdict": "supported"}]},
         {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
-         "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported"}]}))
+         "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported",
+         "units": [{"unit": f"digits/fedavg/seed{s}", "verdict": "supported", "estimate": 0} for s in range(5)]}]}))
     (root / "tables" / "table3_allocation.md").write_text(
         "# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Per seed\n\n| seed | x |\n|---|---|\n| 42 | 9 |\n")
     fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
@@ -42,6 +47,10 @@ def test_results_page_from_files(tmp_path) -> None:
     page = out.read_text()
     assert "| F3 | HAS-FL and random budget are indistinguishable | **inconclusive** |" in page
     assert "| F6 (extension) |" in page and "**supported**" in page
+    # the measured value of each in-scope unit with its interval; out-of-scope units are not shown
+    assert "| digits: 2.2 [-2.65, 7.11] inconclusive |" in page and "shakespeare: 9" not in page
+    # many units: the first three, then a count per verdict
+    assert "digits/fedavg/seed2: 0 supported; 2 more: 2 supported |" in page
     assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page and "| 42 | 9 |" not in page
     assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.* Final accuracy against width." in page
     with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:
@@ -52,3 +61,17 @@ def test_results_page_needs_a_finished_run(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(tmp_path), str(tmp_path / "p.md")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "findings.json' does not exist" in res.stderr
+
+
+def test_results_page_names_its_notes_file(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    notes = tmp_path / "quick.notes.md"
+    notes.write_text("At this scale most findings are inconclusive.\n")
+    out = tmp_path / "quick.md"
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out), "--notes",
+                          str(notes)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert f"--notes {notes.as_posix()}`" in page and "a person's reading" in page
+    assert page.index("At this scale most findings are inconclusive.") < page.index("## Findings")
