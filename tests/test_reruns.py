@@ -99,6 +99,14 @@ def test_method_hyperparameter_reruns_only_that_method(finished, planned):
     assert plan.get("train") == 2 and "data_stage" not in plan, plan
 
 
+def test_adding_methods_reruns_no_finished_run(finished, planned):
+    """What the estimator overlays rely on: a longer method list trains only the new methods' jobs
+    (a run's identity is its own slice, not the list); the analysis reruns on the larger set."""
+    extra = _with_overlay(finished, "more", {"methods": ["hasfl", "random_budget", "fedprox", "uniform"]})
+    plan = planned(finished, extra)
+    assert plan.get("train") == 1 and "data_stage" not in plan, plan
+
+
 def test_checkpoint_interval_reruns_nothing(finished, planned):
     """checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
     extra = _with_overlay(finished, "ckpt", {"checkpoint_every": 3})
