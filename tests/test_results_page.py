@@ -26,7 +26,10 @@ def _results(root):
                     "verdict": "supported"}]},
         {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
          "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported",
-         "units": [{"unit": f"digits/fedavg/seed{s}", "verdict": "supported", "estimate": 0} for s in range(5)]}]}))
+         "units": [{"unit": f"digits/fedavg/seed{s}", "verdict": "supported", "estimate": 0} for s in range(5)]},
+        {"id": "F5", "claim": "Proposition 3", "verdict": "supported", "statistic": "changed coordinates",
+         "n_per_unit": {f"run{s}": 1 for s in range(12)}, "margin": 0, "mde": {f"run{s}": None for s in range(12)},
+         "reason": "every run: supported", "units": []}]}))
     (root / "tables" / "table3_allocation.md").write_text(
         "# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Per seed\n\n| seed | x |\n|---|---|\n| 42 | 9 |\n")
     fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
@@ -51,6 +54,8 @@ def test_results_page_from_files(tmp_path) -> None:
     assert "| digits: 2.2 [-2.65, 7.11] inconclusive |" in page and "shakespeare: 9" not in page
     # many units: the first three, then a count per verdict
     assert "digits/fedavg/seed2: 0 supported; 2 more: 2 supported |" in page
+    # a finding with many units: their common count and MDE in one phrase, not twelve
+    assert "| 12 units: 1 each | 0 | 12 units: -- each |" in page
     assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page and "| 42 | 9 |" not in page
     assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.* Final accuracy against width." in page
     with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:

@@ -68,6 +68,18 @@ def _measured(units: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) if parts else "not run"
 
 
+def _per_unit(values: Any) -> str:
+    """A per-unit mapping (seeds per unit, MDE per unit) in a cell: past MAX_UNITS_SHOWN units, the
+    common value ("12 units: 1 each") or the first few and a count."""
+    if not isinstance(values, dict) or len(values) <= MAX_UNITS_SHOWN:
+        return _fmt(values)
+    distinct = {_fmt(v) for v in values.values()}
+    if len(distinct) == 1:
+        return f"{len(values)} units: {distinct.pop()} each"
+    head = dict(list(values.items())[:MAX_UNITS_SHOWN])
+    return f"{_fmt(head)}; {len(values) - MAX_UNITS_SHOWN} more (findings.json)"
+
+
 def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["| finding | claim | verdict | measured (in-scope unit: value [one-sided interval]) | statistic | "
              "seeds or runs per unit | margin | min. detectable effect (80% power) |",
@@ -76,8 +88,8 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
         units = f.get("n_per_unit") or {}
         lines.append(f"| {f['id']}{' (extension)' if f.get('extension') else ''} | {f.get('claim', '')} | "
                      f"**{f['verdict']}** | {_measured(f.get('units') or [])} | {f.get('statistic', '')} | "
-                     f"{_fmt(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
-                     f"{_fmt(f.get('mde'))} |")
+                     f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
+                     f"{_per_unit(f.get('mde'))} |")
     lines += ["", "Why each verdict (`findings.json`, field `reason`):", ""]
     lines += [f"- **{f['id']}**: {f.get('reason', '')}" for f in findings]
     return lines
