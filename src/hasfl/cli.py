@@ -106,8 +106,7 @@ def _cmd_results_page(args: argparse.Namespace) -> int:
     """A compact results page of a finished preset (docs/results/<name>.md)."""
     from hasfl.analysis.results_page import write_results_page
 
-    notes = args.notes.read_text() if args.notes is not None else None
-    out = write_results_page(args.results, args.out, notes=notes, notes_path=args.notes)
+    out = write_results_page(args.results, args.out, notes_path=args.notes)
     print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
     return 0
 

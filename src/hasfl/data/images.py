@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,28 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _read_splits(name: str, folder: Path, source: str, make: Callable[[bool], Any], hint: str = "") -> tuple[Any, Any]:
+    """The train and test split of a torchvision dataset (``make(train)``); unreadable files become one
+    DatasetUnavailable naming ``folder`` and ``source`` (plus ``hint``)."""
+    try:
+        return make(True), make(False)
+    except Exception as exc:
+        raise DatasetUnavailable(
+            f"{name} files under {folder} could not be read by {source}: {_one_line(exc)}{hint}") from exc
+
+
+def _grey_images(ds: Any, name: str, split: str, side: int, transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 1, side, side) uint8 images and int64 labels of an IDX-backed torchvision split (``transposed``:
+    stored with rows and columns swapped, as EMNIST)."""
+    data = torch.as_tensor(ds.data)
+    if data.dtype != torch.uint8 or data.ndim != 3 or tuple(data.shape[1:]) != (side, side):
+        raise DatasetUnavailable(f"{name} {split} data has dtype {data.dtype} shape {tuple(data.shape)}, "
+                                 f"expected uint8 (N, {side}, {side})")
+    if transposed:
+        data = data.transpose(1, 2)
+    return data.unsqueeze(1).contiguous(), torch.as_tensor(ds.targets).to(torch.int64)
 
 
 def _channel_stats(x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -283,14 +305,10 @@ def load_cifar10(data_dir: Path | str, *, download: bool = True, verify_md5: boo
     _ensure_cifar10(data_dir, download, verify_md5)
     stock, no_md5 = _cifar_classes()
     cls = stock if verify_md5 else no_md5
-    try:
-        train = cls(root=str(data_dir), train=True, download=False)
-        test = cls(root=str(data_dir), train=False, download=False)
-    except Exception as exc:
-        raise DatasetUnavailable(
-            f"CIFAR-10 files under {data_dir / _CIFAR_FOLDER} could not be read by torchvision.datasets.CIFAR10: "
-            f"{_one_line(exc)}. Replace them from the official cifar-10-python.tar.gz ({_CIFAR_ARCHIVE_URL})."
-        ) from exc
+    train, test = _read_splits(
+        "CIFAR-10", data_dir / _CIFAR_FOLDER, "torchvision.datasets.CIFAR10",
+        lambda tr: cls(root=str(data_dir), train=tr, download=False),
+        f". Replace them from the official cifar-10-python.tar.gz ({_CIFAR_ARCHIVE_URL}).")
 
     def convert(ds: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         data = np.asarray(ds.data)
@@ -464,27 +482,13 @@ def load_emnist(data_dir: Path | str, *, download: bool = True) -> DatasetBundle
     _ensure_emnist(data_dir, download)
     from torchvision.datasets import EMNIST
 
-    try:
-        train = EMNIST(root=str(data_dir), split=_EMNIST_SPLIT, train=True, download=False)
-        test = EMNIST(root=str(data_dir), split=_EMNIST_SPLIT, train=False, download=False)
-    except Exception as exc:
-        raise DatasetUnavailable(
-            f"EMNIST files under {data_dir / _EMNIST_RAW} could not be read by torchvision.datasets.EMNIST: "
-            f"{_one_line(exc)}"
-        ) from exc
-
-    def convert(ds: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        data = torch.as_tensor(ds.data)
-        if data.dtype != torch.uint8 or data.ndim != 3 or tuple(data.shape[1:]) != (_EMNIST_SIDE, _EMNIST_SIDE):
-            raise DatasetUnavailable(f"EMNIST {split} data has dtype {data.dtype} shape {tuple(data.shape)}, "
-                                     f"expected uint8 (N, 28, 28)")
-        x = data.transpose(1, 2).unsqueeze(1).contiguous()  # stored transposed -> upright, add channel
-        y = torch.as_tensor(ds.targets).to(torch.int64)
-        return x, y
-
-    train_x, train_y = convert(train, "train")
+    train, test = _read_splits(
+        "EMNIST", data_dir / _EMNIST_RAW, "torchvision.datasets.EMNIST",
+        lambda tr: EMNIST(root=str(data_dir), split=_EMNIST_SPLIT, train=tr, download=False))
+    # stored transposed -> upright, with a channel axis
+    train_x, train_y = _grey_images(train, "EMNIST", "train", _EMNIST_SIDE, transposed=True)
     del train.data
-    test_x, test_y = convert(test, "test")
+    test_x, test_y = _grey_images(test, "EMNIST", "test", _EMNIST_SIDE, transposed=True)
     classes = [str(c) for c in train.classes]
     if len(classes) != _EMNIST_CLASSES:
         raise DatasetUnavailable(f"EMNIST byclass should have {_EMNIST_CLASSES} classes, torchvision lists {len(classes)}")
@@ -889,24 +893,11 @@ def load_fashion_mnist(
     _ensure_fashion_mnist(data_dir, download, verify_sha256)
     from torchvision.datasets import FashionMNIST
 
-    try:
-        train = FashionMNIST(root=str(data_dir), train=True, download=False)
-        test = FashionMNIST(root=str(data_dir), train=False, download=False)
-    except Exception as exc:
-        raise DatasetUnavailable(
-            f"Fashion-MNIST files under {data_dir / _FMNIST_RAW} could not be read by "
-            f"torchvision.datasets.FashionMNIST: {_one_line(exc)}"
-        ) from exc
-
-    def convert(ds: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        data = torch.as_tensor(ds.data)
-        if data.dtype != torch.uint8 or data.ndim != 3 or tuple(data.shape[1:]) != (_FMNIST_SIDE, _FMNIST_SIDE):
-            raise DatasetUnavailable(f"Fashion-MNIST {split} data has dtype {data.dtype} shape {tuple(data.shape)}, "
-                                     f"expected uint8 (N, 28, 28)")
-        return data.unsqueeze(1).contiguous(), torch.as_tensor(ds.targets).to(torch.int64)
-
-    train_x, train_y = convert(train, "train")
-    test_x, test_y = convert(test, "test")
+    train, test = _read_splits(
+        "Fashion-MNIST", data_dir / _FMNIST_RAW, "torchvision.datasets.FashionMNIST",
+        lambda tr: FashionMNIST(root=str(data_dir), train=tr, download=False))
+    train_x, train_y = _grey_images(train, "Fashion-MNIST", "train", _FMNIST_SIDE)
+    test_x, test_y = _grey_images(test, "Fashion-MNIST", "test", _FMNIST_SIDE)
     classes = [str(c) for c in train.classes]
     if len(classes) != _FMNIST_CLASSES:
         raise DatasetUnavailable(f"Fashion-MNIST should have {_FMNIST_CLASSES} classes, torchvision lists {len(classes)}")
