@@ -80,3 +80,13 @@ def test_results_page_names_its_notes_file(tmp_path) -> None:
     page = out.read_text()
     assert f"--notes {notes.as_posix()}`" in page and "a person's reading" in page
     assert page.index("At this scale most findings are inconclusive.") < page.index("## Findings")
+
+
+def test_results_page_names_a_missing_notes_file(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    missing = tmp_path / "none.md"
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(tmp_path / "p.md"),
+                          "--notes", str(missing)], capture_output=True, text=True)
+    assert res.returncode == 2 and f"notes file '{missing}' does not exist" in res.stderr
+    assert "Traceback" not in res.stderr

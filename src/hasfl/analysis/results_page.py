@@ -141,6 +141,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the
     Markdown of ``notes_path`` (a person's reading of the findings) under the title."""
     results, out_md = Path(results), Path(out_md)
+    if notes_path is not None and not Path(notes_path).is_file():
+        raise ResultsPageError(f"notes file '{notes_path}' does not exist")
     notes = Path(notes_path).read_text() if notes_path is not None else None
     findings_path = results / "findings.json"
     if not findings_path.is_file():
