@@ -288,6 +288,32 @@ def _left_out(left: Sequence[int]) -> str:
 # --- unit evaluators ------------------------------------------------------------------------
 
 
+def _t_blocked(n: int, sd: float) -> str | None:
+    """Why a t interval over ``n`` seeds with sample sd ``sd`` gives no verdict, else None."""
+    if n < 2:
+        return f"{n} seed(s): a t interval needs at least 2"
+    if not sd > 0:
+        return "no seed-to-seed variation: the t interval is degenerate"
+    return None
+
+
+def _tost_fields(name: str, values: np.ndarray, margin: float, st: Settings, extra: Mapping[str, Any] | None, *,
+                 two_sided_mde: bool) -> tuple[dict[str, Any], Any, Any]:
+    """The fields the paired-difference units with a TOST share (F3, F8): the one-sided (TOST) and
+    two-sided intervals of mean(values), power and ``extra``; and the two intervals (the caller adds
+    its p-value and verdict)."""
+    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
+    unit: dict[str, Any] = {
+        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
+        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
+        "two_sided_level": st.two_sided_level, "margin": margin,
+        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power, two_sided=two_sided_mde),
+        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
+        "values": [float(v) for v in values], **(extra or {})}
+    return unit, eq, two
+
+
 def _t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Settings,
             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One-sided t test of mean(values) beyond ``margin`` (supported) or on its other side (contradicted)."""
@@ -296,10 +322,9 @@ def _t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Setti
                             "low": ci.ci_low, "high": ci.ci_high, "interval_level": st.one_sided_level,
                             "margin": margin, "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
                             "values": [float(v) for v in values], **(extra or {})}
-    if ci.n < 2:
-        unit.update(verdict=INCONCLUSIVE, reason=f"{ci.n} seed(s): a t interval needs at least 2")
-    elif not ci.sd_diff > 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+    blocked = _t_blocked(ci.n, ci.sd_diff)
+    if blocked:
+        unit.update(verdict=INCONCLUSIVE, reason=blocked)
     else:
         v, why = _directional(ci.ci_low, ci.ci_high, margin, above)
         unit.update(verdict=v, reason=f"{why} (n = {ci.n}; minimum detectable distance from the margin at "
@@ -310,19 +335,11 @@ def _t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Setti
 def _t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Settings,
                         extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """TOST at ``margin`` plus the two-sided test of 0 on the paired differences ``values``."""
-    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
-    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
-    unit: dict[str, Any] = {
-        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
-        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
-        "two_sided_level": st.two_sided_level, "p_value": two.p_value, "margin": margin,
-        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power, two_sided=True),
-        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
-        "values": [float(v) for v in values], **(extra or {})}
-    if eq.n < 2:
-        unit.update(verdict=INCONCLUSIVE, reason=f"{eq.n} seed(s): a t interval needs at least 2")
-    elif not eq.sd_diff > 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+    unit, eq, two = _tost_fields(name, values, margin, st, extra, two_sided_mde=True)
+    unit["p_value"] = two.p_value
+    blocked = _t_blocked(eq.n, eq.sd_diff)
+    if blocked:
+        unit.update(verdict=INCONCLUSIVE, reason=blocked)
     else:
         v, why = _equivalence(eq.ci_low, eq.ci_high, two.ci_low, two.ci_high, margin)
         unit.update(verdict=v, reason=(f"{why} (n = {eq.n}; minimum detectable difference at {st.power:.0%} power: "
@@ -814,21 +831,12 @@ def _t_beats_unit(name: str, values: np.ndarray, margin: float, st: Settings,
     """F8: one-sided t test of mean > 0 (supported), of mean < 0 or TOST at +-margin (contradicted)."""
     import scipy.stats as sps
 
-    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
-    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
+    unit, eq, _ = _tost_fields(name, values, margin, st, extra, two_sided_mde=False)
     p_one = float(sps.t.sf(eq.t_stat, eq.n - 1)) if eq.n >= 2 and math.isfinite(eq.t_stat) else math.nan
-    unit: dict[str, Any] = {
-        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
-        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
-        "two_sided_level": st.two_sided_level, "p_value_one_sided": p_one, "margin": margin,
-        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power),
-        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
-        "values": [float(v) for v in values], **(extra or {})}
-    if eq.n < 2:
-        unit.update(verdict=INCONCLUSIVE, reason=f"{eq.n} seed(s): a t interval needs at least 2")
-        return unit
-    if not eq.sd_diff > 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no seed-to-seed variation: the t interval is degenerate")
+    unit["p_value_one_sided"] = p_one
+    blocked = _t_blocked(eq.n, eq.sd_diff)
+    if blocked:
+        unit.update(verdict=INCONCLUSIVE, reason=blocked)
         return unit
     low, high = eq.ci_low, eq.ci_high
     if low > 0.0:
