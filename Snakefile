@@ -116,6 +116,7 @@ rule all:
         data_outputs(),
         train_outputs(),
         analysis_outputs(),
+        ANALYSIS_MANIFEST,
 
 
 rule data:

@@ -509,7 +509,8 @@ def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
     expected = {"analysis_table1_cost": 1, "analysis_table2_datasets": 1, "analysis_method_table": 4,
                 "analysis_table5_confound": 1, "analysis_matched_budget": 1, "analysis_prop3_coverage": 1,
                 "analysis_table4b_stale_coordinates": 1,
-                "analysis_figure": 7, "analysis_comparison": 1, "analysis_findings": 1, "analysis_report": 1}
+                "analysis_figure": 7, "analysis_comparison": 1, "analysis_findings": 1, "analysis_report": 1,
+                "analysis_manifest": 1}
     counts = {}
     for line in out.splitlines():
         parts = line.split()

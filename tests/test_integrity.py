@@ -28,7 +28,8 @@ from hasfl.data.stage import run_data_stage
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.engine import run_federation
 from hasfl.fl.train import read_data_stage, train_job
-from hasfl.integrity import IntegrityError, ResultsLock, verify_results, verify_runs_job
+from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
+from hasfl.integrity import IntegrityError, ResultsLock, read_manifest, verify_results, verify_runs_job, write_run_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 4
@@ -224,6 +225,27 @@ def test_3_edited_run_file_stops_the_workflow_and_verify(finished_results) -> No
     cli = subprocess.run([sys.executable, "-m", "hasfl.cli", "verify", str(finished_results)], capture_output=True,
                          text=True)
     assert cli.returncode == 2 and "rounds.parquet" in cli.stderr and "was modified" in cli.stderr
+
+
+def test_3_run_replaced_after_the_analysis_is_named(finished_results) -> None:
+    """The analysis manifest records the identity of each run it read: a run trained again (or
+    removed) after the analysis stops `verify_analysis` (results-page, hasfl verify)."""
+    run = finished_results / "runs/digits/fedavg/seed42"
+    verified = finished_results / "runs" / "verified.json"
+    verified.write_text(json.dumps({str(run): read_manifest(run)["identity"]["digest"]}))
+    table = finished_results / "tables" / "t.md"
+    table.parent.mkdir()
+    table.write_text("| a |\n|---|\n| 1 |\n")
+    manifest = write_analysis_manifest(finished_results, [str(table)], verified)
+    assert manifest["runs"] == {"runs/digits/fedavg/seed42": read_manifest(run)["identity"]["digest"]}
+    assert verify_analysis(finished_results)["files"].keys() == {"tables/t.md"}
+    identity = dict(read_manifest(run)["identity"], digest="0" * 64)
+    write_run_manifest(run, [n for n in read_manifest(run)["files"]], identity)
+    with pytest.raises(IntegrityError, match=f"run folder '{run}' holds another run than the analysis"):
+        verify_analysis(finished_results)
+    (run / "manifest.json").unlink()
+    with pytest.raises(IntegrityError, match="is gone or unfinished"):
+        verify_analysis(finished_results)
 
 
 # --- 4. an edited data-stage Parquet is detected before anything is deleted ------------------

@@ -7,6 +7,7 @@ package, which has the same content as the copy at the time of the real run.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -178,3 +179,34 @@ def test_the_cli_reproduces_the_dag_job_byte_for_byte(finished, tmp_path):
 
     for name in (f for f in RUN_FILES if f != "timings.json"):
         assert (out / name).read_bytes() == (dag / name).read_bytes(), name
+
+
+def test_the_finished_analysis_is_verified_and_an_edit_never_reaches_a_page(finished, tmp_path):
+    """The DAG's last rule writes analysis.manifest.json; `hasfl verify` and `hasfl results-page`
+    check the analysis outputs and the runs they read against it."""
+    import subprocess
+    import sys
+
+    tiny = yaml.safe_load((finished / "tiny.yaml").read_text())
+    results = finished / tiny.get("results_dir", "results") / tiny["name"]
+    manifest = json.loads((results / "analysis.manifest.json").read_text())
+    assert "findings.json" in manifest["files"] and "report.md" in manifest["files"]
+    assert len(manifest["runs"]) == 3  # digits x (hasfl, random_budget, fedprox) x seed 42
+
+    def hasfl(*args):
+        return subprocess.run([sys.executable, "-m", "hasfl.cli", *map(str, args)], capture_output=True, text=True,
+                              cwd=finished, timeout=300)
+
+    res = hasfl("verify", results)
+    assert res.returncode == 0 and f"{len(manifest['files'])} analysis files match" in res.stdout, res.stderr
+    res = hasfl("results-page", results, tmp_path / "page.md")
+    assert res.returncode == 0, res.stderr
+    assert "(3 training runs" in (tmp_path / "page.md").read_text()
+    copy = tmp_path / "edited" / results.name
+    shutil.copytree(results, copy)
+    table = copy / "tables" / "matched_budget.md"
+    table.write_text(table.read_text().replace("|", "| ", 1))
+    for cmd in (("verify", copy), ("results-page", copy, tmp_path / "edited.md")):
+        res = hasfl(*cmd)
+        assert res.returncode == 2 and f"analysis file '{table}' was modified" in res.stderr, res.stderr
+    assert not (tmp_path / "edited.md").exists()

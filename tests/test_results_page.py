@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from hasfl.analysis.manifest import write_analysis_manifest  # noqa: E402
+
 
 def _results(root):
     (root / "tables").mkdir(parents=True)
@@ -38,6 +40,17 @@ def _results(root):
     plt.close(fig)
     (root / "report.md").write_text("### Figure 6\n\n![Figure 6](figures/fig6_frontier.png)\n\n"
                                     "*Figure 6.* Final accuracy against width.\n\n")
+    # the DAG's last rule: the analysis outputs' sha256 and the runs they read (none here)
+    verified = root.parent / "verified.json"
+    verified.write_text("{}")
+    files = [root / "findings.json", root / "report.md", root / "tables" / "table3_allocation.md",
+             root / "figures" / "fig6_frontier.png"]
+    write_analysis_manifest(root, [str(f) for f in files], verified)
+
+
+def _page(results, out, *extra):
+    return subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out), *extra],
+                          capture_output=True, text=True)
 
 
 def test_results_page_from_files(tmp_path) -> None:
@@ -90,3 +103,31 @@ def test_results_page_names_a_missing_notes_file(tmp_path) -> None:
                           "--notes", str(missing)], capture_output=True, text=True)
     assert res.returncode == 2 and f"notes file '{missing}' does not exist" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_results_page_refuses_an_edited_analysis_file(tmp_path) -> None:
+    """A findings.json changed after the analysis wrote it never reaches a page (exit 2, the file named)."""
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    findings = results / "findings.json"
+    findings.write_text(findings.read_text().replace('"inconclusive"', '"supported"'))
+    res = _page(results, tmp_path / "p.md")
+    assert res.returncode == 2 and f"analysis file '{findings}' was modified after the analysis wrote it" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "p.md").exists()
+
+
+def test_results_page_refuses_a_table_the_analysis_did_not_write(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    extra = results / "tables" / "table7_shakespeare.md"
+    extra.write_text("# Table 7\n\n| a |\n|---|\n| typed by hand |\n")
+    res = _page(results, tmp_path / "p.md")
+    assert res.returncode == 2 and f"'{extra}' is not an output of the analysis" in res.stderr
+
+
+def test_results_page_needs_the_analysis_manifest(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    (results / "analysis.manifest.json").unlink()
+    res = _page(results, tmp_path / "p.md")
+    assert res.returncode == 2 and "has no analysis.manifest.json: its analysis did not finish" in res.stderr

@@ -73,7 +73,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    """Check every manifest under a results folder (sha256 of every result file)."""
+    """Check every manifest under a results folder (sha256 of every result file), and the analysis
+    outputs against the analysis manifest when the analysis has finished."""
+    from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
     from hasfl.integrity import verify_results
 
     if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
@@ -82,6 +84,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
+    if (args.results / ANALYSIS_MANIFEST).is_file():
+        analysis = verify_analysis(args.results)
+        print(f"hasfl verify: {args.results}: {len(analysis['files'])} analysis files match {ANALYSIS_MANIFEST}, "
+              f"computed from {len(analysis['runs'])} runs that are unchanged")
+    else:
+        print(f"hasfl verify: {args.results}: no {ANALYSIS_MANIFEST} (the analysis has not finished)")
     return 0
 
 

@@ -146,6 +146,7 @@ localrules:
     analysis_comparison,
     analysis_findings,
     analysis_report,
+    analysis_manifest,
 
 
 def run_dirs():
@@ -637,3 +638,23 @@ rule analysis_report:
         },
     script:
         "../scripts/report.py"
+
+
+ANALYSIS_MANIFEST = f"{RESULTS}/analysis.manifest.json"
+
+
+rule analysis_manifest:
+    """analysis.manifest.json, written last: the sha256 of every analysis output and the identity of
+    every run they were computed from. `hasfl results-page` and `hasfl verify` check it, so an
+    edited table or findings file stops them (hasfl.analysis.manifest.verify_analysis)."""
+    input:
+        files=analysis_outputs(),
+        verified=VERIFIED,
+    output:
+        ANALYSIS_MANIFEST,
+    log:
+        f"{RESULTS}/logs/analysis/analysis_manifest.log",
+    params:
+        results=RESULTS,
+    script:
+        "../scripts/analysis_manifest.py"

@@ -19,6 +19,7 @@ Modules:
 * :mod:`~hasfl.analysis.published` -- published.yaml, comparability, comparison.parquet.
 * :mod:`~hasfl.analysis.findings`  -- findings.json (F1-F6, and F7 / F8 on the estimators).
 * :mod:`~hasfl.analysis.report`    -- Markdown renderings and report.md.
+* :mod:`~hasfl.analysis.manifest`  -- analysis.manifest.json: the outputs' sha256 and the runs they read.
 * :mod:`~hasfl.analysis.jobs`      -- one function per Snakemake rule.
 """
 
