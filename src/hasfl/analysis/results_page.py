@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hasfl.errors import HasflError
 from hasfl.analysis.manifest import verify_analysis
+from hasfl.errors import HasflError
 from hasfl.io import atomic_path
 
 __all__ = ["FIGURES", "TABLES", "write_results_page"]
