@@ -646,7 +646,8 @@ ANALYSIS_MANIFEST = f"{RESULTS}/analysis.manifest.json"
 rule analysis_manifest:
     """analysis.manifest.json, written last: the sha256 of every analysis output and the identity of
     every run they were computed from. `hasfl results-page` and `hasfl verify` check it, so an
-    edited table or findings file stops them (hasfl.analysis.manifest.verify_analysis)."""
+    edited table or findings file stops them (hasfl.analysis.manifest.verify_analysis).
+    """
     input:
         files=analysis_outputs(),
         verified=VERIFIED,
