@@ -655,7 +655,5 @@ rule analysis_manifest:
         ANALYSIS_MANIFEST,
     log:
         f"{RESULTS}/logs/analysis/analysis_manifest.log",
-    params:
-        results=RESULTS,
     script:
         "../scripts/analysis_manifest.py"

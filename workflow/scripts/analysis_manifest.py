@@ -1,8 +1,10 @@
 """Snakemake glue for rule analysis_manifest (hasfl.analysis.manifest.write_analysis_manifest)."""
 
+from pathlib import Path
+
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 call("hasfl.analysis.manifest:write_analysis_manifest",
-     {"results": sm.params.results, "files": list(sm.input.files), "verified_json": sm.input.verified},
+     {"results": str(Path(sm.output[0]).parent), "files": list(sm.input.files), "verified_json": sm.input.verified},
      sm.log[0])
