@@ -22,14 +22,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
 from hasfl.config import ConfigError, data_config, deep_merge, load_config, run_config, validate_config
 from hasfl.data import load_dataset
 from hasfl.data.stage import run_data_stage
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.engine import run_federation
 from hasfl.fl.train import read_data_stage, train_job
-from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
-from hasfl.integrity import IntegrityError, ResultsLock, read_manifest, verify_results, verify_runs_job, write_run_manifest
+from hasfl.integrity import (IntegrityError, ResultsLock, read_manifest, verify_results, verify_runs_job,
+                             write_run_manifest)
 
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 4
