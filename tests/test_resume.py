@@ -135,8 +135,8 @@ def test_checkpoint_payload_and_resume_in_process(engine_cfg, federate, tmp_path
     with pytest.raises(Stop):
         federate(cfg, "scaffold", checkpointer=Checkpointer(ckpt, 1, identity), progress=stop_in_round_2)
     saved = torch.load(ckpt, weights_only=False)
-    assert set(saved) == {"identity", "record", "global_state", "policy_p", "estimates", "server", "policy_rng",
-                          "seconds"}
+    assert set(saved) == {"identity", "record", "global_state", "policy_p", "estimates", "server", "bn_stats",
+                          "policy_rng", "seconds"}
     assert set(saved["estimates"]) == {"update", "probe"}
     assert isinstance(saved["record"], RunRecord) and saved["record"].next_round == 1
     assert set(saved["server"]) == {"c", "c_i"} and len(saved["server"]["c_i"]) == cfg["federation"]["clients_per_round"]

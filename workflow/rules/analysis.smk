@@ -5,6 +5,9 @@
 
 from hasfl.analysis.published import PUBLISHED_PATH, comparability_map
 from hasfl.analysis.specs import (
+    BN_FINDINGS_TABLE,
+    BN_RUN_FILES,
+    BN_TABLE,
     ESTIMATOR_FIGURE,
     ESTIMATOR_PAIRS,
     FIGURES,
@@ -52,8 +55,11 @@ ANALYSIS_TABLES = {
         STALE_TABLE,
         TABLE8,
         MB_ESTIMATORS_TABLE,
+        BN_TABLE,
     )
 }
+# Each finding's verdict under the other batch-norm modes (written with BN_TABLE).
+BN_FINDINGS = f"{TABLES}/{BN_FINDINGS_TABLE}.parquet"
 # The tables the comparison reads.
 COMPARISON_TABLES = [
     n
@@ -66,6 +72,7 @@ COMPARISON_TABLES = [
         STALE_TABLE,
         TABLE8,
         MB_ESTIMATORS_TABLE,
+        BN_TABLE,
     )
 ]
 # Tables with a per-seed (per-run) companion file <name>_seeds.parquet.
@@ -121,6 +128,7 @@ def analysis_outputs():
     """Every analysis output of the preset (rule all)."""
     tabs = [f"{TABLES}/{n}.{ext}" for n in ANALYSIS_TABLES for ext in ("parquet", "md")]
     tabs += [f"{TABLES}/{n}_seeds.parquet" for n in SEED_TABLES_OF]
+    tabs.append(BN_FINDINGS)
     figs = [f"{FIGS}/{slug}.{ext}" for slug in FIGURES for ext in ("png", "pdf")]
     return [
         *tabs,
@@ -399,6 +407,51 @@ rule analysis_table4b_stale_coordinates:
         "../scripts/table4b_stale_coordinates.py"
 
 
+rule analysis_bn_sensitivity:
+    """Batch-norm sensitivity: every run's final model evaluated under each BN statistics mode (per width,
+    mixed across widths, test-batch), and each finding's verdict with the final accuracies of the other modes.
+    """
+    input:
+        verified=VERIFIED,
+        runs=run_files(config["datasets"], config["methods"], BN_RUN_FILES),
+        manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+        raw=[
+            f
+            for d in config["datasets"]
+            for f in raw_files(d, DATA_DIR, config["dataset_params"][d])
+        ],
+        **FINDINGS_TABLES,
+    output:
+        parquet=f"{TABLES}/{BN_TABLE}.parquet",
+        findings=BN_FINDINGS,
+        md=report(
+            f"{TABLES}/{BN_TABLE}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="Batch-norm sensitivity",
+        ),
+    log:
+        f"{RESULTS}/logs/analysis/{BN_TABLE}.log",
+    resources:
+        mem_mb=8000 if "emnist" in config["datasets"] else 4000,
+        runtime=30,
+    params:
+        caption=table_caption(BN_TABLE),
+        code=SRC_ANALYSIS,
+        models=model_blocks(),
+        data={
+            "data_dir": DATA_DIR,
+            "dataset_params": {
+                d: dict(config["dataset_params"][d]) for d in config["datasets"]
+            },
+        },
+        tables=list(FINDINGS_TABLES),
+        datasets=config["datasets"],
+        thresholds=ANALYSIS_THRESHOLDS,
+    script:
+        "../scripts/bn_sensitivity.py"
+
+
 rule analysis_figure:
     """Figures 2-8 (PNG + PDF) from exactly the run files each one plots."""
     input:
@@ -612,6 +665,7 @@ rule analysis_report:
     """report.md: findings, the estimator section, tables, comparison and figures, readable on its own."""
     input:
         **ANALYSIS_TABLES,
+        **{BN_FINDINGS_TABLE: BN_FINDINGS},
         comparison=f"{RESULTS}/comparison.parquet",
         findings=f"{RESULTS}/findings.json",
         figures=[f"{FIGS}/{slug}.png" for slug in FIGURES],
@@ -624,7 +678,7 @@ rule analysis_report:
     params:
         caption="The stand-alone report of this preset: runs at the accuracy floor, findings, every table, the comparison with the paper per table and every figure with its caption.",
         code=SRC_ANALYSIS,
-        tables=list(ANALYSIS_TABLES),
+        tables=[*ANALYSIS_TABLES, BN_FINDINGS_TABLE],
         name=config["name"],
         figures=list(FIGURES),
         figure_context=FIGURE_CONTEXT,

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from hasfl.models import coverage_mask
+from hasfl.models.bn import split_state
 from hasfl.models.family import ModelFamily
 
 __all__ = ["COLUMNS", "check_shapes", "load_state", "max_trained_width", "prop3_run"]
@@ -117,5 +118,12 @@ def check_shapes(state: Mapping[str, Tensor], family: ModelFamily) -> None:
 
 
 def load_state(path: str) -> dict[str, Tensor]:
-    """A state_dict saved by the training stage (``torch.load(weights_only=True)``)."""
+    """The model's state_dict in a global state saved by the training stage (``torch.load(weights_only=True)``),
+    without the batch-norm statistics of other widths beside it (:func:`load_global_state`)."""
+    return split_state(load_global_state(path))[0]
+
+
+def load_global_state(path: str) -> dict[str, Tensor]:
+    """A global state saved by the training stage: the model's state_dict and, once clients trained below
+    full width, the batch-norm statistics per width and mixed (:mod:`hasfl.models.bn`)."""
     return torch.load(path, map_location="cpu", weights_only=True)

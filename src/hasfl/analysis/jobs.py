@@ -294,9 +294,10 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
     run lacks.
     """
     from hasfl.analysis import stale
-    from hasfl.analysis.coverage import load_state
+    from hasfl.analysis.coverage import load_global_state, load_state
     from hasfl.data import load_dataset
     from hasfl.models import family_from_config
+    from hasfl.models.bn import split_state
 
     specs = preset_models(manifests, models)
     families: dict[str, Any] = {}
@@ -321,9 +322,11 @@ def job_table4b(run_files: Sequence[PathLike], manifests: Sequence[PathLike], mo
         evaluate = p_hi < 1.0 and status == "completed"
         if evaluate and dataset not in bundles:
             bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
+        final, final_bn = split_state(load_global_state(str(f["final.pt"])))
         res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=load_state(str(f["warmup.pt"])),
-                              final=load_state(str(f["final.pt"])), family=families[dataset], p_hi_after_t0=p_hi,
-                              bundle=bundles.get(dataset), evaluate=evaluate, atol=atol)
+                              final=final, family=families[dataset], p_hi_after_t0=p_hi,
+                              bundle=bundles.get(dataset), evaluate=evaluate, atol=atol, final_bn=final_bn,
+                              bn_mode=specs[dataset]["model"].get("bn_stats", "per_width"))
         acc = summary.get("final_test_acc")
         rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
                      "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan,
@@ -433,6 +436,62 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
 
 
 # --- comparison, findings, report ----------------------------------------------------
+
+
+def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLike],
+                       models: Mapping[str, Mapping[str, Any]], data_dir: PathLike,
+                       dataset_params: Mapping[str, Mapping[str, Any]], table_paths: Mapping[str, PathLike],
+                       datasets: Sequence[str], thresholds: Mapping[str, Any], out_parquet: PathLike,
+                       out_md: PathLike, out_findings: PathLike) -> pd.DataFrame:
+    """Every run's final model under every batch-norm mode, and each finding's verdict under the other
+    modes (:mod:`hasfl.analysis.bn_sensitivity`). Needs, per run, final.pt and run.json; the finding
+    tables as findings.json reads them."""
+    from hasfl.analysis import bn_sensitivity as bns
+    from hasfl.analysis.coverage import load_global_state
+    from hasfl.analysis.stale import evaluate_accuracy
+    from hasfl.data import load_dataset
+    from hasfl.models import family_from_config
+    from hasfl.models.bn import model_at
+
+    specs = preset_models(manifests, models)
+    families: dict[str, Any] = {}
+    bundles: dict[str, Any] = {}
+    rows = []
+    for (dataset, method, seed), f in group_run_files(run_files).items():
+        missing = [n for n in ("final.pt", "run.json") if n not in f]
+        if missing:
+            where = next(iter(f.values())).parent.as_posix()
+            raise ValueError(f"bn_sensitivity: run {where} lacks {', '.join(missing)} among the inputs")
+        model = specs[dataset]["model"]
+        if model.get("arch") != "cnn":
+            continue  # no batch norm: every mode is the same model
+        if dataset not in families:
+            families[dataset] = family_from_config(model, specs[dataset]["in_shape"], specs[dataset]["num_classes"])
+            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
+        summary = read_json(f["run.json"])
+        status = str(summary.get("status", "completed"))
+        logged = summary.get("final_test_acc")
+        run_mode = str(model.get("bn_stats", "per_width"))
+        state = load_global_state(str(f["final.pt"])) if status == "completed" else None
+        for mode in bns.modes_of(run_mode):
+            acc = math.nan
+            if state is not None:
+                net = model_at(families[dataset], 1.0, state, mode)
+                acc = 100.0 * evaluate_accuracy(net, bundles[dataset], bns.EVAL_BATCH if mode == "batch" else 512)
+            rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
+                         "run_mode": run_mode, "mode": mode, "final_acc_pct": acc,
+                         "logged_final_acc_pct": float(logged) * 100.0 if logged is not None else math.nan})
+    df = pd.DataFrame.from_records(rows, columns=bns.COLUMNS).astype({"seed": "int64"})
+    names = [*findings_mod.REQUIRED_TABLES, *(n for n in findings_mod.ESTIMATOR_TABLES if n in table_paths)]
+    verdicts = bns.findings_under_modes(df, _read_tables({n: table_paths[n] for n in names}), datasets,
+                                        resolve_thresholds(thresholds))
+    write_parquet(df, out_parquet)
+    write_parquet(verdicts, out_findings)
+    root = results_root(out_parquet)
+    sources = _source_list([*run_files, *manifests, *table_paths.values()], root)
+    _write_text(out_md, "# Batch-norm sensitivity\n\n" + bns.markdown(df, verdicts)
+                + "\n## Read from\n\n" + "\n".join(f"- `{s}`" for s in sources) + "\n")
+    return df
 
 
 def _read_tables(paths: Mapping[str, PathLike]) -> dict[str, pd.DataFrame]:

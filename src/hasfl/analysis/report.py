@@ -15,6 +15,8 @@ import pandas as pd
 
 from hasfl.analysis.floors import floor_phrase, is_missing
 from hasfl.analysis.specs import (
+    BN_FINDINGS_TABLE,
+    BN_TABLE,
     DATASET_LABELS,
     ESTIMATOR_FIGURE,
     ESTIMATORS,
@@ -769,8 +771,16 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
     if TABLE8 in tables or any(str(f.get("id", "")).startswith("F7") for f in items):
         out.append("\n## Capacity-separable estimators (Table 8, F7, F8, Figure 9)\n\n"
                    + estimator_section(tables, items, power))
+    if BN_TABLE in tables:
+        from hasfl.analysis.bn_sensitivity import markdown as bn_markdown
+
+        out.append(f"\n## Batch-norm sensitivity\n\nFrom `tables/{BN_TABLE}.parquet` and "
+                   f"`tables/{BN_FINDINGS_TABLE}.parquet`. "
+                   + bn_markdown(tables[BN_TABLE], tables.get(BN_FINDINGS_TABLE, pd.DataFrame()), level="##"))
     out.append("\n## Tables\n\n" + STD_NOTE + "\n")
     for tname, df in tables.items():
+        if tname in (BN_TABLE, BN_FINDINGS_TABLE):
+            continue  # shown in its own section above
         out.append(f"\n### {TABLE_TITLES.get(tname, tname)}\n\nFrom `tables/{tname}.parquet`.")
         if TABLE_NOTES.get(tname):
             out.append(" " + TABLE_NOTES[tname])

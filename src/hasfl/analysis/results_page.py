@@ -29,7 +29,7 @@ __all__ = ["FIGURES", "TABLES", "write_results_page"]
 
 #: Tables on the page, in order (those the preset produced).
 TABLES = ("table3_allocation", "table4_coverage", "table5_confound", "table6_full_model", "table7_shakespeare",
-          "matched_budget", "table4b_stale_coordinates", "table8_estimators")
+          "matched_budget", "table4b_stale_coordinates", "table8_estimators", "bn_sensitivity")
 #: Figures on the page: (slug, fallback slug).
 FIGURES = (("fig6_frontier", None), ("fig3_convergence_allocation", None),
            ("fig9_estimators", "fig5_final_allocation"))

@@ -45,6 +45,9 @@ __all__ = [
     "NATURAL_PARTITION_DATASETS",
     "STALE_RUN_FILES",
     "STALE_TABLE",
+    "BN_FINDINGS_TABLE",
+    "BN_RUN_FILES",
+    "BN_TABLE",
     "DATASET_LABELS",
     "ESTIMATORS",
     "ESTIMATOR_FIGURE",
@@ -158,6 +161,12 @@ def table_methods(spec: MethodTableSpec, methods: Sequence[str]) -> list[str]:
 #: Section 4.3 coverage ablation, what the stale coordinates do: name and run files.
 STALE_TABLE = "table4b_stale_coordinates"
 STALE_RUN_FILES = ("clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json")
+
+#: Batch-norm sensitivity (hasfl.analysis.bn_sensitivity): every run's final model under every BN mode
+#: (the table), and each finding's verdict under the other modes (its companion Parquet file).
+BN_TABLE = "bn_sensitivity"
+BN_FINDINGS_TABLE = "bn_sensitivity_findings"
+BN_RUN_FILES = ("final.pt", "run.json")
 
 
 #: A run is *at the floor* when its best test accuracy over all evaluated rounds stays within
@@ -332,6 +341,7 @@ TABLE_TITLES = {
     "matched_budget": "Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)",
     "prop3_coverage": "Proposition 3 -- never-covered coordinates of the capped runs",
     "table4b_stale_coordinates": "Table 4b -- coordinates untrained since the warm-up, capped runs (Section 4.3)",
+    "bn_sensitivity": "Batch-norm sensitivity -- final accuracy of every run under each BN statistics mode",
     "comparison": "Comparison with the published values (Tables 1, 3-7)",
     "table8_estimators": "Table 8 -- Capacity-separable estimators against TV and capacity (this project's extension)",
     "matched_budget_estimators": "Matched budget of the estimator methods -- allocation by E2 / E3 vs its "

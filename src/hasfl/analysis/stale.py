@@ -18,7 +18,8 @@ coordinates are not "at their random initialization" (Section 4.3's wording); th
   initialization".
 * For capped runs, Table 4b: test accuracy of the full final model, of the same model
   with the stale coordinates reset to ``init.pt``, and of its own sub-model at width
-  ``p_hi_after_t0`` (the stale coordinates dropped).
+  ``p_hi_after_t0`` (the stale coordinates dropped), batch norm evaluating as the run's
+  ``model.bn_stats`` says (per width by default: :mod:`hasfl.models.bn`).
 
 Reads only run files and the dataset (through :func:`hasfl.data.load_dataset`); the
 evaluation is written here (full test set, ``model.eval()``, batches) so that the
@@ -38,6 +39,7 @@ from torch import Tensor, nn
 from hasfl.analysis.coverage import check_shapes
 from hasfl.data.base import DatasetBundle
 from hasfl.models import coverage_mask
+from hasfl.models.bn import model_at
 from hasfl.models.family import ModelFamily
 
 __all__ = [
@@ -135,17 +137,18 @@ def evaluate_accuracy(model: nn.Module, bundle: DatasetBundle, batch_size: int =
     return correct / n
 
 
-def _accuracy_pct(family: ModelFamily, p: float, state: Mapping[str, Tensor], bundle: DatasetBundle) -> float:
-    model = family.build(p)
-    model.load_state_dict(dict(state))
-    return 100.0 * evaluate_accuracy(model, bundle)
+def _accuracy_pct(family: ModelFamily, p: float, state: Mapping[str, Tensor], bundle: DatasetBundle,
+                  bn_mode: str) -> float:
+    return 100.0 * evaluate_accuracy(model_at(family, p, state, bn_mode), bundle)
 
 
 def stale_row(*, init: Mapping[str, Tensor], warmup: Mapping[str, Tensor], final: Mapping[str, Tensor],
               family: ModelFamily, p_hi_after_t0: float, bundle: DatasetBundle | None, evaluate: bool,
-              atol: float = 0.0) -> dict[str, Any]:
+              atol: float = 0.0, final_bn: Mapping[str, Tensor] | None = None,
+              bn_mode: str = "per_width") -> dict[str, Any]:
     """One Table 4b row (without the run's identity): the F5 check from warm-up to final and, when the run
-    is capped after t0 and ``evaluate`` is set, the three accuracies (percent)."""
+    is capped after t0 and ``evaluate`` is set, the three accuracies (percent), batch norm evaluating as
+    ``bn_mode`` says with the statistics per width and mixed of ``final_bn`` (final.pt's extra keys)."""
     check_shapes(init, family)
     for name, st in (("warmup.pt", warmup), ("final.pt", final)):
         if set(st) != set(init):
@@ -161,9 +164,10 @@ def stale_row(*, init: Mapping[str, Tensor], warmup: Mapping[str, Tensor], final
     if capped and evaluate:
         if bundle is None:
             raise ValueError("table4b: a capped run needs the dataset to evaluate its models")
-        row["acc_full_pct"] = _accuracy_pct(family, 1.0, final, bundle)
-        row["acc_reset_pct"] = _accuracy_pct(family, 1.0, reset_state(final, init, masks), bundle)
+        extra = dict(final_bn or {})
+        row["acc_full_pct"] = _accuracy_pct(family, 1.0, {**final, **extra}, bundle, bn_mode)
+        row["acc_reset_pct"] = _accuracy_pct(family, 1.0, {**reset_state(final, init, masks), **extra}, bundle,
+                                             bn_mode)
         if p_hi_after_t0 > 0.0:
-            row["acc_sub_pct"] = _accuracy_pct(family, p_hi_after_t0, family.extract(dict(final), p_hi_after_t0),
-                                               bundle)
+            row["acc_sub_pct"] = _accuracy_pct(family, p_hi_after_t0, {**final, **extra}, bundle, bn_mode)
     return row

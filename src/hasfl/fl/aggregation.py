@@ -28,9 +28,14 @@ class CoordinateAggregator:
         self._sum = {k: torch.zeros_like(global_state[k], dtype=torch.float32) for k in self.keys}
         self._weight = {k: torch.zeros_like(global_state[k], dtype=torch.float32) for k in self.keys}
 
-    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, SliceRule], n_samples: float) -> None:
-        """Add one participant's update ``delta`` (sub-model shapes) with weight ``n_samples``."""
+    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, SliceRule], n_samples: float,
+            skip: Iterable[str] = ()) -> None:
+        """Add one participant's update ``delta`` (sub-model shapes) with weight ``n_samples``; the keys in
+        ``skip`` (its batch-norm statistics of widths below full, :mod:`hasfl.fl.bn_stats`) are left out."""
+        left_out = set(skip)
         for k in self.keys:
+            if k in left_out:
+                continue
             acc = region(self._sum[k], rules[k])
             acc.add_(delta[k].view(acc.shape), alpha=float(n_samples))
             region(self._weight[k], rules[k]).add_(float(n_samples))

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hasfl.fl.server import ScaffoldServer
+from hasfl.models.bn import batch_statistics
 from hasfl.models.cost import Cost
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, region
@@ -267,20 +268,6 @@ def relative_rule(rule: SliceRule, big_shape: torch.Size) -> SliceRule:
     return SliceRule((groups, big_shape[0] // groups, *big_shape[1:]), rule.index)
 
 
-def batch_statistics_only(module: nn.Module) -> nn.Module:
-    """Batch norm of ``module`` normalises by batch statistics and keeps no running ones.
-
-    In training mode batch norm normalises by the batch's statistics either way; the
-    running ones it would update are of no use to a module that is only trained through
-    (FjORD's distilled student, whose parameters are views of the client's module).
-    """
-    for m in module.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            m.track_running_stats = False
-            m.running_mean = m.running_var = m.num_batches_tracked = None
-    return module
-
-
 class FjordDistill(LocalSGD):
     """FjORD: the client trains its largest width (pmax) and, in the same step, the
     sampled width p as a nested sub-network distilled from it.
@@ -294,6 +281,8 @@ class FjordDistill(LocalSGD):
                  params: Mapping[str, Any] | None = None) -> None:
         super().__init__(optim, inputs_fn, params)
         self.family = family
+        # the distilled student normalises by batch statistics and keeps no running ones: its
+        # parameters are views of the client's module, which alone reports statistics
         self._students: dict[tuple[str, str], tuple[nn.Module, dict[str, SliceRule]]] = {}
 
     def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
@@ -305,7 +294,7 @@ class FjordDistill(LocalSGD):
         if key not in self._students:
             big = model.state_dict()
             rel = {k: relative_rule(r, big[k].shape) for k, r in self.family.slice_rules(p).items()}
-            self._students[key] = (batch_statistics_only(self.family.build(p)), rel)
+            self._students[key] = (batch_statistics(self.family.build(p)), rel)
         student, rel = self._students[key]
         trained = dict(model.named_parameters())
         # the student's parameters are views of the trained module's, reshaped to its own shapes

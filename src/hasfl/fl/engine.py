@@ -28,6 +28,7 @@ import torch
 
 from hasfl.data.base import DatasetBundle
 from hasfl.fl.aggregation import CoordinateAggregator
+from hasfl.fl.bn_stats import WidthStatistics
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.client import OptimConfig, client_data
 from hasfl.fl.estimator import Estimates, divergence, reported_tv
@@ -70,7 +71,7 @@ def run_federation(
     family = family_for(bundle, run_cfg["dataset_params"]["model"])
     numerics.check_model(family)
     submodels = SubModels(family, numerics)
-    evaluate = Evaluator(family, numerics, run_cfg["dataset_params"]["model"].get("bn_stats", "running") == "batch")
+    evaluate = Evaluator(family, numerics, run_cfg["dataset_params"]["model"].get("bn_stats", "per_width"))
     table = clients.sort_values("client_id")
     pmax, n_train = table["pmax"].to_numpy(dtype=np.float64), table["n_train"].to_numpy()
     data = client_data(partition, bundle)
@@ -81,6 +82,8 @@ def run_federation(
     init_state = {k: v.detach().cpu().clone() for k, v in w.items()}
     float_keys = [k for k, v in w.items() if v.is_floating_point()]
     param_keys = [k for k, _ in global_model.named_parameters()]
+    bn = WidthStatistics(global_model)  # BN running statistics per width and mixed (hasfl.fl.bn_stats)
+    full_widths = repr(family.widths(1.0))
     schedule = participant_schedule(seed, n_clients, int(fed["clients_per_round"]), rounds)
     rng = policy_rng(seed)
     method = build_method(run_cfg["method"], MethodContext(           # line 3: p(0) = pmax (the policy's)
@@ -107,6 +110,7 @@ def run_federation(
         method.policy.p = saved["policy_p"]
         estimates.load_state(saved["estimates"])
         method.server.load_state(saved["server"])
+        bn.load_state(saved["bn_stats"], device)
         rng.bit_generator.state = saved["policy_rng"]
         clock.restore(saved["seconds"])
 
@@ -122,23 +126,28 @@ def run_federation(
                     h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys)
             agg = CoordinateAggregator(w, float_keys)
             method.server.begin_round()
+            bn.begin_round(w, any(repr(family.widths(q)) != full_widths for q in trained.tolist()))
             updates, losses, finite = {}, [], True
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
                 record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb,  # what it pays (Table 1)
                                       method.client.forward_macs(costs, p, p_trained))
                 with clock.phase("slicing"):
                     module, rules = submodels.extract(p_trained, w)       # lines 7-8
+                    bn.prepare(module)                                    # its widths' BN statistics
                 with clock.phase("local_sgd"):                            # lines 9-13
                     res = method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
                 with clock.phase("aggregation"):
                     delta = SubModels.delta(module, rules, w, float_keys)  # lines 14-15: Delta_i
-                    agg.add(delta, rules, method.server.client_weight(n_train[i]))  # line 18: n_i
+                    agg.add(delta, rules, method.server.client_weight(n_train[i]),  # line 18: n_i
+                            skip=bn.sub_width_keys(module))
+                    bn.add(module, method.server.client_weight(n_train[i]), w)
                 updates[i] = (delta, rules)
                 losses.append(res.loss)
                 finite &= res.finite
             with clock.phase("aggregation"):
                 delta_bar = agg.mean()                                    # lines 17-18: Delta_bar(t)
                 method.server.step(w, delta_bar, float_keys)              # line 19: w(t+1)
+                bn.finish_round(method.server.global_lr())
             finite &= all(bool(torch.isfinite(w[k]).all()) for k in param_keys)
             if adapting:                                                  # line 20
                 with clock.phase("estimation"):
@@ -150,12 +159,12 @@ def run_federation(
 
             record.round_trained(participants, widths, trained,
                                  probe_gmacs=costs(probe.width).macs * probe.samples / 1e9 if adapting else 0.0)
-            record.warmup_done(t, w)
+            record.warmup_done(t, {**w, **bn.entries()})
             if not finite:
                 record.diverged(t + 1)
             if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:
                 with clock.phase("evaluation"):
-                    acc, loss = evaluate(global_model, bundle) if finite else (math.nan, math.nan)
+                    acc, loss = evaluate(global_model, bundle, bn.entries()) if finite else (math.nan, math.nan)
                 if not math.isfinite(loss) and finite:
                     record.diverged(t + 1)
                     finite = False
@@ -169,7 +178,8 @@ def run_federation(
             if ckpt.due(t + 1, rounds):
                 ckpt.save({"record": record, "global_state": {k: v.detach().cpu() for k, v in w.items()},
                            "policy_p": method.policy.p, "estimates": estimates.state(),
-                           "server": method.server.state(), "policy_rng": rng.bit_generator.state,
+                           "server": method.server.state(), "bn_stats": bn.state(),
+                           "policy_rng": rng.bit_generator.state,
                            "seconds": clock.snapshot()})
 
     s = clock.seconds
@@ -177,6 +187,6 @@ def run_federation(
                "server_s": s["aggregation"] + s["estimation"], "evaluation_s": s["evaluation"], "probe_s": s["probe"],
                "phases_s": clock.snapshot(), "device": str(device), "threads": torch.get_num_threads(),
                "precision": numerics.precision, "channels_last": numerics.channels_last}
-    final_state = {k: v.detach().cpu().clone() for k, v in w.items()}
+    final_state = {**{k: v.detach().cpu().clone() for k, v in w.items()}, **bn.entries()}
     return record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
                          init_state, final_state, timings)

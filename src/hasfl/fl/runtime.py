@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from hasfl.data.base import DatasetBundle
 from hasfl.models import family_from_config
+from hasfl.models.bn import state_for_mode
 from hasfl.models.family import ModelFamily
 from hasfl.models.lstm import LSTMFamily
 from hasfl.models.slicing import SliceRule, region
@@ -191,24 +192,37 @@ class Evaluator:
     statistics at test time (``bn_stats: batch``, where the batch changes the result),
     batches of 2,048 of the model itself. The copy is built without touching torch's
     global RNG, so runs draw the same numbers as before.
+
+    ``bn_mode`` (``model.bn_stats``) picks the BN running statistics the global model is
+    evaluated with (:func:`hasfl.models.bn.state_for_mode`): the extra keys of the global
+    state (:meth:`hasfl.fl.bn_stats.WidthStatistics.entries`) are given with each call; with
+    none, the global model's own buffers, as they are.
     """
 
     CPU_BATCH, BATCH = 64, 2048
 
-    def __init__(self, family: ModelFamily, numerics: Numerics, batch_stats: bool) -> None:
+    def __init__(self, family: ModelFamily, numerics: Numerics, bn_mode: str) -> None:
         cpu = numerics.device.type == "cpu"
-        self.numerics = numerics
+        batch_stats = bn_mode == "batch"
+        self.family, self.numerics, self.bn_mode = family, numerics, bn_mode
         self.batch_size = self.CPU_BATCH if cpu and not batch_stats else self.BATCH
         self.channels_last = numerics.channels_last and not batch_stats
-        self.copy: nn.Module | None = None
-        if self.channels_last:
-            with torch.random.fork_rng(devices=[]):
-                self.copy = numerics.prepare(family.build(1.0))
+        self.copy: nn.Module | None = self._copy() if self.channels_last else None
 
-    def __call__(self, global_model: nn.Module, bundle: DatasetBundle) -> tuple[float, float]:
+    def _copy(self) -> nn.Module:
+        with torch.random.fork_rng(devices=[]):
+            return self.numerics.prepare(self.family.build(1.0))
+
+    def __call__(self, global_model: nn.Module, bundle: DatasetBundle,
+                 bn_extra: Mapping[str, Tensor] | None = None) -> tuple[float, float]:
         model = global_model
+        if bn_extra and self.copy is None:
+            self.copy = self._copy()  # the global model's own buffers must stay as they are
         if self.copy is not None:
-            self.copy.load_state_dict(global_model.state_dict())
+            state = global_model.state_dict()
+            if bn_extra:
+                state = state_for_mode({**state, **bn_extra}, self.family, 1.0, self.bn_mode)
+            self.copy.load_state_dict(state)
             model = self.copy
         return evaluate(model, bundle, self.batch_size, self.channels_last, self.numerics)
 

@@ -10,7 +10,8 @@ the leading ``ceil(p * hidden)`` hidden units, plus their input connections.
 Input channels and classes are never sliced.  Flattening is channel-major, so
 the first linear layer's inputs for the leading ``k`` channels are its leading
 ``k * pool_out^2`` columns.  BatchNorm weight, bias and running statistics are
-sliced with their channels; ``num_batches_tracked`` is shared whole.
+sliced with their channels; ``num_batches_tracked`` is shared whole.  Which running
+statistics a width-``p`` layer evaluates with is ``bn_stats`` (:mod:`hasfl.models.bn`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hasfl.models.bn import BN_MODES, check_mode
 from hasfl.models.cost import conv_linear_macs
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, width
@@ -65,7 +67,7 @@ class CNNFamily(ModelFamily):
     """Width-p sub-models of :class:`CNN` and their slice rules."""
 
     ARCH_KWARGS = frozenset({"channels", "pool_after", "pool_out", "hidden", "bn_stats"})
-    BN_STATS = ("running", "batch")
+    BN_STATS = BN_MODES
 
     def __init__(
         self,
@@ -76,12 +78,10 @@ class CNNFamily(ModelFamily):
         pool_after: Sequence[int] = (1, 3),
         pool_out: int = 4,
         hidden: int = 512,
-        bn_stats: str = "running",
+        bn_stats: str = "per_width",
     ) -> None:
         super().__init__()
-        if bn_stats not in self.BN_STATS:
-            raise ValueError(f"cnn: bn_stats must be one of {self.BN_STATS}, got {bn_stats!r}")
-        self.bn_stats = bn_stats
+        self.bn_stats = check_mode(bn_stats, "cnn: bn_stats")
         if len(in_shape) != 3:
             raise ValueError(f"cnn: in_shape must be (C, H, W), got {tuple(in_shape)}")
         if not channels:
@@ -101,7 +101,7 @@ class CNNFamily(ModelFamily):
     def build(self, p: float = 1.0) -> CNN:
         w = self.widths(p)
         return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes,
-                   track_running_stats=self.bn_stats == "running")
+                   track_running_stats=self.bn_stats != "batch")
 
     def _make_rules(self, p: float) -> dict[str, SliceRule]:
         w = self.widths(p)
@@ -113,7 +113,7 @@ class CNNFamily(ModelFamily):
             rules[f"convs.{i}.bias"] = SliceRule(None, (keep,))
             for name in ("weight", "bias"):
                 rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
-            if self.bn_stats == "running":
+            if self.bn_stats != "batch":
                 for name in ("running_mean", "running_var"):
                     rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
                 rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
