@@ -157,7 +157,8 @@ def test_evaluator_matches_plain_evaluation(digits, digits_family, batch_stats: 
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 2.0)
     state = torch.random.get_rng_state()
-    ev = Evaluator(family, Numerics.for_run(torch.device("cpu"), "fp32", image=True), batch_stats=batch_stats)
+    ev = Evaluator(family, Numerics.for_run(torch.device("cpu"), "fp32", image=True),
+                   "batch" if batch_stats else "per_width")
     assert torch.equal(torch.random.get_rng_state(), state)
     if batch_stats:
         assert ev.copy is None and ev.batch_size == Evaluator.BATCH

@@ -412,6 +412,7 @@ rule analysis_bn_sensitivity:
     mixed across widths, test-batch), and each finding's verdict with the final accuracies of the other modes.
     """
     input:
+        **FINDINGS_TABLES,
         verified=VERIFIED,
         runs=run_files(config["datasets"], config["methods"], BN_RUN_FILES),
         manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
@@ -420,7 +421,6 @@ rule analysis_bn_sensitivity:
             for d in config["datasets"]
             for f in raw_files(d, DATA_DIR, config["dataset_params"][d])
         ],
-        **FINDINGS_TABLES,
     output:
         parquet=f"{TABLES}/{BN_TABLE}.parquet",
         findings=BN_FINDINGS,

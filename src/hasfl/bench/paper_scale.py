@@ -93,7 +93,7 @@ def bench_eval_throughput(config: Mapping[str, Any], budget: Budget, device: tor
         family = family_of(config, ds, bundle)
         model = family.build(1.0).to(device)
         evaluator = Evaluator(family, Numerics.for_run(device, config["precision"], bundle.task == "image"),
-                              batch_stats=False)
+                              "per_width")
         evaluator(model, bundle)  # warm-up
 
         def run(model: torch.nn.Module = model, bundle: Any = bundle, evaluator: Evaluator = evaluator) -> float:
