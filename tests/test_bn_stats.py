@@ -4,9 +4,8 @@
   the sample-weighted mean of the statistics of exactly the clients that trained at that width,
   recomputed here by training each participant's sub-model again outside the engine; the mixed set
   equals the coordinate-wise mean over every client that holds the channel.
-* Over several rounds, the tracked mixed set equals what the former default computed: a run with the
-  mixed statistics fed back to the clients (recomputed here from the same run) -- checked through its
-  evaluation: the mixed mode's accuracy of every round matches the accuracy of the former code path.
+* ``bn_stats: mixed`` and ``per_width`` train bit-identical parameters; each run's final.pt evaluated
+  under its own mode gives its logged final accuracy.
 * A full-width method has no extra keys (its files keep their bytes); resume is byte-identical.
 * The evaluation rules of ``per_width`` for a width nobody trained, and clear errors for bad modes.
 """

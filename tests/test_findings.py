@@ -384,3 +384,37 @@ def test_variance_ratio_and_power_hand_examples():
     assert math.isnan(stats.t_mde(1, 1.0, 0.05, 0.8)) and math.isnan(stats.t_mde(3, 0.0, 0.05, 0.8))
     assert stats.z_mde(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 0.841621) * 0.1, rel=1e-6)
     assert stats.z_equivalence_margin(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 1.281552) * 0.1, rel=1e-6)
+
+
+# --- verdicts under another batch-norm mode (hasfl.analysis.bn_sensitivity) ----------------------
+
+
+def _sens(acc: dict[tuple[str, int], float], mode: str = "mixed") -> pd.DataFrame:
+    """bn_sensitivity rows: every (method, seed) of ``acc`` on cifar10 under per_width (its table value)
+    and under ``mode`` (the value given)."""
+    from hasfl.analysis.bn_sensitivity import COLUMNS
+
+    rows = []
+    for (m, s), a in acc.items():
+        for md, v in (("per_width", math.nan), (mode, a)):
+            rows.append({"dataset": "cifar10", "method": m, "seed": s, "status": "completed", "run_mode": "per_width",
+                         "mode": md, "final_acc_pct": v, "logged_final_acc_pct": math.nan})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_a_verdict_that_depends_on_the_mode_is_reported_as_changing():
+    """F4 (fedavg beats hasfl) is supported on the base tables; with hasfl's final accuracies of another
+    mode above fedavg's it is contradicted there, and the line says so. Decay findings are not recomputed."""
+    from hasfl.analysis.bn_sensitivity import findings_under_modes, markdown
+
+    t = base_tables()
+    th = resolve_thresholds({})
+    flipped = _sens({("hasfl", s): a for s, a in zip(SEEDS, [95.0, 96.0, 97.0], strict=True)})
+    v = findings_under_modes(flipped, t, DATASETS, th).set_index("finding")
+    assert v.loc["F4", "verdict"] == S and v.loc["F4", "verdict_under_mode"] == C and bool(v.loc["F4", "changed"])
+    assert v.loc["F1a", "verdict_under_mode"] == v.loc["F1a", "verdict"] and not bool(v.loc["F1a", "changed"])
+    assert pd.isna(v.loc["F2a", "verdict_under_mode"]) and "not recomputed" in v.loc["F2a", "note"]
+    assert "**F4** (supported): mixed: contradicted (**changes**)" in markdown(flipped, v.reset_index())
+    # the same accuracies as the tables: nothing changes
+    same = _sens({("hasfl", s): a for s, a in zip(SEEDS, [74.0, 76.0, 73.0], strict=True)})
+    assert not findings_under_modes(same, t, DATASETS, th)["changed"].fillna(False).any()

@@ -82,6 +82,7 @@ ANALYSIS_SCRIPTS = [
         "matched_budget",
         "prop3_coverage",
         "table4b_stale_coordinates",
+        "bn_sensitivity",
         "table8_estimators",
         "matched_budget_estimators",
         "figure",

@@ -64,7 +64,7 @@ def _replaced(tables: Mapping[str, pd.DataFrame], acc: Mapping[tuple[str, str, i
                                    zip(df["dataset"], df["method"], df["seed"], df["final_acc_pct"], strict=True)]
             out[name] = df
     mb = out.get("matched_budget_seeds")
-    if mb is not None and len(mb):
+    if mb is not None and len(mb) and {"hasfl_final_acc_pct", "random_budget_final_acc_pct"} <= set(mb.columns):
         df = mb.copy()
         for m in ("hasfl", "random_budget"):
             df[f"{m}_final_acc_pct"] = [look(d, m, s, v) for d, s, v in
@@ -72,7 +72,7 @@ def _replaced(tables: Mapping[str, pd.DataFrame], acc: Mapping[tuple[str, str, i
         df["diff_final_acc_pct"] = df["hasfl_final_acc_pct"] - df["random_budget_final_acc_pct"]
         out["matched_budget_seeds"] = df
     mbe = out.get("matched_budget_estimators_seeds")
-    if mbe is not None and len(mbe):
+    if mbe is not None and len(mbe) and {"alloc_final_acc_pct", "control_final_acc_pct"} <= set(mbe.columns):
         df = mbe.copy()
         for side in ("alloc", "control"):
             df[f"{side}_final_acc_pct"] = [look(d, m, s, v) for d, m, s, v in
