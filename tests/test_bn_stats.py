@@ -207,3 +207,25 @@ def test_batch_mode_needs_no_running_statistics(small_cnn):
     net = model_at(small_cnn, 1.0, run, "batch")
     assert all(m.running_mean is None for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d))
     assert np.isfinite(net.eval()(x).detach().numpy()).all()
+
+
+def test_static_statistics_are_recomputed_from_the_capable_clients_only(digits, digits_family):
+    """The evaluation-only 'static' mode (HeteroFL's static batch norm by clients): only clients with
+    pmax >= the evaluated width contribute, and every BN layer's mean is the average of its batch means."""
+    from hasfl.analysis.bn_sensitivity import capable_batches, static_statistics
+
+    clients = digits.clients
+    batches = capable_batches(digits.bundle, digits.partition, clients, 1.0, 32)
+    top = set(clients.loc[clients["pmax"] >= 1.0, "client_id"].astype(int))
+    rows = digits.partition[(digits.partition["split"] == "train") & digits.partition["client_id"].isin(top)]
+    assert 0 < len(top) < len(clients) and sum(len(b) for b in batches) == len(rows)
+    torch.manual_seed(0)
+    net = static_statistics(digits_family.build(1.0), batches)
+    first = net.bns[0]
+    means = []
+    with torch.no_grad():
+        for x in batches:
+            if len(x) > 1:
+                means.append(net.convs[0](x).mean(dim=(0, 2, 3)))
+    torch.testing.assert_close(first.running_mean, torch.stack(means).mean(0), rtol=1e-5, atol=1e-6)
+    assert not first.training

@@ -416,6 +416,8 @@ rule analysis_bn_sensitivity:
         verified=VERIFIED,
         runs=run_files(config["datasets"], config["methods"], BN_RUN_FILES),
         manifests=data_files(config["datasets"], "manifest.json", config["seeds"][:1]),
+        data_tables=data_files(config["datasets"], "partition.parquet")
+        + data_files(config["datasets"], "clients.parquet"),
         raw=[
             f
             for d in config["datasets"]

@@ -9,5 +9,5 @@ call("hasfl.analysis.jobs:job_bn_sensitivity",
       "dataset_params": {k: dict(v) for k, v in sm.params.data["dataset_params"].items()},
       "table_paths": {name: sm.input[name] for name in sm.params.tables}, "datasets": sm.params.datasets,
       "thresholds": sm.params.thresholds, "out_parquet": sm.output.parquet, "out_md": sm.output.md,
-      "out_findings": sm.output.findings},
+      "out_findings": sm.output.findings, "data_tables": list(sm.input.data_tables)},
      sm.log[0])

@@ -14,6 +14,15 @@ is evaluated on the full test set under each mode its state allows (a run traine
   curve) needs the whole curve, evaluated only under the run's own mode, so the findings that test
   a decay (F2a, F2b, F2c) are marked "not recomputed" rather than given a verdict that mixes modes.
 
+A fourth mode is evaluated here only, never in training: ``static``, HeteroFL's static batch norm
+done by clients (its official code: ``src/models/conv.py``, ``BatchNorm2d(momentum=None,
+track_running_stats=track)``; ``src/test_classifier_fed.py``, ``running(dataset['train'], model)``
+before ``test``): the statistics of the evaluated model recomputed by a forward pass, in training
+mode and without gradients, over the train data of every client whose cap allows the evaluated
+width (pmax = 1 for the full model), in batches of the dataset's local batch size, averaged over
+the batches as ``momentum=None`` does. HeteroFL makes that pass over the whole train set on the
+server; here only clients that may run the model make it, so no cap is broken.
+
 Models without batch norm (Shakespeare's LSTM) do not depend on the mode and are left out.
 """
 
@@ -28,10 +37,12 @@ import pandas as pd
 from hasfl.analysis import findings as findings_mod
 from hasfl.analysis.report import md_table, pm
 
-__all__ = ["COLUMNS", "DECAY_FINDINGS", "EVAL_BATCH", "FINDING_COLUMNS", "findings_under_modes", "markdown",
-           "modes_of", "summary_frame"]
+__all__ = ["COLUMNS", "DECAY_FINDINGS", "EVAL_BATCH", "FINDING_COLUMNS", "STATIC", "capable_batches",
+           "findings_under_modes", "markdown", "modes_of", "static_statistics", "summary_frame"]
 
 COLUMNS = ["dataset", "method", "seed", "status", "run_mode", "mode", "final_acc_pct", "logged_final_acc_pct"]
+#: the evaluation-only mode (HeteroFL's static batch norm by the capable clients; see the module doc)
+STATIC = "static"
 FINDING_COLUMNS = ["finding", "verdict", "mode", "verdict_under_mode", "changed", "note"]
 #: findings whose statistic is a decay, best - final over the accuracy curve (not recomputed)
 DECAY_FINDINGS = ("F2a", "F2b", "F2c")
@@ -44,10 +55,45 @@ _METHOD_SEED_TABLES = ("table3_allocation_seeds", "table4_coverage_seeds", "tabl
 
 
 def modes_of(run_mode: str) -> tuple[str, ...]:
-    """The modes a run trained under ``run_mode`` can be evaluated in (its own first)."""
+    """The modes a run trained under ``run_mode`` can be evaluated in (its own first; ``static`` last)."""
     from hasfl.models.bn import BN_MODES
 
-    return ("batch",) if run_mode == "batch" else (run_mode, *(m for m in BN_MODES if m != run_mode))
+    if run_mode == "batch":
+        return ("batch",)
+    return (run_mode, *(m for m in BN_MODES if m != run_mode), STATIC)
+
+
+def static_statistics(model: Any, batches: Sequence[Any]) -> Any:
+    """``model`` with the running statistics of every BN layer recomputed over ``batches`` (inputs),
+    each batch weighing the same (``momentum=None``, HeteroFL's static batch norm); in eval mode."""
+    import torch
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.reset_running_stats()
+            m.momentum = None
+    model.train()
+    with torch.no_grad():
+        for x in batches:
+            if len(x) > 1:  # batch norm cannot normalise a single sample in training mode
+                model(x)
+    return model.eval()
+
+
+def capable_batches(bundle: Any, partition: pd.DataFrame, clients: pd.DataFrame, p: float,
+                    batch_size: int) -> list[Any]:
+    """The train inputs of every client whose cap allows width ``p`` (pmax >= p), client by client in
+    order of id, in batches of ``batch_size`` (the order the samples have in the partition)."""
+    import torch
+
+    capable = sorted(int(c) for c, q in zip(clients["client_id"], clients["pmax"], strict=True) if float(q) >= p)
+    rows = partition[(partition["split"] == "train") & partition["client_id"].isin(capable)]
+    out = []
+    for _, g in rows.groupby("client_id", sort=True):
+        idx = torch.tensor(g["sample_index"].to_numpy())
+        for s in range(0, len(idx), batch_size):
+            out.append(bundle.inputs(bundle.train_x[idx[s:s + batch_size]]))
+    return out
 
 
 def _replaced(tables: Mapping[str, pd.DataFrame], acc: Mapping[tuple[str, str, int], float]) -> dict[str, pd.DataFrame]:
@@ -90,7 +136,7 @@ def findings_under_modes(sens: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
                                                                           thresholds=thresholds)}
     rows: list[dict[str, Any]] = []
     own = set(sens["run_mode"]) if len(sens) else set()
-    others = [m for m in dict.fromkeys(sens["mode"]) if m not in own] if len(sens) else []
+    others = [m for m in dict.fromkeys(sens["mode"]) if m not in own] if len(sens) else []  # static included
     for mode in others:
         sub = sens[sens["mode"] == mode]
         acc = {(str(d), str(m), int(s)): float(a) for d, m, s, a in
@@ -131,7 +177,9 @@ def markdown(sens: pd.DataFrame, verdicts: pd.DataFrame, level: str = "##") -> s
     parts = ["Final accuracy (%) of every run's final global model on the full test set under each batch-norm "
              "mode (mean +- sd over seeds; `per_width`: statistics of the evaluated width from the clients that "
              "trained it, `mixed`: averaged across widths, `batch`: the test batch's own, batches of "
-             f"{EVAL_BATCH}). Trained weights are the same in every mode.\n\n"]
+             f"{EVAL_BATCH}; `{STATIC}`: recomputed for the final model by a forward pass over the train data of "
+             "the clients allowed to run it, pmax = 1, as HeteroFL's static batch norm, evaluation only). "
+             "Trained weights are the same in every mode.\n\n"]
     parts.append(md_table(summary_frame(sens)) if len(sens) else "No run of this preset has batch norm.\n")
     if len(sens):
         own = sens[sens["mode"] == sens["run_mode"]]

@@ -442,10 +442,12 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
                        models: Mapping[str, Mapping[str, Any]], data_dir: PathLike,
                        dataset_params: Mapping[str, Mapping[str, Any]], table_paths: Mapping[str, PathLike],
                        datasets: Sequence[str], thresholds: Mapping[str, Any], out_parquet: PathLike,
-                       out_md: PathLike, out_findings: PathLike) -> pd.DataFrame:
+                       out_md: PathLike, out_findings: PathLike,
+                       data_tables: Sequence[PathLike] = ()) -> pd.DataFrame:
     """Every run's final model under every batch-norm mode, and each finding's verdict under the other
     modes (:mod:`hasfl.analysis.bn_sensitivity`). Needs, per run, final.pt and run.json; the finding
-    tables as findings.json reads them."""
+    tables as findings.json reads them; for the ``static`` mode, the data stage's partition.parquet and
+    clients.parquet of every dataset x seed (``data_tables``)."""
     from hasfl.analysis import bn_sensitivity as bns
     from hasfl.analysis.coverage import load_global_state
     from hasfl.analysis.stale import evaluate_accuracy
@@ -454,6 +456,7 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
     from hasfl.models.bn import model_at
 
     specs = preset_models(manifests, models)
+    stage = group_data_files(data_tables)
     families: dict[str, Any] = {}
     bundles: dict[str, Any] = {}
     rows = []
@@ -475,7 +478,18 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
         state = load_global_state(str(f["final.pt"])) if status == "completed" else None
         for mode in bns.modes_of(run_mode):
             acc = math.nan
-            if state is not None:
+            if state is not None and mode == bns.STATIC:
+                tables = stage.get((dataset, int(seed)), {})
+                if not {"partition.parquet", "clients.parquet"} <= set(tables):
+                    raise ValueError(f"bn_sensitivity: the static mode of {dataset}/{method}/seed{seed} needs the "
+                                     "data stage's partition.parquet and clients.parquet among the inputs")
+                batches = bns.capable_batches(bundles[dataset], pd.read_parquet(tables["partition.parquet"]),
+                                              pd.read_parquet(tables["clients.parquet"]), 1.0,
+                                              int(dataset_params[dataset]["optim"]["batch_size"]))
+                if batches:
+                    net = bns.static_statistics(model_at(families[dataset], 1.0, state, run_mode), batches)
+                    acc = 100.0 * evaluate_accuracy(net, bundles[dataset], 512)
+            elif state is not None:
                 net = model_at(families[dataset], 1.0, state, mode)
                 acc = 100.0 * evaluate_accuracy(net, bundles[dataset], bns.EVAL_BATCH if mode == "batch" else 512)
             rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
