@@ -229,3 +229,12 @@ def test_static_statistics_are_recomputed_from_the_capable_clients_only(digits, 
                 means.append(net.convs[0](x).mean(dim=(0, 2, 3)))
     torch.testing.assert_close(first.running_mean, torch.stack(means).mean(0), rtol=1e-5, atol=1e-6)
     assert not first.training
+
+
+def test_batch_mode_runs_keep_no_running_statistics(engine_cfg, federate, one_thread):
+    """bn_stats: batch trains without running statistics: no BN buffers and no extra keys in the saved state."""
+    cfg = engine_cfg(rounds=2)
+    cfg["dataset_params"]["digits"]["model"]["bn_stats"] = "batch"
+    res = federate(cfg, "heterofl")
+    assert not any(k.endswith(("running_mean", "running_var")) or k.startswith("bn_") for k in res.final_state)
+    assert np.isfinite(res.rounds["test_acc"]).all()
