@@ -261,8 +261,8 @@ def test_f3(diffs, verdict):
     if verdict == I:
         assert u["two_sided_low"] == pytest.approx(-4.96, abs=0.01) and u["two_sided_high"] == pytest.approx(9.42,
                                                                                                                abs=0.01)
-        # minimum detectable difference (4.303 + 1.061) * sd / sqrt(3), sd = 2.895
-        assert u["mde"] == pytest.approx((4.3027 + 1.0607) * 2.8950 / math.sqrt(3), rel=1e-3)
+        # minimum detectable difference, two-sided exact noncentral t at n = 3: 3.2640 sd, sd = 2.895
+        assert u["mde"] == pytest.approx(3.264044 * 2.8950, rel=1e-3)
         assert "minimum detectable difference" in u["reason"]
 
 
@@ -379,8 +379,11 @@ def test_variance_ratio_and_power_hand_examples():
     assert vr.ratio == pytest.approx(2.0)
     assert vr.low == pytest.approx(math.sqrt(4 / 19.0), rel=1e-6) and vr.high == pytest.approx(math.sqrt(4 * 19.0),
                                                                                               rel=1e-6)
-    # (t_{0.95,2} + t_{0.8,2}) * sd / sqrt(n) = (2.919986 + 1.060660) * 1 / sqrt(3)
-    assert stats.t_mde(3, 1.0, 0.05, 0.8) == pytest.approx(3.980646 / math.sqrt(3), rel=1e-5)
+    # exact noncentral t (issue 25, point 10): one-sided 2.2973 sd at n = 3 (the approximation
+    # (t_{0.95,2} + t_{0.8,2}) / sqrt(3) gives 2.2982), two-sided 3.2640 (approximation 3.0965)
+    assert stats.t_mde(3, 1.0, 0.05, 0.8) == pytest.approx(2.297275, rel=1e-5)
+    assert stats.t_mde(3, 1.0, 0.05, 0.8, two_sided=True) == pytest.approx(3.264044, rel=1e-5)
+    assert stats.t_mde(3, 2.0, 0.05, 0.8, two_sided=True) == pytest.approx(2 * 3.264044, rel=1e-5)
     assert math.isnan(stats.t_mde(1, 1.0, 0.05, 0.8)) and math.isnan(stats.t_mde(3, 0.0, 0.05, 0.8))
     assert stats.z_mde(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 0.841621) * 0.1, rel=1e-6)
     assert stats.z_equivalence_margin(0.1, 0.05, 0.8) == pytest.approx((1.644854 + 1.281552) * 0.1, rel=1e-6)
@@ -418,3 +421,16 @@ def test_a_verdict_that_depends_on_the_mode_is_reported_as_changing():
     # the same accuracies as the tables: nothing changes
     same = _sens({("hasfl", s): a for s, a in zip(SEEDS, [74.0, 76.0, 73.0], strict=True)})
     assert not findings_under_modes(same, t, DATASETS, th)["changed"].fillna(False).any()
+
+
+@pytest.mark.parametrize("two_sided", [False, True])
+def test_t_mde_has_the_power_it_claims(two_sided):
+    """Simulated: 3 values from N(mde, 1) reject the t test at alpha 0.05 in 80% of 200,000 draws."""
+    from scipy import stats as sps
+
+    mde = stats.t_mde(3, 1.0, 0.05, 0.8, two_sided=two_sided)
+    x = np.random.default_rng(0).normal(mde, 1.0, size=(200_000, 3))
+    t = x.mean(1) / (x.std(1, ddof=1) / math.sqrt(3))
+    crit = sps.t.ppf(0.975 if two_sided else 0.95, 2)
+    power = float(np.mean(np.abs(t) > crit if two_sided else t > crit))
+    assert power == pytest.approx(0.8, abs=0.004)
