@@ -414,3 +414,18 @@ def test_dag_reads_exactly_the_estimator_runs_with_and_without_the_estimator_met
         findings = _job_inputs(out, "analysis_findings")
         assert any(p.endswith("table8_estimators_seeds.parquet") for p in findings)
         assert any(p.endswith("matched_budget_estimators_seeds.parquet") for p in findings)
+
+
+def test_finding_kinds_say_what_a_verdict_can_mean():
+    """issue 25, point 7: paper claims, extensions, pipeline checks (F5; E3 when it equals TV on every run)
+    and the oracle (F8-reported when E3 equals TV); a noisy E3 is an extension again."""
+    exact = evaluate(t8_rows("hasfl", "E3", [1.0] * 3), mbe_rows("reported", [0.5, -0.2, 0.1]))
+    assert exact["F1a"]["kind"] == F.PAPER_CLAIM and exact["F1b"]["kind"] == F.EXTENSION
+    assert exact["F5"]["kind"] == F.PIPELINE_CHECK and exact["F6"]["kind"] == F.EXTENSION
+    assert exact["F7-E3"]["kind"] == F.PIPELINE_CHECK and exact["F8-reported"]["kind"] == F.ORACLE
+    assert "by construction" in exact["F7-E3"]["statistic"]
+    assert "consistent data signal" not in exact["F7-E3"]["reason"], exact["F7-E3"]["reason"]
+    noisy = evaluate(t8_rows("hasfl", "E3", [0.8] * 3), mbe_rows("reported", [0.5, -0.2, 0.1]))
+    assert noisy["F7-E3"]["kind"] == F.EXTENSION and noisy["F8-reported"]["kind"] == F.EXTENSION
+    assert "consistent data signal" in noisy["F7-E3"]["reason"]
+    assert all(f["kind"] in F.KINDS for f in exact.values())

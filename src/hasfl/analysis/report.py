@@ -478,13 +478,19 @@ def _num(v: Any, digits: int = 3) -> str:
     return "--" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def _kind_tag(f: Mapping[str, Any]) -> str:
+    """`` [extension]``, `` [pipeline check]``, `` [oracle]`` after a finding's claim; nothing for a paper claim."""
+    kind = f.get("kind") or ("extension" if f.get("extension") else "paper claim")
+    return "" if kind == "paper claim" else f" [{kind}]"
+
+
 def _findings_summary(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per finding: its claim, scope, test, margin and verdict."""
     rows = []
     for f in findings:
         margin = "--" if f.get("margin") is None else f"{_num(f['margin'])} (`{f['margin_key']}`)"
         rows.append({"ID": f["id"], "Verdict": f"**{f['verdict']}**", "Claim": f["claim"], "Source": f["source"]
-                     + (" [extension]" if f.get("extension") else ""), "Scope": f["scope"], "Test": f["test"],
+                     + _kind_tag(f), "Scope": f["scope"], "Test": f["test"],
                      "Margin": margin, "Units": f["n_units"]})
     return pd.DataFrame.from_records(rows)
 
@@ -753,7 +759,9 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "absence of difference is rejected), **inconclusive** otherwise -- absence of evidence is not read as "
                f"equivalence. MDE: the minimum detectable effect at {_num(power)} power for the seeds / runs at hand "
                "(its meaning per finding is in `findings.json`, `mde_meaning`). Margins: config block `analysis`, "
-               "defaults justified in docs/decisions.md.\n\n")
+               "defaults justified in docs/decisions.md. A claim tagged [extension] is this project's own question, "
+               "[pipeline check] one whose outcome follows from the construction (it checks the code, not the method), "
+               "[oracle] an allocation by the true label histogram.\n\n")
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
     out.append(md_table(_findings_summary(items)))
     units = _findings_units(items, _floor_rows(tables))

@@ -34,6 +34,11 @@ TABLES = ("table3_allocation", "table4_coverage", "table5_confound", "table6_ful
 FIGURES = (("fig6_frontier", None), ("fig3_convergence_allocation", None),
            ("fig9_estimators", "fig5_final_allocation"))
 WIDTH_PX = 800
+#: What the tag after a finding's id means (findings.json, field ``kind``).
+KIND_LEGEND = ("A finding without a tag tests a claim of the paper; *(extension)*: this project's own question; "
+               "*(pipeline check)*: the outcome follows from the construction (Proposition 3 on saved states, an "
+               "estimate equal to TV without noise), so it checks the code, not the method; *(oracle)*: allocation "
+               "by the true label histogram, an upper bound on what any estimate could give.")
 
 
 class ResultsPageError(HasflError, ValueError):
@@ -89,7 +94,8 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for f in findings:
         units = f.get("n_per_unit") or {}
-        lines.append(f"| {f['id']}{' (extension)' if f.get('extension') else ''} | {f.get('claim', '')} | "
+        kind = f.get("kind") or ("extension" if f.get("extension") else "paper claim")
+        lines.append(f"| {f['id']}{'' if kind == 'paper claim' else f' ({kind})'} | {f.get('claim', '')} | "
                      f"**{f['verdict']}** | {_measured(f.get('units') or [])} | {f.get('statistic', '')} | "
                      f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
                      f"{_per_unit(f.get('mde'))} |")
@@ -175,7 +181,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
                 "numbers are copied from the sections below." if notes else ""), ""]
     if notes:
         lines += [notes.strip(), ""]
-    lines += ["## Findings", "", *_findings_table(findings["findings"]), ""]
+    lines += ["## Findings", "", KIND_LEGEND, "", *_findings_table(findings["findings"]), ""]
     lines += ["## Tables", ""]
     for table in TABLES:
         md = results / "tables" / f"{table}.md"
