@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats as sps
+from scipy.integrate import quad
 from scipy.optimize import brentq
 
 __all__ = [
@@ -344,7 +345,16 @@ def t_mde(n: int, sd: float, alpha: float, power: float, *, two_sided: bool = Fa
 
     def shortfall(d: float) -> float:  # power at a standardised mean d, minus the power asked for
         ncp = d * math.sqrt(n)
-        p = float(sps.nct.sf(crit, df, ncp)) + (float(sps.nct.cdf(-crit, df, ncp)) if two_sided else 0.0)
+
+        # scipy's nct returns NaN in parts of this range: at df = 1 for the upper tail (then, with
+        # T = (Z + ncp) / sqrt(V / df) and V ~ chi2(df), the normal tail is integrated over V), and for
+        # the far lower tail (then it is below any float that matters: 0)
+        upper = float(sps.nct.sf(crit, df, ncp))
+        if not math.isfinite(upper):
+            upper = float(quad(lambda v: float(sps.norm.sf(crit * math.sqrt(v / df) - ncp))
+                               * float(sps.chi2.pdf(v, df)), 0.0, math.inf, limit=200)[0])
+        lower = float(sps.nct.cdf(-crit, df, ncp)) if two_sided else 0.0
+        p = upper + (lower if math.isfinite(lower) else 0.0)
         return p - power
 
     hi = 1.0
