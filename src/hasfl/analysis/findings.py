@@ -112,6 +112,7 @@ __all__ = [
     "alpha_of",
     "combine",
     "evaluate_findings",
+    "finding_kind",
     "findings_frame",
 ]
 
@@ -123,6 +124,11 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
 #: equals TV without noise); an oracle test (allocation by the true label histogram).
 PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE = "paper claim", "extension", "pipeline check", "oracle"
 KINDS = (PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE)
+
+
+def finding_kind(finding: Mapping[str, Any]) -> str:
+    """A finding's kind; findings.json written before kinds existed has only the ``extension`` flag."""
+    return str(finding.get("kind") or (EXTENSION if finding.get("extension") else PAPER_CLAIM))
 
 F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
 F2A, F2A_SPREAD, F2B, F2C = "F2a", "F2a-spread", "F2b", "F2c"

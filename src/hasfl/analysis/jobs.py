@@ -457,6 +457,7 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
 
     specs = preset_models(manifests, models)
     stage = group_data_files(data_tables)
+    capable: dict[tuple[str, int], list[Any]] = {}  # the static mode's batches, one list per dataset x seed
     families: dict[str, Any] = {}
     bundles: dict[str, Any] = {}
     rows = []
@@ -479,13 +480,16 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
         for mode in bns.modes_of(run_mode):
             acc = math.nan
             if state is not None and mode == bns.STATIC:
-                tables = stage.get((dataset, int(seed)), {})
-                if not {"partition.parquet", "clients.parquet"} <= set(tables):
-                    raise ValueError(f"bn_sensitivity: the static mode of {dataset}/{method}/seed{seed} needs the "
-                                     "data stage's partition.parquet and clients.parquet among the inputs")
-                batches = bns.capable_batches(bundles[dataset], pd.read_parquet(tables["partition.parquet"]),
-                                              pd.read_parquet(tables["clients.parquet"]), 1.0,
-                                              int(dataset_params[dataset]["optim"]["batch_size"]))
+                key = (dataset, int(seed))
+                if key not in capable:
+                    tables = stage.get(key, {})
+                    if not {"partition.parquet", "clients.parquet"} <= set(tables):
+                        raise ValueError(f"bn_sensitivity: the static mode of {dataset}/{method}/seed{seed} needs "
+                                         "the data stage's partition.parquet and clients.parquet among the inputs")
+                    capable[key] = bns.capable_batches(bundles[dataset], pd.read_parquet(tables["partition.parquet"]),
+                                                       pd.read_parquet(tables["clients.parquet"]), 1.0,
+                                                       int(dataset_params[dataset]["optim"]["batch_size"]))
+                batches = capable[key]
                 if batches:
                     net = bns.static_statistics(model_at(families[dataset], 1.0, state, run_mode), batches)
                     acc = 100.0 * evaluate_accuracy(net, bundles[dataset], 512)
@@ -502,7 +506,7 @@ def job_bn_sensitivity(run_files: Sequence[PathLike], manifests: Sequence[PathLi
     write_parquet(df, out_parquet)
     write_parquet(verdicts, out_findings)
     root = results_root(out_parquet)
-    sources = _source_list([*run_files, *manifests, *table_paths.values()], root)
+    sources = _source_list([*run_files, *manifests, *data_tables, *table_paths.values()], root)
     _write_text(out_md, "# Batch-norm sensitivity\n\n" + bns.markdown(df, verdicts)
                 + "\n## Read from\n\n" + "\n".join(f"- `{s}`" for s in sources) + "\n")
     return df

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hasfl.analysis.floors import floor_phrase, is_missing
+from hasfl.analysis.findings import PAPER_CLAIM, finding_kind
 from hasfl.analysis.specs import (
     BN_FINDINGS_TABLE,
     BN_TABLE,
@@ -480,8 +481,8 @@ def _num(v: Any, digits: int = 3) -> str:
 
 def _kind_tag(f: Mapping[str, Any]) -> str:
     """`` [extension]``, `` [pipeline check]``, `` [oracle]`` after a finding's claim; nothing for a paper claim."""
-    kind = f.get("kind") or ("extension" if f.get("extension") else "paper claim")
-    return "" if kind == "paper claim" else f" [{kind}]"
+    kind = finding_kind(f)
+    return "" if kind == PAPER_CLAIM else f" [{kind}]"
 
 
 def _findings_summary(findings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

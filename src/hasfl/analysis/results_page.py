@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hasfl.analysis.findings import PAPER_CLAIM, finding_kind
 from hasfl.analysis.manifest import verify_analysis
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
@@ -94,8 +95,8 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for f in findings:
         units = f.get("n_per_unit") or {}
-        kind = f.get("kind") or ("extension" if f.get("extension") else "paper claim")
-        lines.append(f"| {f['id']}{'' if kind == 'paper claim' else f' ({kind})'} | {f.get('claim', '')} | "
+        kind = finding_kind(f)
+        lines.append(f"| {f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'} | {f.get('claim', '')} | "
                      f"**{f['verdict']}** | {_measured(f.get('units') or [])} | {f.get('statistic', '')} | "
                      f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
                      f"{_per_unit(f.get('mde'))} |")
