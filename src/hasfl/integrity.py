@@ -35,7 +35,7 @@ __all__ = [
     "TRAINING_CODE",
     "IntegrityError",
     "ResultsLock",
-    "code_digest",
+    "method_module",
     "read_manifest",
     "run_identity",
     "training_code_digest",
@@ -46,8 +46,12 @@ __all__ = [
 
 MANIFEST = "manifest.json"
 PACKAGE = Path(__file__).resolve().parent
-#: The library code a training run's bytes depend on (relative to the ``hasfl`` package).
-TRAINING_CODE: tuple[str, ...] = ("data", "models", "fl", "io.py", "registry.py")
+#: The engine code every training run's bytes depend on (relative to the ``hasfl`` package): the
+#: loaders, the models and the federated engine, without the method modules of
+#: :data:`METHOD_PACKAGE` (each run adds only its own method's module).
+TRAINING_CODE: tuple[str, ...] = ("data", "models", "fl", "io.py")
+#: The package of one module per method (:mod:`hasfl.fl.methods`); its ``__init__.py`` is engine code.
+METHOD_PACKAGE = "fl/methods"
 #: Run-folder files that are not part of the result (wall times) and not checksummed.
 UNCHECKED = ("timings.json",)
 
@@ -56,21 +60,63 @@ class IntegrityError(InputFileError):
     """A result file differs from its manifest, or a run belongs to another configuration."""
 
 
-def code_digest(root: Path, paths: Iterable[str]) -> str:
-    """sha256 over the relative names and contents of the ``*.py`` files under ``root/paths``."""
+def _module_file(module: str, root: Path) -> Path:
+    """The source file of ``module`` without importing it (a module of the package at ``root``), else via
+    importlib."""
+    parts = module.split(".")
+    if parts[0] == root.name:
+        base = root.joinpath(*parts[1:])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find the source of module '{module}' (a method's builder)")
+    return Path(spec.origin)
+
+
+def method_module(method: str, root: Path = PACKAGE) -> Path:
+    """The source file of ``method``'s builder (:attr:`hasfl.registry.MethodInfo.build`) in the package
+    at ``root``."""
+    from hasfl.registry import METHODS
+
+    if method not in METHODS:
+        raise ValueError(f"unknown method '{method}'; expected one of {', '.join(METHODS)}")
+    return _module_file(METHODS[method].training_fields()["build"].partition(":")[0], root)
+
+
+def training_code_digest(method: str, dataset: str, root: Path = PACKAGE) -> str:
+    """The training-code identity of a run of ``method`` on ``dataset``: the engine code
+    (:data:`TRAINING_CODE` without the other methods' modules), the method's own module and the
+    registry's facts its bytes depend on (its method and dataset entries, precisions, file names).
+
+    Adding a method, or editing one method's module or label, changes no other method's digest.
+    ``root``: the ``hasfl`` package folder whose files are read (the installed one by default; the
+    Snakefile passes its own checkout's).
+    """
+    from hasfl.registry import DATASETS, DATA_FILES, METHODS, PRECISIONS, RUN_FILES
+
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset '{dataset}'; expected one of {', '.join(DATASETS)}")
+    methods_dir = root / METHOD_PACKAGE
+    own = method_module(method, root)
     h = hashlib.sha256()
-    for rel in paths:
+    for rel in TRAINING_CODE:
         target = root / rel
         files = [target] if target.is_file() else sorted(target.rglob("*.py"))
         for f in files:
+            if f.parent == methods_dir and f.name != "__init__.py":
+                continue  # another method's module (its own is added below)
             h.update(f.relative_to(root).as_posix().encode())
             h.update(f.read_bytes())
+    h.update(own.name.encode())
+    h.update(own.read_bytes())
+    facts = {"method": METHODS[method].training_fields(), "dataset": DATASETS[dataset].training_fields(),
+             "precisions": list(PRECISIONS), "run_files": list(RUN_FILES), "data_files": list(DATA_FILES)}
+    h.update(json.dumps(facts, sort_keys=True).encode())
     return h.hexdigest()
-
-
-def training_code_digest() -> str:
-    """The digest of the installed training code (:data:`TRAINING_CODE`)."""
-    return code_digest(PACKAGE, TRAINING_CODE)
 
 
 def run_identity(run_cfg: Mapping[str, Any], inputs: Mapping[str, str], *, data_digest: str, code: str,
@@ -211,8 +257,8 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
     """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its
     manifest, was trained with the config slice the preset expects (``expected``: folder ->
     run_config) and with the installed training code. Writes ``out_json`` (folder -> identity)."""
-    code = training_code_digest()
     expected = {Path(k).as_posix(): v for k, v in expected.items()}
+    codes: dict[tuple[str, str], str] = {}
     identities = {}
     for folder in map(Path, run_dirs):
         manifest = verify_folder(folder)
@@ -226,6 +272,8 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
                 f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
                 f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
                 f"folder to train it again with the preset's configuration")
+        key = (str(want["method"]), str(want["dataset"]))
+        code = codes.setdefault(key, training_code_digest(*key))
         if identity.get("code") != code:
             raise IntegrityError(
                 f"run folder '{folder}' was trained by other training code than the installed one (code digest "

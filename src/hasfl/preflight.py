@@ -33,6 +33,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hasfl.registry import DATASETS, METHODS
+
 __all__ = ["estimate", "forward_macs", "hardware", "render", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
@@ -41,17 +43,6 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
 #: 1 thread, measured 2026-11-30 with hasfl.bench.calibrate under load (conservative).
 FALLBACK = {"device": "cpu", "device_name": "reference 2-core VM", "threads": 1, "step_overhead_s": 0.0033,
             "cnn_gmacs": 7.4, "lstm_gmacs": 6.1, "lstm_timestep_s": 0.0, "source": "fallback"}
-#: Facts of each dataset before it is loaded (data-stage manifests replace them once they exist):
-#: input shape, classes, train and test sizes at paper scale.
-DATASET_FACTS: dict[str, dict[str, Any]] = {
-    "cifar10": {"shape": (3, 32, 32), "classes": 10, "train": 50_000, "test": 10_000},
-    "emnist": {"shape": (1, 28, 28), "classes": 62, "train": 697_932, "test": 116_323},
-    "fashion_mnist": {"shape": (1, 28, 28), "classes": 10, "train": 60_000, "test": 10_000},
-    "digits": {"shape": (1, 8, 8), "classes": 10, "train": 1_797, "test": 0},
-    "shakespeare": {"shape": (80,), "classes": 96, "train": 522_058, "test": 129_322},
-}
-
-
 def _width(p: float, size: int) -> int:
     """Algorithm 2's ceil(p C) (as hasfl.models.slicing.width)."""
     return max(1, math.ceil(p * size - 1e-9))
@@ -83,13 +74,14 @@ def _facts(dataset: str, params: Mapping[str, Any], manifest: Mapping[str, Any] 
         s = manifest["summary"]
         return {"shape": tuple(s["input_shape"]), "classes": s["classes"], "train": s["train_size"],
                 "test": s["test_size"]}
-    f = dict(DATASET_FACTS[dataset])
+    facts = DATASETS[dataset].facts
+    f: dict[str, Any] = {"shape": facts.shape, "classes": facts.classes, "train": facts.train, "test": facts.test}
     if params.get("train_per_class"):  # a class-balanced subsample (fashion_mnist)
         f["train"] = min(f["train"], int(params["train_per_class"]) * int(f["classes"]))
-    if dataset == "digits":
+    if f["test"] == 0 and "test_fraction" in params:  # the test set is split off the training set (digits)
         f["test"] = round(f["train"] * params["test_fraction"])
         f["train"] -= f["test"]
-    if dataset == "shakespeare":
+    if "seq_len" in params:  # character windows of natural clients (shakespeare)
         seq, frac, cap = int(params["seq_len"]), float(params["train_fraction"]), params["max_chars_per_role"]
         f["shape"] = (seq,)
         if cap is not None:  # 20 roles (top_roles) cut to cap characters, windows of seq characters
@@ -100,21 +92,21 @@ def _facts(dataset: str, params: Mapping[str, Any], manifest: Mapping[str, Any] 
 
 
 def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]) -> list[tuple[float, float]]:
-    """(allocated, trained) width per client, roughly, for the cost estimate."""
-    top = max(pmax)
+    """(allocated, trained) width per client, roughly, for the cost estimate: the method's registry
+    rule (:data:`hasfl.registry.COST_RULES`)."""
+    rule = METHODS[method].cost
+    if rule == "full":
+        return [(1.0, 1.0)] * len(pmax)
+    if rule == "capacity":
+        return [(p, p) for p in pmax]
+    if rule == "fixed":
+        u = config["method_params"][method]["p"]
+        return [(min(u, p), min(u, p)) for p in pmax]
     h = config["hasfl"]
     eq6 = [min(p, h["p_min"] + h["gamma"]) for p in pmax]
-    if method in ("fedavg", "scaffold", "fedprox"):
-        return [(1.0, 1.0)] * len(pmax)
-    if method == "heterofl":
-        return [(p, p) for p in pmax]
-    if method == "uniform":
-        u = config["method_params"]["uniform"]["p"]
-        return [(min(u, p), min(u, p)) for p in pmax]
-    if method == "fjord":  # trains pmax, plus the student's forward pass (counted as a step at p)
-        return [(p, p) for p in pmax]
-    if method == "hasfl_nocov":
+    if rule == "allocation_rule":
         return [(q, q) for q in eq6]
+    top = max(pmax)  # allocation_rule_covered: the coverage guarantee keeps the top tier at full width
     return [(p if p == top else q, p if p == top else q) for p, q in zip(pmax, eq6, strict=True)]
 
 
@@ -147,8 +139,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
         for m in config["methods"]:
             widths = _method_widths(m, config, pmax)
             macs = sum(forward_macs(model, facts["shape"], facts["classes"], q) for _, q in widths) / len(widths)
-            if m == "fjord":
-                macs *= 1.5  # the distilled student's pass
+            macs *= METHODS[m].cost_factor  # FjORD: the distilled student's pass
             step_s = float(rates["step_overhead_s"]) + optim["batch_size"] * 3.0 * macs / rate
             if model["arch"] == "lstm":  # the recurrence's per-character cost, each layer
                 step_s += float(rates.get("lstm_timestep_s", 0.0)) * facts["shape"][0] * int(model["layers"])

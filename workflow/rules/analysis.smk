@@ -181,7 +181,11 @@ rule verify_runs:
     log:
         f"{RESULTS}/logs/analysis/verify_runs.log",
     params:
-        code=SRC_TRAIN,
+        code={
+            f"{d}/{m}": train_code(m, d)
+            for d in config["datasets"]
+            for m in config["methods"]
+        },
         expected={
             f"{RESULTS}/runs/{d}/{m}/seed{s}": run_config(config, d, m, int(s))
             for d in config["datasets"]

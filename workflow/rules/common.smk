@@ -5,6 +5,7 @@
 from pathlib import Path
 
 from hasfl.config import data_config, run_config
+from hasfl.integrity import training_code_digest
 from hasfl.registry import (
     DATA_FILES,
     DATASETS,
@@ -15,6 +16,7 @@ from hasfl.registry import (
 )
 
 import hashlib
+import json
 
 RESULTS = f"{config['results_dir']}/{config['name']}"
 DATA_DIR = config["data_dir"]
@@ -92,21 +94,37 @@ ANALYSIS_SCRIPTS = [
         "report",
     )
 ]
-SRC_DATA = source_digest(
-    "src/hasfl/data",
-    "src/hasfl/io.py",
-    "src/hasfl/registry.py",
-    "workflow/scripts/data_stage.py",
-)
+# The data stage: the loaders and partitioner and the registry's dataset facts (not its method list:
+# adding a method refetches and repartitions nothing).
+SRC_DATA = hashlib.sha256(
+    (
+        source_digest(
+            "src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py"
+        )
+        + json.dumps(
+            {
+                "datasets": {d: i.training_fields() for d, i in DATASETS.items()},
+                "data_files": list(DATA_FILES),
+            },
+            sort_keys=True,
+        )
+    ).encode()
+).hexdigest()
 SRC_ANALYSIS = source_digest(
-    "src/hasfl/analysis", "src/hasfl/models", "src/hasfl/io.py", *ANALYSIS_SCRIPTS
-)
-SRC_TRAIN = source_digest(
-    "src/hasfl/data",
+    "src/hasfl/analysis",
     "src/hasfl/models",
-    "src/hasfl/fl",
     "src/hasfl/io.py",
     "src/hasfl/registry.py",
-    "src/hasfl/integrity.py",
-    "workflow/scripts/train.py",
+    *ANALYSIS_SCRIPTS,
 )
+TRAIN_GLUE = source_digest("src/hasfl/integrity.py", "workflow/scripts/train.py")
+
+
+def train_code(method, dataset):
+    """The training code a run of ``method`` on ``dataset`` depends on: the engine, its own method's
+    module and its registry entries (hasfl.integrity.training_code_digest, read from this checkout),
+    plus the glue. Adding or editing another method changes nothing here."""
+    engine = training_code_digest(
+        method, dataset, Path(workflow.basedir) / "src" / "hasfl"
+    )
+    return hashlib.sha256((engine + TRAIN_GLUE).encode()).hexdigest()

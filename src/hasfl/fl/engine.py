@@ -7,7 +7,9 @@ coordinate-wise (lines 17-18), apply the update (line 19), and at adaptation rou
 estimate heterogeneity (Eq. 4, line 22), smooth it (Eq. 5, line 23) and let the policy
 re-allocate widths (Eq. 6 and the coverage guarantee, lines 25-29); every T_norm rounds
 the estimates are normalised (Section 3.2). The estimate is computed for every method as
-a diagnostic; only HAS-FL's policy acts on it.
+a diagnostic; only HAS-FL's policy acts on it. Batch-norm running statistics are kept per
+channel count (:mod:`hasfl.fl.bn_stats`, FjORD's per-width BN): a client starts from its
+width's set and each set moves by the clients that trained at that width.
 
 How the run computes (device, precision, sub-model buffers, evaluation, timing) is in
 :mod:`hasfl.fl.runtime`; the record and the run files in :mod:`hasfl.fl.records`;
@@ -159,7 +161,8 @@ def run_federation(
 
             record.round_trained(participants, widths, trained,
                                  probe_gmacs=costs(probe.width).macs * probe.samples / 1e9 if adapting else 0.0)
-            record.warmup_done(t, {**w, **bn.entries()})
+            if t == record.t0:
+                record.warmup_done(t, {**w, **bn.entries()})
             if not finite:
                 record.diverged(t + 1)
             if (t + 1) % int(fed["eval_every"]) == 0 or t == rounds - 1 or not finite:

