@@ -426,20 +426,33 @@ def synthetic_results(tmp_path):
 
 
 def test_figures_are_written_and_deterministic(synthetic_results):
-    from hasfl.analysis.specs import FIGURES
+    import importlib
+
+    from hasfl.analysis.estimators import POOLED_COLUMNS
+    from hasfl.analysis.specs import FIGURES, TABLE8
 
     root, seeds = synthetic_results
     params = {"datasets": ["digits"], "methods": list(FIGURES["fig6_frontier"].methods), "seeds": seeds,
               "p_min": 0.4, "gamma": 0.25}
     data_clients = [str(root / f"data/digits/seed{s}/clients.parquet") for s in seeds]
+    # the tables Figures 6 and 9 quote: the method tables' per-seed rows, and a Table 8 without rows
+    # (these runs predate the estimators E1-E3, so their panels say "not recorded")
+    t = root / "tables"
+    all_runs = run_paths(root, "digits", FIGURES["fig6_frontier"].methods, seeds)
+    for name in METHOD_TABLES:
+        jobs.job_method_table(name, all_runs, ["digits"], params["methods"], seeds, t / f"{name}.parquet",
+                              t / f"{name}_seeds.parquet", t / f"{name}.md")
+    write_parquet(pd.DataFrame(columns=POOLED_COLUMNS), t / f"{TABLE8}.parquet")
     for slug, spec in FIGURES.items():
+        needs = importlib.import_module(f"hasfl.analysis.figures.{slug}").TABLES
+        tabs = {name: t / f"{name}.parquet" for name in needs}
         runs = run_paths(root, "digits", spec.methods, seeds, spec.run_files) if spec.run_files else []
         png, pdf = root / "figures" / f"{slug}.png", root / "figures" / f"{slug}.pdf"
-        jobs.job_figure(slug, runs, data_clients if spec.data_clients else [], params, png, pdf)
+        jobs.job_figure(slug, runs, data_clients if spec.data_clients else [], params, png, pdf, tables=tabs)
         assert png.stat().st_size > 5000 and pdf.read_bytes()[:5] == b"%PDF-"
         if slug in ("fig2_allocation_rule", "fig6_frontier"):
             first = (png.read_bytes(), pdf.read_bytes())
-            jobs.job_figure(slug, runs, [], params, png, pdf)
+            jobs.job_figure(slug, [], [], params, png, pdf, tables=tabs)  # neither reads a run file
             assert (png.read_bytes(), pdf.read_bytes()) == first
     # a dataset without runs gives a "not run" panel instead of an error
     jobs.job_figure("fig3_convergence_allocation", [], [], dict(params, datasets=["digits", "cifar10"]),

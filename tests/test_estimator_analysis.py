@@ -312,18 +312,23 @@ def test_estimator_findings_need_both_tables_and_are_optional_together():
 
 
 def test_figure9_titles_are_table8s_numbers_and_missing_estimates_are_said(results):
-    from hasfl.analysis import figures as Fg
+    from hasfl.analysis.figures import fig9_estimators as F9
 
     root, data, runs, man = results
     pooled, _ = table8_of(root, data, runs, man)
+    assert F9.TABLES == (TABLE8,)
+    t8 = {TABLE8: root / "tables" / f"{TABLE8}.parquet"}  # the figure quotes Table 8, it does not recompute it
     hasfl = [r for r in runs if "/hasfl/" in r and r.endswith(("clients.parquet", "run.json"))]
     png, pdf = root / "fig9.png", root / "fig9.pdf"
     jobs.job_figure(ESTIMATOR_FIGURE, hasfl, [d for d in data if d.endswith("clients.parquet")],
-                    {"datasets": ["digits", "cifar10"], "seeds": SEEDS, "ci_level": 0.95}, png, pdf)
+                    {"datasets": ["digits", "cifar10"], "seeds": SEEDS, "ci_level": 0.95}, png, pdf, tables=t8)
     assert png.stat().st_size > 20000 and pdf.read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ValueError, match=TABLE8):  # without Table 8 the figure says what it lacks
+        jobs.job_figure(ESTIMATOR_FIGURE, hasfl, [d for d in data if d.endswith("clients.parquet")],
+                        {"datasets": ["digits"], "seeds": SEEDS}, png, pdf)
     # the same pooled numbers as Table 8, in the panel titles
     captured = {}
-    real = Fg.fig9_estimators
+    real = F9.figure
 
     def spy(points, datasets, stats_=None, **kw):
         fig = real(points, datasets, stats_, **kw)
@@ -331,12 +336,12 @@ def test_figure9_titles_are_table8s_numbers_and_missing_estimates_are_said(resul
         captured["texts"] = [t.get_text() for ax in fig.axes for t in ax.texts]
         return fig
 
-    Fg.fig9_estimators = spy
+    F9.figure = spy
     try:
         jobs.job_figure(ESTIMATOR_FIGURE, hasfl, [d for d in data if d.endswith("clients.parquet")],
-                        {"datasets": ["digits", "cifar10"], "seeds": SEEDS}, png, pdf)
+                        {"datasets": ["digits", "cifar10"], "seeds": SEEDS}, png, pdf, tables=t8)
     finally:
-        Fg.fig9_estimators = real
+        F9.figure = real
     p = pooled.set_index(["method", "estimator"]).loc[("hasfl", "E0")]
     assert f"r(E, pmax) {p['r_e_pmax']:+.2f} [{p['r_e_pmax_low']:+.2f}, {p['r_e_pmax_high']:+.2f}]" \
         in captured["titles"][0]
@@ -345,11 +350,11 @@ def test_figure9_titles_are_table8s_numbers_and_missing_estimates_are_said(resul
     for s in SEEDS:
         f = root / f"runs/digits/hasfl/seed{s}/clients.parquet"
         write_parquet(pd.read_parquet(f).drop(columns=["est_probe_final"]), f)
-    fig = Fg.fig9_estimators(E.figure_points({(d, s): pd.read_parquet(root / f"data/{d}/seed{s}/clients.parquet")
-                                              for d, s in [("digits", s) for s in SEEDS]},
-                                             {("digits", s): pd.read_parquet(root / f"runs/digits/hasfl/seed{s}/"
-                                                                                    "clients.parquet")
-                                              for s in SEEDS}), ["digits"])
+    fig = F9.figure(E.figure_points({(d, s): pd.read_parquet(root / f"data/{d}/seed{s}/clients.parquet")
+                                     for d, s in [("digits", s) for s in SEEDS]},
+                                    {("digits", s): pd.read_parquet(root / f"runs/digits/hasfl/seed{s}/"
+                                                                           "clients.parquet")
+                                     for s in SEEDS}), ["digits"])
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert any("est_probe_final" in t for t in texts)
 

@@ -17,7 +17,7 @@ import pytest
 
 from hasfl.analysis import findings as F
 from hasfl.analysis import stats
-from hasfl.analysis.specs import DEFAULT_THRESHOLDS, STALE_TABLE, resolve_thresholds
+from hasfl.analysis.specs import DEFAULT_THRESHOLDS, resolve_thresholds
 
 SEEDS = (42, 43, 44)
 S, C, I = F.SUPPORTED, F.CONTRADICTED, F.INCONCLUSIVE
@@ -74,7 +74,7 @@ def base_tables() -> dict[str, pd.DataFrame]:
             "capped_after_t0": p < 1, "n_stale": n, "n_stale_changed": 0, "max_abs_change_stale": 0.0}
            for m, p, n in (("uniform", 0.5, 100), ("hasfl_nocov", 0.75, 40), ("hasfl", 1.0, 0))]
     return {F.T5: frame(t5_rows), F.T3S: frame(t3s), F.T4S: frame(t4s), F.T6S: frame(t6s), F.T7S: frame(t7s),
-            F.MBS: frame(mbs), F.P3: frame(p3), STALE_TABLE: frame(t4b)}
+            F.MBS: frame(mbs), F.P3: frame(p3), F.T4B: frame(t4b)}
 
 
 DATASETS = ["cifar10", "shakespeare"]
@@ -325,9 +325,9 @@ def test_f5_supported_checks_uniform_from_init_and_nocov_from_t0():
 
 def test_f5_contradicted_by_a_moved_stale_coordinate():
     t = dict(base_tables())
-    t4b = t[STALE_TABLE].copy()
+    t4b = t[F.T4B].copy()
     t4b.loc[t4b["method"] == "hasfl_nocov", ["n_stale_changed", "max_abs_change_stale"]] = [3, 0.25]
-    t[STALE_TABLE] = t4b
+    t[F.T4B] = t4b
     f = evaluate(t)[F.F5]
     assert f["verdict"] == C and "3 of 40 coordinates moved" in unit(f, "cifar10/hasfl_nocov/seed42")["reason"]
 
@@ -335,7 +335,7 @@ def test_f5_contradicted_by_a_moved_stale_coordinate():
 def test_f5_inconclusive_without_a_capped_run():
     t = dict(base_tables())
     t[F.P3] = t[F.P3].assign(capped=False)
-    t[STALE_TABLE] = t[STALE_TABLE].assign(capped_after_t0=False)
+    t[F.T4B] = t[F.T4B].assign(capped_after_t0=False)
     f = evaluate(t)[F.F5]
     assert f["verdict"] == I and f["n_units"] == 0 and f["reason"].startswith("not run")
 
@@ -351,8 +351,8 @@ def test_f6(r, verdict):
 
 def test_missing_tables_and_bad_margins_are_named():
     t = base_tables()
-    del t[STALE_TABLE]
-    with pytest.raises(ValueError, match=STALE_TABLE):
+    del t[F.T4B]
+    with pytest.raises(ValueError, match=F.T4B):
         evaluate(t)
     with pytest.raises(ValueError, match="analysis.power"):
         resolve_thresholds({"power": float("nan")})
@@ -497,3 +497,15 @@ def test_t_mde_has_the_power_it_claims(two_sided, n):
     crit = sps.t.ppf(0.975 if two_sided else 0.95, n - 1)
     power = float(np.mean(np.abs(t) > crit if two_sided else t > crit))
     assert power == pytest.approx(0.8, abs=0.004)
+
+
+def test_the_tables_findings_read_are_registry_tables() -> None:
+    """The DAG gives findings.json (and the batch-norm sensitivity) exactly the tables the finding modules
+    declare, and each is a table of the artifact registry or its per-run companion."""
+    from hasfl.analysis.artifacts import FINDING_TABLES, TABLES
+
+    declared = {t for spec in F.FINDINGS for t in spec.tables}
+    assert set(FINDING_TABLES) == declared == {*F.REQUIRED_TABLES, *F.ESTIMATOR_TABLES}
+    for name in FINDING_TABLES:
+        base = name.removesuffix("_seeds")
+        assert base in TABLES and (name == base or TABLES[base].seeds_file), name

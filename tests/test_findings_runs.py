@@ -16,6 +16,7 @@ import torch
 
 from hasfl.analysis import findings as F
 from hasfl.analysis import jobs, stale
+from hasfl.analysis.figures import fig6_frontier as F6
 from hasfl.analysis.specs import STALE_RUN_FILES, STALE_TABLE, resolve_thresholds
 from hasfl.data import load_dataset
 from hasfl.data.base import DatasetBundle
@@ -176,9 +177,13 @@ def test_method_tables_and_fig6_name_the_missing_cost_columns(tmp_path):
     with pytest.raises(ValueError, match="avg_p_trained"):
         jobs.job_method_table("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
                               tmp_path / "s.parquet", tmp_path / "t.md")
+    # Figure 6 reads the method tables' per-seed rows: one written before the costs as paid is named
+    old = tmp_path / "old_seeds.parquet"
+    write_parquet(pd.DataFrame({"dataset": ["digits"], "method": ["fjord"], "seed": [1], "status": ["completed"],
+                                "final_acc_pct": [50.0], "avg_p": [0.5]}), old)
     with pytest.raises(ValueError, match="avg_p_trained"):
-        jobs.job_figure("fig6_frontier", runs, [], {"datasets": ["digits"], "methods": ["fjord"], "seeds": [1]},
-                        tmp_path / "f.png", tmp_path / "f.pdf")
+        jobs.job_figure("fig6_frontier", [], [], {"datasets": ["digits"], "methods": ["fjord"], "seeds": [1]},
+                        tmp_path / "f.png", tmp_path / "f.pdf", tables={name: old for name in F6.TABLES})
     write_run(tmp_path, "fjord", p_all=1.0, p_after=1.0)
     p = tmp_path / "runs/digits/fjord/seed1/rounds.parquet"
     write_parquet(pd.read_parquet(p).drop(columns=["train_mmacs"]), p)

@@ -86,3 +86,19 @@ def test_quick_preset_prints_its_estimate(tmp_path) -> None:
     assert res.returncode == 0
     assert "hasfl pre-flight: preset 'quick'" in res.stderr and "54 training" in res.stderr
     assert "would not start" not in res.stderr
+
+
+def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config) -> None:
+    """A method's pre-flight cost comes from its registry entry's rule (a new one is not costed as HAS-FL)."""
+    from hasfl import preflight, registry
+
+    rates = dict(preflight.FALLBACK)
+    monkeypatch.setitem(registry.METHODS, "toy", registry.MethodInfo("hasfl.fl.methods.toy:toy", "Toy", "full"))
+    cfg = {**quick_config, "methods": ["hasfl", "heterofl", "fedavg", "toy"]}
+    est = preflight.estimate(cfg, 2, rates)
+    for d, methods in est["per_method_job_hours"].items():
+        assert methods["toy"] == methods["fedavg"] and methods["toy"] != methods["hasfl"], d
+    with pytest.raises(ValueError, match="MethodInfo.cost: unknown rule 'magic'"):
+        registry.MethodInfo("x:y", "X", "magic")
+    with pytest.raises(TypeError):
+        registry.MethodInfo("x:y", "X")  # the cost rule is required

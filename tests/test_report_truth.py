@@ -13,8 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hasfl.analysis import figures as F
 from hasfl.analysis import floors, jobs, report, tables
+from hasfl.analysis.figures import fig4_heterogeneity_allocation as F4
+from hasfl.analysis.figures import fig6_frontier as F6
+from hasfl.analysis.figures import reading as FR
+from hasfl.analysis.figures import trajectories as FT
+from hasfl.analysis.labels import method_marker
 from hasfl.analysis.specs import (
     FIGURES,
     FLOOR_TOL_PCT,
@@ -277,12 +281,12 @@ def test_trajectory_figures_label_the_floor_runs_and_draw_the_floors(runs):
     from hasfl.analysis.runs import group_run_files, load_run_metrics
 
     grouped = group_run_files(files)
-    traj = F.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in grouped.items()})
+    traj = FT.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in grouped.items()})
     lv = jobs.dataset_floors(manifests)
-    flags = jobs._floor_flags(floors.add_floor_flags(load_run_metrics(grouped), lv))
+    flags = FR.floor_flags(floors.add_floor_flags(load_run_metrics(grouped), lv))
     assert flags[("shakespeare", "scaffold")] == (3, 3) and flags[("shakespeare", "fedavg")] == (0, 3)
-    fig = F.trajectory_figure(traj, {}, ["shakespeare"], list(CURVES), "test_acc_pct", "Test accuracy (%)", "t",
-                              floors=lv, flags=flags, n_seeds=3)
+    fig = FT.trajectory_figure(traj, {}, ["shakespeare"], list(CURVES), "test_acc_pct", "Test accuracy (%)", "t",
+                               floors=lv, flags=flags, n_seeds=3)
     texts = _legend_texts(fig)
     assert "SCAFFOLD (at floor, 3 of 3 seeds)" in texts and "FedAvg" in texts
     assert any(t.startswith("majority-class rate (18.0%)") for t in texts)
@@ -301,11 +305,27 @@ def test_every_figure_job_runs_with_the_floors(runs, tmp_path):
     root, files, manifests = runs
     params = {"datasets": ["shakespeare"], "methods": list(CURVES), "seeds": SEEDS, "p_min": 0.4, "gamma": 0.25,
               "warmup": 1, "t_adapt": 1, "t_norm": 2}
+    t = tmp_path / "tables"
+    for name in METHOD_TABLES:  # Figure 6 reads the method tables' per-seed rows (flags and floors included)
+        jobs.job_method_table(name, files, ["shakespeare"], list(CURVES), SEEDS, t / f"{name}.parquet",
+                              t / f"{name}_seeds.parquet", t / f"{name}.md", manifests=manifests)
+    tabs = {name: t / f"{name}.parquet" for name in F6.TABLES}
     for slug in ("fig3_convergence_allocation", "fig6_frontier", "fig7_convergence_full_model", "fig8_test_loss"):
         sel = [f for f in files if any(f"/{m}/" in f for m in FIGURES[slug].methods)]
         png, pdf = tmp_path / f"{slug}.png", tmp_path / f"{slug}.pdf"
-        jobs.job_figure(slug, sel, [], params, png, pdf, manifests=manifests)
+        jobs.job_figure(slug, sel, [], params, png, pdf, manifests=manifests,
+                        tables=tabs if slug == "fig6_frontier" else None)
         assert png.stat().st_size > 5000
+    # the frontier's rows, flags and floors are the tables' own: hasfl (in every table) appears once per seed
+    rows = F6.frontier_runs({name: pd.read_parquet(path) for name, path in tabs.items()})
+    assert len(rows) == len(CURVES) * len(SEEDS) and not rows.duplicated(["dataset", "method", "seed"]).any()
+    assert FR.floor_flags(rows)[("shakespeare", "scaffold")] == (3, 3)
+    assert F6.table_floors(rows)["shakespeare"] == jobs.dataset_floors(manifests)["shakespeare"]
+    # two tables that disagree on a run they both list: the figure says which, it does not pick one
+    t6 = pd.read_parquet(tabs["table6_full_model_seeds"])
+    t6.loc[t6["method"] == "hasfl", "final_acc_pct"] += 1.0
+    with pytest.raises(ValueError, match="disagree on 'final_acc_pct' of run shakespeare/hasfl/seed1"):
+        F6.frontier_runs({**{n: pd.read_parquet(p) for n, p in tabs.items()}, "table6_full_model_seeds": t6})
 
 
 def test_fig6_hollow_markers_for_floor_methods_and_dodged_points():
@@ -317,13 +337,13 @@ def test_fig6_hollow_markers_for_floor_methods_and_dodged_points():
     lv = {"shakespeare": {"majority_pct": 18.0, "chance_pct": 1.0, "floor_tol_pct": 0.5}}
     # every SCAFFOLD seed at the floor, two of three FedProx seeds, no FedAvg seed
     flags = {("shakespeare", "scaffold"): (3, 3), ("shakespeare", "fedprox"): (2, 3), ("shakespeare", "fedavg"): (0, 3)}
-    fig = F.fig6_frontier(pd.DataFrame(rows), ["shakespeare"], ["fedavg", "scaffold", "fedprox"], floors=lv,
-                          flags=flags, n_seeds=3)
+    fig = F6.figure(pd.DataFrame(rows), ["shakespeare"], ["fedavg", "scaffold", "fedprox"], floors=lv, flags=flags,
+                    n_seeds=3)
     top = fig.axes[0]
+    mk = {m: method_marker(m) for m in ("fedavg", "scaffold", "fedprox")}
     pts = {line.get_marker(): (float(line.get_xdata()[0]), line.get_markerfacecolor(), line.get_fillstyle())
-           for line in top.get_lines() if line.get_marker() in F.METHOD_MARKERS.values() and len(line.get_xdata()) == 1}
+           for line in top.get_lines() if line.get_marker() in mk.values() and len(line.get_xdata()) == 1}
     assert len({round(x, 4) for x, _, _ in pts.values()}) == 3  # the three points at p = 1 no longer coincide
-    mk = F.METHOD_MARKERS
     assert pts[mk["scaffold"]][1] == "white"  # hollow: every seed at the floor
     assert pts[mk["fedprox"]][2] == "left"  # half-filled: some seeds
     assert pts[mk["fedavg"]][1] != "white" and pts[mk["fedavg"]][2] == "full"
@@ -336,7 +356,7 @@ def test_fig4_has_the_capacity_line_and_marks_warmup_and_adaptation_rounds():
     assert FIGURES["fig4_heterogeneity_allocation"].data_clients  # the mean capacity comes from the data stage
     traj = pd.DataFrame({"dataset": "d", "method": "hasfl", "seed": 1, "round": np.arange(1, 31),
                          "test_acc": 0.5, "test_loss": 1.0, "avg_p": 0.5, "mean_h_tilde": 1.0, "test_acc_pct": 50.0})
-    fig = F.fig4_heterogeneity_allocation(traj, {"d": 0.525}, ["d"], warmup=10, t_adapt=5, t_norm=20, n_seeds=1)
+    fig = F4.figure(traj, {"d": 0.525}, ["d"], warmup=10, t_adapt=5, t_norm=20, n_seeds=1)
     texts = _legend_texts(fig)
     assert any(t.startswith("mean capacity pmax over all clients (0.525)") for t in texts)
     assert any(t.startswith("warm-up (rounds 1-10)") for t in texts)
@@ -390,7 +410,8 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
 def test_no_issue_numbers_in_user_facing_analysis_text():
     """report.md, the table .md files and the figures are built from these sources; rule docstrings
     are what `snakemake --list` and the HTML report show."""
-    paths = [*sorted((REPO / "src/hasfl/analysis").glob("*.py")), REPO / "workflow/rules/analysis.smk",
+    paths = [*sorted((REPO / "src/hasfl/analysis").glob("*.py")),
+             *sorted((REPO / "src/hasfl/analysis/figures").glob("*.py")), REPO / "workflow/rules/analysis.smk",
              *sorted((REPO / "workflow/report").glob("*.rst"))]
     for p in paths:
         hits = re.findall(r".{0,30}\bissues? ?#?\d+.{0,10}", p.read_text(), re.I)

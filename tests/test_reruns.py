@@ -210,3 +210,91 @@ def test_the_finished_analysis_is_verified_and_an_edit_never_reaches_a_page(fini
         res = hasfl(*cmd)
         assert res.returncode == 2 and f"analysis file '{table}' was modified" in res.stderr, res.stderr
     assert not (tmp_path / "edited.md").exists()
+
+
+_TOY_METHOD = '''"""A toy method (tests): every client at min(0.75, pmax)."""
+
+from __future__ import annotations
+
+from hasfl.fl.methods import Method, MethodContext, local_sgd
+from hasfl.fl.policies import UniformPolicy
+
+
+def toy(ctx: MethodContext) -> Method:
+    return Method(UniformPolicy(ctx.pmax, 0.75), local_sgd(ctx))
+'''
+_TOY_ENTRY = ('\nMETHODS["toy"] = MethodInfo("hasfl.fl.methods.toy:toy", "Toy method", "capacity", color="#000000", '
+              'marker="*", shown_in=("table3_allocation", "table6_full_model", "fig6_frontier"))\n')
+_TOY_TABLE = '''"""A toy table (tests): how many rows Table 3 has per method."""
+
+from __future__ import annotations
+
+from hasfl.analysis.markdown import write_text
+from hasfl.analysis.tables.base import table_markdown
+from hasfl.io import write_parquet
+
+
+def compute(inputs, outputs, params):
+    import pandas as pd
+
+    t3 = pd.read_parquet(inputs["table3_allocation"][0])
+    df = t3.groupby("method", sort=False).size().rename("rows").reset_index()
+    write_parquet(df, outputs["parquet"])
+    write_text(outputs["md"], table_markdown("toy_rows", df))
+'''
+_TOY_TABLE_ENTRY = ('    _table("toy_rows", "hasfl.analysis.tables.toy_rows:compute", title="Toy -- rows of Table 3 per '
+                    'method", note="A test table.", tables=("table3_allocation",), label="Toy"),\n')
+
+
+def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finished, snakemake, tmp_path):
+    """Issue 24: a new method (one module under hasfl.fl.methods + one registry entry) trains only its own
+    runs -- no finished run of another method is scheduled -- and appears in the tables and figure its
+    entry names; a new table (one module under hasfl.analysis.tables + one artifact entry) gets its own
+    rule, file and report section. The copy's package is the one imported (PYTHONPATH)."""
+    import os
+
+    work = tmp_path / "work"
+    shutil.copytree(finished, work, symlinks=True)
+    src = work / "src" / "hasfl"
+    (src / "fl" / "methods" / "toy.py").write_text(_TOY_METHOD)
+    registry = src / "registry.py"
+    registry.write_text(registry.read_text() + _TOY_ENTRY)
+    (src / "analysis" / "tables" / "toy_rows.py").write_text(_TOY_TABLE)
+    artifacts = src / "analysis" / "artifacts.py"
+    marker = "_TABLES: tuple[Artifact, ...] = (\n"
+    artifacts.write_text(artifacts.read_text().replace(marker, marker + _TOY_TABLE_ENTRY, 1))
+    extra = _with_overlay(work, "toy", {"methods": ["hasfl", "random_budget", "fedprox", "toy"]})
+    env = {"PYTHONPATH": str(work / "src")}
+    old_env = snakemake.env
+    snakemake.env = staticmethod(lambda: {**old_env(), **env})  # type: ignore[method-assign]
+    try:
+        dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        plan = snakemake.job_counts(dry.stdout + dry.stderr)
+        assert plan.get("train") == 1 and "data_stage" not in plan, plan  # only digits/toy/seed42
+        assert "runs/digits/toy/seed42" in dry.stdout + dry.stderr
+        assert plan.get("analysis_toy_rows") == 1, plan
+        res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
+                        timeout=1200)
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        snakemake.env = old_env  # type: ignore[method-assign]
+    tiny = yaml.safe_load((work / "tiny.yaml").read_text())
+    results = work / tiny.get("results_dir", "results") / tiny["name"]
+    import pandas as pd
+
+    for table in ("table3_allocation", "table6_full_model"):
+        df = pd.read_parquet(results / "tables" / f"{table}.parquet")
+        row = df[df["method"] == "toy"]
+        assert len(row) == 1 and row["status"].iloc[0] == "completed", (table, df[["method", "status"]])
+        assert "Toy method" in (results / "tables" / f"{table}.md").read_text()
+    assert "toy" not in set(pd.read_parquet(results / "tables" / "table4_coverage.parquet")["method"])
+    rows = pd.read_parquet(results / "tables" / "toy_rows.parquet")
+    assert dict(zip(rows["method"], rows["rows"], strict=True))["toy"] == 1
+    text = (results / "report.md").read_text()
+    assert "### Toy -- rows of Table 3 per method" in text and "A test table." in text
+    assert "Toy method" in text
+    fig6 = snakemake("-n", "--forcerun", "analysis_fig6_frontier", "-p", "results/tiny/figures/fig6_frontier.png",
+                     "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work)
+    assert "toy" in fig6.stdout + fig6.stderr  # the figure reads the toy's runs (or the tables that hold them)
+

@@ -157,7 +157,8 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     wall = max(train_s / parallel, longest) + 3.0 * (n_data + 25) / min(parallel, 2)
     return {"train_jobs": n_train, "data_jobs": n_data, "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
-            "per_dataset_job_hours": {d: sum(v.values()) * seeds / 3600.0 for d, v in per_dataset.items()}}
+            "per_dataset_job_hours": {d: sum(v.values()) * seeds / 3600.0 for d, v in per_dataset.items()},
+            "per_method_job_hours": {d: {m: s * seeds / 3600.0 for m, s in v.items()} for d, v in per_dataset.items()}}
 
 
 def hardware() -> dict[str, Any]:

@@ -75,24 +75,7 @@ def source_digest(*paths):
 
 # Source files each stage depends on (see README "What reruns when").
 ANALYSIS_SCRIPTS = [
-    f"workflow/scripts/{name}.py"
-    for name in (
-        "table1_cost",
-        "table2_datasets",
-        "method_table",
-        "table5_confound",
-        "matched_budget",
-        "prop3_coverage",
-        "table4b_stale_coordinates",
-        "bn_sensitivity",
-        "table8_estimators",
-        "matched_budget_estimators",
-        "figure",
-        "fig9_estimators",
-        "comparison",
-        "findings",
-        "report",
-    )
+    f"workflow/scripts/{name}.py" for name in ("artifact", "findings", "report")
 ]
 # The data stage: the loaders and partitioner and the registry's dataset facts (not its method list:
 # adding a method refetches and repartitions nothing).

@@ -4,7 +4,7 @@ from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 call("hasfl.analysis.jobs:job_report",
-     {"name": sm.params.name, "config_summary": sm.params.config_summary, "table_paths": {name: sm.input[name] for name in sm.params.tables},
-      "comparison_path": sm.input.comparison, "findings_path": sm.input.findings,
+     {"name": sm.params.name, "config_summary": sm.params.config_summary,
+      "table_paths": {name: sm.input[name] for name in sm.params.tables}, "findings_path": sm.input.findings,
       "figure_slugs": sm.params.figures, "out_md": sm.output.md, "figure_context": dict(sm.params.figure_context)},
      sm.log[0])

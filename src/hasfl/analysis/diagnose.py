@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
-from hasfl.errors import HasflError
 from hasfl.analysis.stats import fisher_pool, partial_corr, pearson
+from hasfl.errors import HasflError
 
 __all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "within_group_r"]
 

@@ -232,7 +232,7 @@ def matched_budget_pairs(metrics: pd.DataFrame, datasets: Sequence[str], methods
     control); ``tolerances`` maps a control method to its ``method_params.<control>.tolerance``.
     A pair the preset does not run gets ``status = "not run"`` rows in ``summary``.
     """
-    from hasfl.analysis.tables import matched_budget
+    from hasfl.analysis.tables.matched_budget import matched_budget
 
     summaries, per_seeds = [], []
     for pair, alloc, control, est in ESTIMATOR_PAIRS:

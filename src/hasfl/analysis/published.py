@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from hasfl.analysis.specs import NATURAL_PARTITION_DATASETS
+from hasfl.analysis.artifacts import natural_partition
 
 __all__ = [
     "PUBLISHED_PATH",
@@ -98,7 +98,7 @@ def config_slice(config: Mapping[str, Any], dataset: str, method: str) -> dict[s
         f"method_params.{method}": dict(config.get("method_params", {}).get(method, {})),
         f"dataset_params.{dataset}": dict(config.get("dataset_params", {}).get(dataset, {})),
     }
-    if dataset not in NATURAL_PARTITION_DATASETS:
+    if not natural_partition(dataset):
         out["partition"] = dict(config["partition"])
     if method == "random_budget":  # its budget is the hasfl run's measured avg p
         out["method_params.hasfl"] = dict(config.get("method_params", {}).get("hasfl", {}))

@@ -18,13 +18,13 @@ from hasfl.analysis.findings.kernel import (
     P3,
     PIPELINE_CHECK,
     SUPPORTED,
+    T4B,
     FindingSpec,
     Settings,
     finding,
     fmt,
     num,
 )
-from hasfl.analysis.specs import STALE_TABLE
 
 F5 = "F5"
 
@@ -32,7 +32,7 @@ F5 = "F5"
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
     """F5 [Section 3.3, Proposition 3]: every capped run, from init (never covered) and from t0 (untrained
     after t0); every run is a unit whatever its dataset (``datasets`` is not used)."""
-    p3, t4b = t[P3], t[STALE_TABLE]
+    p3, t4b = t[P3], t[T4B]
     runs: dict[tuple[str, str, int], dict[str, Any]] = {}
 
     def unit(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,10 +69,10 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                              "per capped run",
         test="exact comparison of saved states on every capped run (max p_max_trained < 1: init.pt vs final.pt; "
              "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt)", margin_key="f5_atol", st=st, units=units,
-        files=[f"tables/{P3}.parquet", f"tables/{STALE_TABLE}.parquet"],
+        files=[f"tables/{P3}.parquet", f"tables/{T4B}.parquet"],
         mde_meaning="none: an exact, deterministic check (no sampling error)",
         not_run="no run capped every client below full width", kind=PIPELINE_CHECK)]
 
 
 #: No methods: F5 is structural (coordinates vs init), accuracy does not enter it.
-SPEC = FindingSpec(ids=(F5,), tables=(P3, STALE_TABLE), methods={}, margins=("f5_atol",), evaluate=evaluate)
+SPEC = FindingSpec(ids=(F5,), tables=(P3, T4B), methods={}, margins=("f5_atol",), evaluate=evaluate)

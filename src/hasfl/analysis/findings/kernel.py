@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.specs import MB_ESTIMATORS_TABLE, NATURAL_PARTITION_DATASETS, TABLE8
+from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.stats import (
     fisher_pool,
     paired_ci,
@@ -65,8 +65,8 @@ SCOPE_TEXT = {IMAGE: "image datasets (the paper: CIFAR-10, EMNIST)",
 #: The tables the findings read (file names without .parquet under tables/).
 T5, T3S, T4S, T6S, T7S = ("table5_confound", "table3_allocation_seeds", "table4_coverage_seeds",
                           "table6_full_model_seeds", "table7_shakespeare_seeds")
-MBS, P3 = "matched_budget_seeds", "prop3_coverage"
-T8S, MBES = f"{TABLE8}_seeds", f"{MB_ESTIMATORS_TABLE}_seeds"
+MBS, P3, T4B = "matched_budget_seeds", "prop3_coverage", "table4b_stale_coordinates"
+T8S, MBES = "table8_estimators_seeds", "matched_budget_estimators_seeds"
 
 COMPLETED = "completed"
 
@@ -163,7 +163,7 @@ def combine(verdicts: Sequence[str]) -> str:
 
 
 def in_scope(dataset: str, scope: str) -> bool:
-    natural = dataset in NATURAL_PARTITION_DATASETS
+    natural = natural_partition(dataset)
     return scope == ALL or (scope == TEXT) == natural
 
 

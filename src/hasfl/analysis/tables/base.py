@@ -1,0 +1,96 @@
+"""The table kernel: a table's Markdown file and its reader-facing parts, from its registry entry
+(:data:`hasfl.analysis.artifacts.TABLES`) and its module's ``display`` / ``preamble`` / ``summary``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from hasfl.analysis.artifacts import ARTIFACTS, STD_NOTE
+from hasfl.analysis.labels import method_label
+from hasfl.analysis.markdown import md_table, render_parts
+from hasfl.registry import METHODS
+
+__all__ = ["ReportContext", "capped_only", "display_parts", "module_of", "preamble", "refuse_unnested",
+           "table_markdown"]
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What a table's report.md section (its module's ``summary``) may read: every table of the report
+    (the comparison too), findings.json's findings, the configured power, the published values, the
+    settings shown at the top."""
+
+    tables: Mapping[str, pd.DataFrame]
+    findings: Sequence[Mapping[str, Any]] = ()
+    power: Any = None
+    published: pd.DataFrame | None = None
+    config_summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+def module_of(name: str) -> ModuleType:
+    """The module of artifact ``name`` (its compute function's)."""
+    return importlib.import_module(ARTIFACTS[name].compute.partition(":")[0])
+
+
+def display_parts(name: str, df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """What a reader sees of table ``name``: (subtitle, frame or paragraph) in order (its module's
+    ``display``; the frame itself when it has none or is empty)."""
+    if df.empty:
+        return [("", df)]
+    show = getattr(module_of(name), "display", None)
+    return show(df) if show is not None else [("", df)]
+
+
+def preamble(name: str, df: pd.DataFrame) -> str:
+    """Text between table ``name``'s note and its rows (its module's ``preamble``), or ""."""
+    fn = getattr(module_of(name), "preamble", None)
+    return fn(df) if fn is not None else ""
+
+
+def table_markdown(name: str, df: pd.DataFrame, sources: Sequence[str] = (), extra: Mapping[str, pd.DataFrame] | None = None,
+                   file_name: str | None = None) -> str:
+    """The Markdown rendering written beside ``tables/<name>.parquet``."""
+    art = ARTIFACTS[name]
+    parts = [f"# {art.title}\n\n"]
+    parts.append(f"Data: `{file_name or f'tables/{name}.parquet'}`.")
+    note = art.note or (STD_NOTE if art.method_table else "")
+    if note:
+        parts.append(" " + note)
+    parts.append("\n\n")
+    pre = preamble(name, df)
+    if pre:
+        parts.append(pre + "\n\n")
+    parts.append(render_parts(display_parts(name, df), level="##"))
+    for title, frame in (extra or {}).items():
+        parts.append(f"\n## {title}\n\n{md_table(frame)}")
+    if sources:
+        parts.append("\n## Read from\n\n" + "\n".join(f"- `{s}`" for s in sources) + "\n")
+    return "".join(parts)
+
+
+def capped_only(df: pd.DataFrame, flag: str) -> tuple[pd.DataFrame, str]:
+    """The rows whose ``flag`` is true, and one line counting the others per method."""
+    capped = df[df[flag].astype(bool)].drop(columns=[flag])  # all "yes": the line below counts the others
+    rest = df[~df[flag].astype(bool)]
+    if rest.empty:
+        return capped, f"All {len(df)} runs are capped."
+    by = ", ".join(f"{method_label(m)} {len(g)}" for m, g in rest.groupby("method", sort=False))
+    what = ("reached full width (p_hi = 1): no coordinate was left untrained, nothing to check" if flag == "capped"
+            else "trained full width after t0: no stale coordinate, nothing to evaluate")
+    return capped, (f"{len(capped)} of {len(df)} runs are capped; the other {len(rest)} {what} ({by}).")
+
+
+def refuse_unnested(table: str, runs: Mapping[tuple[str, str, int], Any]) -> None:
+    """Raise when a run of a method whose sub-models are not nested prefixes is among ``table``'s inputs
+    (:attr:`hasfl.registry.MethodInfo.nested`): its never-trained coordinates are not the ones outside a
+    width mask, so the check would misjudge it; the workflow gives such a table only nested methods."""
+    bad = sorted({m for _d, m, _s in runs if m in METHODS and not METHODS[m].nested})
+    if bad:
+        raise ValueError(f"{table}: method(s) {', '.join(bad)} do not train nested sub-models (registry entry "
+                         "nested=False); Proposition 3's coordinate check does not apply to them")

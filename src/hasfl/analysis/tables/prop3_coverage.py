@@ -1,0 +1,62 @@
+"""Proposition 3 (Section 3.3): the coordinates no client trained (outside the width of the widest
+sub-model trained) keep their initial value; one row per run (:mod:`hasfl.analysis.coverage`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hasfl.analysis.inputs import preset_models
+from hasfl.analysis.markdown import results_root, source_list, write_text
+from hasfl.analysis.runs import group_run_files, read_json
+from hasfl.analysis.tables.base import capped_only, refuse_unnested, table_markdown
+from hasfl.io import write_parquet
+
+PathLike = str | Path
+
+
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+              atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json)."""
+    from hasfl.analysis import coverage
+    from hasfl.models import family_from_config
+
+    specs = preset_models(manifests, models)
+    families = {}
+    rows = []
+    runs = group_run_files(run_files)
+    refuse_unnested("prop3_coverage", runs)
+    for (dataset, method, seed), f in runs.items():
+        if dataset not in families:
+            s = specs[dataset]
+            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
+        clients = pd.read_parquet(f["clients.parquet"])
+        p_hi = coverage.max_trained_width(clients)
+        res = coverage.prop3_run(coverage.load_state(str(f["init.pt"])), coverage.load_state(str(f["final.pt"])),
+                                 families[dataset], p_hi, atol)
+        status = str(read_json(f["run.json"]).get("status", "completed"))
+        rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status, **res})
+    df = pd.DataFrame.from_records(rows, columns=coverage.COLUMNS)
+    df = df.astype({"seed": "int64", "capped": "bool", "prop3_holds": "bool", "n_coords": "int64",
+                    "n_never_covered": "int64", "n_never_covered_changed": "int64", "n_covered_changed": "int64"})
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    write_text(out_md, table_markdown("prop3_coverage", df, source_list([*run_files, *manifests], root)))
+    return df
+
+
+def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """The DAG's entry: every run's clients.parquet, init.pt, final.pt and run.json."""
+    job(list(inputs["runs"]), list(inputs["manifests"]), params["models"], params["atol"], outputs["parquet"],
+        outputs["md"])
+
+
+def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """Only the capped runs, and one line counting the others."""
+    if "capped" not in df.columns:
+        return [("", df)]
+    shown, line = capped_only(df, "capped")
+    return [("", shown), ("", line)]

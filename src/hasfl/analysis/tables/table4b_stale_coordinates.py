@@ -1,0 +1,164 @@
+"""Table 4b (Section 4.3's coverage ablation): the coordinates no participant trained since the warm-up
+round t0, whether they stayed frozen (F5), and for the capped runs the accuracy of the full model, of
+the model with them reset to init and of the sub-model without them (:mod:`hasfl.analysis.stale`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hasfl.analysis import floors as floors_mod
+from hasfl.analysis.artifacts import TABLES
+from hasfl.analysis.inputs import dataset_floors, preset_models
+from hasfl.analysis.labels import dataset_label, method_label
+from hasfl.analysis.markdown import results_root, source_list, write_text
+from hasfl.analysis.runs import group_run_files, read_json
+from hasfl.analysis.tables.base import ReportContext, capped_only, refuse_unnested, table_markdown
+from hasfl.io import write_parquet
+
+PathLike = str | Path
+NAME = "table4b_stale_coordinates"
+
+
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+                data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], atol: float,
+                out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 4b (Section 4.3): coordinates untrained since t0 in every run, and for capped runs
+    the accuracy of the full model, of the model with them reset to init.pt, and of the sub-model.
+
+    Needs, per run, clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt,
+    final.pt and run.json (with ``t0``); raises a ValueError naming the file (and column) a
+    run lacks.
+    """
+    from hasfl.analysis import stale
+    from hasfl.analysis.coverage import load_global_state, load_state
+    from hasfl.data import load_dataset
+    from hasfl.models import family_from_config
+    from hasfl.models.bn import split_state
+
+    specs = preset_models(manifests, models)
+    families: dict[str, Any] = {}
+    bundles: dict[str, Any] = {}
+    rows = []
+    runs = group_run_files(run_files)
+    refuse_unnested(NAME, runs)
+    for (dataset, method, seed), f in runs.items():
+        missing = [name for name in TABLES[NAME].run_files if name not in f]
+        if missing:
+            where = next(iter(f.values())).parent.as_posix()
+            raise ValueError(f"table4b: run {where} lacks {', '.join(missing)} among the inputs (warmup.pt "
+                             "is the global state at the end of round t0 = hasfl.warmup)")
+        if dataset not in families:
+            s = specs[dataset]
+            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
+        summary = read_json(f["run.json"])
+        if summary.get("t0") is None:
+            raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
+                             "predates the warm-up checkpoint -- rerun its training job")
+        p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]),
+                                                    f["clients.parquet"].as_posix())
+        status = str(summary.get("status", "completed"))
+        evaluate = p_hi < 1.0 and status == "completed"
+        if evaluate and dataset not in bundles:
+            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
+        final, final_bn = split_state(load_global_state(str(f["final.pt"])))
+        res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=load_state(str(f["warmup.pt"])),
+                              final=final, family=families[dataset], p_hi_after_t0=p_hi,
+                              bundle=bundles.get(dataset), evaluate=evaluate, atol=atol, final_bn=final_bn,
+                              bn_mode=specs[dataset]["model"].get("bn_stats", "per_width"))
+        acc = summary.get("final_test_acc")
+        rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
+                     "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan,
+                     **res})
+    df = pd.DataFrame.from_records(rows, columns=stale.COLUMNS)
+    df = df.astype({"seed": "int64", "t0": "int64", "capped_after_t0": "bool", "frozen_since_t0": "bool",
+                    "n_coords": "int64", "n_stale": "int64", "n_stale_changed": "int64"})
+    # whether the run's own final accuracy is at the majority-class floor (NA when the floors are unknown)
+    flagged = floors_mod.add_floor_flags(df.assign(best_acc_pct=math.nan, final_acc_pct=df["acc_logged_pct"]),
+                                         dataset_floors(manifests))
+    df["final_at_floor"] = flagged["final_at_floor"]
+    write_parquet(df, out_parquet)
+    root = results_root(out_parquet)
+    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], root)))
+    return df
+
+
+def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """The DAG's entry: every run's clients.parquet, init.pt, warmup.pt, final.pt and run.json, the raw data."""
+    data = params["data"]
+    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), data["data_dir"],
+        {k: dict(v) for k, v in data["dataset_params"].items()}, params["atol"], outputs["parquet"], outputs["md"])
+
+
+def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """Only the runs capped after t0, and one line counting the others."""
+    if "capped_after_t0" not in df.columns:
+        return [("", df)]
+    shown, line = capped_only(df, "capped_after_t0")
+    return [("", shown), ("", line)]
+
+
+def stale_summary(df: pd.DataFrame) -> str:
+    """What Table 4b implies for Section 4.3's explanation, from the table's numbers (or why there are none)."""
+    if df is None or df.empty:
+        return "No run in this preset (Table 4b is empty).\n"
+    capped = df[df["capped_after_t0"].astype(bool) & (df["status"] == "completed")]
+    if capped.empty:
+        return "No completed run was capped below full width after the warm-up round t0.\n"
+    lines = []
+    for (dataset, method), g in capped.groupby(["dataset", "method"], sort=True):
+        lines.append(f"- {dataset_label(dataset)} / {method_label(method)}: {len(g)} capped "
+                     f"run(s); mean test accuracy of the full model {g['acc_full_pct'].mean():.1f}%, with the stale "
+                     f"coordinates reset to init {g['acc_reset_pct'].mean():.1f}%, of the sub-model at the largest "
+                     f"width trained after t0 {g['acc_sub_pct'].mean():.1f}%; stale coordinates "
+                     f"{g['frac_stale'].mean():.1%} of the model, {g['frac_stale_trained_before_t0'].mean():.1%} of "
+                     f"them trained before t0; unchanged since t0 in {int(g['frozen_since_t0'].sum())} of {len(g)}.")
+    text = "\n".join(lines) + "\n\n"
+    if "final_at_floor" in capped.columns and capped["final_at_floor"].fillna(False).astype(bool).any():
+        floor = capped[capped["final_at_floor"].fillna(False).astype(bool)]
+        names = ", ".join(f"{dataset_label(r.dataset)} / {method_label(r.method)} seed "
+                          f"{int(r.seed)}" for r in floor.itertuples())
+        text += (f"{len(floor)} of these runs ended at the majority-class floor ({names}): their three accuracies "
+                 "coincide with the floor and say nothing about the stale coordinates; they are in the averages "
+                 "below.\n\n")
+    full_all, sub_all = float(capped["acc_full_pct"].mean()), float(capped["acc_sub_pct"].mean())
+    text += (f"Over all {len(capped)} capped run(s), the model without the coordinates untrained since t0 (the "
+             f"sub-model) scores {sub_all - full_all:+.1f} points relative to the full model that carries them into "
+             "every prediction.\n\n")
+    trained = capped[capped["frac_stale_trained_before_t0"] > 0]
+    if trained.empty:
+        return text + ("In every capped run the stale coordinates were never trained: they are at their random "
+                       "initialization, as Section 4.3 says.\n")
+    full, reset, sub = (float(trained[c].mean()) for c in ("acc_full_pct", "acc_reset_pct", "acc_sub_pct"))
+    methods = ", ".join(sorted({method_label(m) for m in trained["method"]}))
+    text += (f"Section 4.3 says the uncovered parameters \"stay at their random initialization\". In {len(trained)} "
+             f"capped run(s) ({methods}) they do not: Algorithm 1's warm-up allocates p = pmax, so the top-tier "
+             "clients train those coordinates before round t0 and abandon them afterwards. They are stale trained "
+             "values, and Proposition 3 (stated from w(0)) holds for them only from t0 on, which is how F5 checks "
+             f"them (warmup.pt vs final.pt). Averaged over these runs, resetting them to their initial values moves "
+             f"test accuracy by {reset - full:+.1f} points and dropping them (the sub-model) by {sub - full:+.1f} "
+             "points relative to the full model")
+    n_up = int((trained["acc_reset_pct"] > trained["acc_full_pct"]).sum())
+    text += f" (the reset raises accuracy in {n_up} of {len(trained)} runs). "
+    if reset > full and 2 * n_up > len(trained):
+        text += ("The stale values do more damage than random initial values in their place would, so the ablation's "
+                 "collapse is not the mechanism Section 4.3 describes (trained coordinates drifting away from random "
+                 "ones): it is caused by coordinates frozen at their warm-up values.\n")
+    elif reset > full:
+        text += ("On average the stale values do more damage than random initial values in their place would, but "
+                 f"only in {n_up} of {len(trained)} runs: at this preset the evidence on whether the collapse comes from "
+                 "coordinates frozen at their warm-up values, rather than from the untrained width as Section 4.3 "
+                 "says, is mixed.\n")
+    else:
+        text += ("Random initial values in their place would do at least as much damage, consistent with Section "
+                 "4.3's account that the untrained width itself costs accuracy.\n")
+    return text
+
+
+def summary(ctx: ReportContext) -> str:
+    """report.md's section on what the coverage ablation shows."""
+    return f"From `tables/{NAME}.parquet`.\n\n" + stale_summary(ctx.tables[NAME])
