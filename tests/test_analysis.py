@@ -14,11 +14,23 @@ import pandas as pd
 import pytest
 import torch
 
-from hasfl.analysis import confound, coverage, findings, jobs, published, stats, tables
+from hasfl.analysis import confound, coverage, findings, jobs, published, stats
+from hasfl.analysis.artifacts import METHOD_TABLES, TABLES, table_datasets
 from hasfl.analysis.runs import group_run_files, load_run_metrics, run_metrics
-from hasfl.analysis.specs import DEFAULT_THRESHOLDS, METHOD_TABLES, STALE_RUN_FILES, STALE_TABLE, resolve_thresholds
+from hasfl.analysis.specs import DEFAULT_THRESHOLDS, resolve_thresholds
+from hasfl.analysis.tables import comparison as CMP
+from hasfl.analysis.tables import matched_budget as MB
+from hasfl.analysis.tables import method_table as MT
+from hasfl.analysis.tables import prop3_coverage as P3
+from hasfl.analysis.tables import table1_cost as T1
+from hasfl.analysis.tables import table2_datasets as T2
+from hasfl.analysis.tables import table4b_stale_coordinates as T4B
+from hasfl.analysis.tables import table5_confound as T5
 from hasfl.io import write_json, write_parquet
 from hasfl.models import coverage_mask, family_from_config
+
+STALE_TABLE = "table4b_stale_coordinates"
+STALE_RUN_FILES = TABLES[STALE_TABLE].run_files
 
 TINY_MODEL = {"arch": "cnn", "channels": [4, 4], "pool_after": [0], "pool_out": 1, "hidden": 8}
 TINY_SHAPE, TINY_CLASSES = [1, 4, 4], 3
@@ -178,8 +190,8 @@ def test_method_table_means_std_not_run_and_diverged(tmp_path):
     write_run(tmp_path, "digits", "fjord", 3, [0.3, float("nan")], 0.4, status="diverged")
     files = run_paths(tmp_path, "digits", ["hasfl", "fjord"], [1, 2, 3])
     out = tmp_path / "results" / "tables"
-    df = jobs.job_method_table("table3_allocation", files, ["digits"], ["hasfl", "fjord"], [1, 2, 3],
-                               out / "t3.parquet", out / "t3_seeds.parquet", out / "t3.md")
+    df = MT.job("table3_allocation", files, ["digits"], ["hasfl", "fjord"], [1, 2, 3],
+                out / "t3.parquet", out / "t3_seeds.parquet", out / "t3.md")
     h = df[df["method"] == "hasfl"].iloc[0]
     assert h["status"] == "completed" and h["n_completed"] == 3
     assert h["final_acc_pct_mean"] == pytest.approx(80.0) and h["final_acc_pct_std"] == pytest.approx(10.0)
@@ -200,15 +212,14 @@ def test_table_specs_cover_the_paper():
     assert METHOD_TABLES["table3_allocation"].methods == ("hasfl", "fjord", "uniform")
     assert METHOD_TABLES["table4_coverage"].methods == ("hasfl", "hasfl_nocov", "heterofl")
     assert METHOD_TABLES["table6_full_model"].methods == ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget")
-    from hasfl.analysis.specs import table_datasets
     assert table_datasets(METHOD_TABLES["table7_shakespeare"], ["digits", "shakespeare"]) == ["shakespeare"]
     assert table_datasets(METHOD_TABLES["table3_allocation"], ["digits", "shakespeare"]) == ["digits"]
 
 
 def test_table1_reproduces_paper_and_costs_preset_model(tmp_path):
     write_data(tmp_path, "digits", 1, np.zeros(20))
-    df = jobs.job_table1([str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": TINY_MODEL},
-                         tmp_path / "tables/t1.parquet", tmp_path / "tables/t1.md")
+    df = T1.job([str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": TINY_MODEL},
+                tmp_path / "tables/t1.parquet", tmp_path / "tables/t1.md")
     paper = df[df["source"] == "paper"]
     assert len(paper) == 12 and set(paper["dataset"]) == {"cifar10", "emnist", "shakespeare"}
     comp = published.comparison(published.load_published(), published.ours_long({"table1_cost": df}), [], {})
@@ -223,7 +234,7 @@ def test_table2_from_manifests(tmp_path):
     for s in (1, 2):
         write_data(tmp_path, "digits", s, np.zeros(20))
     paths = [str(tmp_path / f"data/digits/seed{s}/manifest.json") for s in (1, 2)]
-    df = jobs.job_table2(paths, tmp_path / "t2.parquet", tmp_path / "t2.md")
+    df = T2.job(paths, tmp_path / "t2.parquet", tmp_path / "t2.md")
     # the floors (majority_pct, chance_pct) are NaN: these manifests predate them
     assert df.drop(columns=["majority_pct", "chance_pct"]).to_dict("records") == [{
         "dataset": "digits", "task": "image", "classes": 3, "train_size": 200,
@@ -232,7 +243,7 @@ def test_table2_from_manifests(tmp_path):
     bad["summary"]["classes"] = 4
     Path(paths[1]).write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="classes"):
-        jobs.job_table2(paths, tmp_path / "t2.parquet", tmp_path / "t2.md")
+        T2.job(paths, tmp_path / "t2.parquet", tmp_path / "t2.md")
 
 
 # --- Table 5 ------------------------------------------------------------------------------
@@ -246,9 +257,9 @@ def test_table5_statistics_and_fedavg_control(tmp_path):
     write_data(tmp_path, "digits", 1, tv)
     write_run(tmp_path, "digits", "hasfl", 1, [0.5], 0.5, h=h_cap, p_final=PMAX.copy())
     write_run(tmp_path, "digits", "fedavg", 1, [0.8], 1.0, h=h_data, p_final=np.ones(20))
-    df = jobs.job_table5([str(tmp_path / "data/digits/seed1/clients.parquet")],
-                         run_paths(tmp_path, "digits", ["hasfl", "fedavg"], [1], ("clients.parquet", "run.json")),
-                         ["digits"], ["hasfl", "fedavg"], [1], tmp_path / "t5.parquet", tmp_path / "t5.md")
+    df = T5.job([str(tmp_path / "data/digits/seed1/clients.parquet")],
+                run_paths(tmp_path, "digits", ["hasfl", "fedavg"], [1], ("clients.parquet", "run.json")),
+                ["digits"], ["hasfl", "fedavg"], [1], tmp_path / "t5.parquet", tmp_path / "t5.md")
     h = df[df["method"] == "hasfl"].iloc[0]
     assert h["r_h_pmax"] == pytest.approx(stats.pearson(h_cap, PMAX))
     assert h["r_h_pmax"] < -0.9
@@ -282,8 +293,8 @@ def test_matched_budget_paired_ci(tmp_path):
         write_run(tmp_path, "digits", "random_budget", s, [b], 0.50)
     files = run_paths(tmp_path, "digits", ["hasfl", "random_budget"], [1, 2, 3])
     out = tmp_path / "tables"
-    df = jobs.job_matched_budget(files, ["digits"], ["hasfl", "random_budget"], [1, 2, 3], 0.95,
-                                 out / "mb.parquet", out / "mb_seeds.parquet", out / "mb.md")
+    df = MB.job(files, ["digits"], ["hasfl", "random_budget"], [1, 2, 3], 0.95,
+                out / "mb.parquet", out / "mb_seeds.parquet", out / "mb.md")
     acc = df[df["metric"] == "final_acc_pct"].iloc[0]
     assert acc["n_pairs"] == 3 and acc["mean_diff"] == pytest.approx(30.0) and acc["sd_diff"] == pytest.approx(10.0)
     assert acc["ci_low"] == pytest.approx(5.1586, abs=1e-3) and acc["ci_high"] == pytest.approx(54.8414, abs=1e-3)
@@ -292,7 +303,7 @@ def test_matched_budget_paired_ci(tmp_path):
     assert p["mean_diff"] == pytest.approx(0.02) and p["sd_diff"] == pytest.approx(0.0, abs=1e-12)
     seeds = pd.read_parquet(out / "mb_seeds.parquet")
     assert list(seeds["diff_final_acc_pct"].round(6)) == [20.0, 30.0, 40.0]
-    nr, _ = tables.matched_budget(load_run_metrics(group_run_files(files)), ["digits"], ["hasfl"], [1, 2, 3])
+    nr, _ = MB.matched_budget(load_run_metrics(group_run_files(files)), ["digits"], ["hasfl"], [1, 2, 3])
     assert set(nr["status"]) == {"not run"}
 
 
@@ -306,8 +317,8 @@ def test_prop3_detects_frozen_and_moved_uncovered_coordinates(tmp_path):
     write_run(tmp_path, "digits", "hasfl", 1, [0.5], 0.5, p_hi=1.0)
     files = run_paths(tmp_path, "digits", ["uniform", "hasfl_nocov", "hasfl"], [1],
                       ("clients.parquet", "init.pt", "final.pt", "run.json"))
-    df = jobs.job_prop3(files, [str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": TINY_MODEL}, 0.0,
-                        tmp_path / "tables/p3.parquet", tmp_path / "tables/p3.md").set_index("method")
+    df = P3.job(files, [str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": TINY_MODEL}, 0.0,
+                tmp_path / "tables/p3.parquet", tmp_path / "tables/p3.md").set_index("method")
     fam = tiny_family()
     state = fam.build(1.0).state_dict()
     mask = coverage_mask(state, fam.slice_rules(0.5))
@@ -329,8 +340,8 @@ def test_prop3_rejects_a_run_of_another_model(tmp_path):
     files = run_paths(tmp_path, "digits", ["uniform"], [1], ("clients.parquet", "init.pt", "final.pt", "run.json"))
     other = dict(TINY_MODEL, channels=[8, 8])
     with pytest.raises(ValueError, match="does not match the configured model"):
-        jobs.job_prop3(files, [str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": other}, 0.0,
-                       tmp_path / "p3.parquet", tmp_path / "p3.md")
+        P3.job(files, [str(tmp_path / "data/digits/seed1/manifest.json")], {"digits": other}, 0.0,
+               tmp_path / "p3.parquet", tmp_path / "p3.md")
 
 
 def test_prop3_needs_the_trained_width_column():
@@ -426,10 +437,8 @@ def synthetic_results(tmp_path):
 
 
 def test_figures_are_written_and_deterministic(synthetic_results):
-    import importlib
-
+    from hasfl.analysis.artifacts import FIGURES
     from hasfl.analysis.estimators import POOLED_COLUMNS
-    from hasfl.analysis.specs import FIGURES, TABLE8
 
     root, seeds = synthetic_results
     params = {"datasets": ["digits"], "methods": list(FIGURES["fig6_frontier"].methods), "seeds": seeds,
@@ -440,12 +449,11 @@ def test_figures_are_written_and_deterministic(synthetic_results):
     t = root / "tables"
     all_runs = run_paths(root, "digits", FIGURES["fig6_frontier"].methods, seeds)
     for name in METHOD_TABLES:
-        jobs.job_method_table(name, all_runs, ["digits"], params["methods"], seeds, t / f"{name}.parquet",
-                              t / f"{name}_seeds.parquet", t / f"{name}.md")
-    write_parquet(pd.DataFrame(columns=POOLED_COLUMNS), t / f"{TABLE8}.parquet")
+        MT.job(name, all_runs, ["digits"], params["methods"], seeds, t / f"{name}.parquet",
+               t / f"{name}_seeds.parquet", t / f"{name}.md")
+    write_parquet(pd.DataFrame(columns=POOLED_COLUMNS), t / "table8_estimators.parquet")
     for slug, spec in FIGURES.items():
-        needs = importlib.import_module(f"hasfl.analysis.figures.{slug}").TABLES
-        tabs = {name: t / f"{name}.parquet" for name in needs}
+        tabs = {name: t / f"{name}.parquet" for name in spec.tables}  # the tables its registry entry names
         runs = run_paths(root, "digits", spec.methods, seeds, spec.run_files) if spec.run_files else []
         png, pdf = root / "figures" / f"{slug}.png", root / "figures" / f"{slug}.pdf"
         jobs.job_figure(slug, runs, data_clients if spec.data_clients else [], params, png, pdf, tables=tabs)
@@ -465,30 +473,28 @@ def test_full_chain_of_jobs(synthetic_results, paper_config):
     ds, methods = ["digits"], list(paper_config["methods"])[:9]  # the fixture's runs: the paper's nine methods
     t = root / "tables"
     man = [str(root / f"data/digits/seed{s}/manifest.json") for s in seeds]
-    jobs.job_table1(man[:1], {"digits": TINY_MODEL}, t / "table1_cost.parquet", t / "table1_cost.md")
-    jobs.job_table2(man, t / "table2_datasets.parquet", t / "table2_datasets.md")
+    T1.job(man[:1], {"digits": TINY_MODEL}, t / "table1_cost.parquet", t / "table1_cost.md")
+    T2.job(man, t / "table2_datasets.parquet", t / "table2_datasets.md")
     for name, spec in METHOD_TABLES.items():
-        from hasfl.analysis.specs import table_datasets
         files = [f for d in table_datasets(spec, ds) for f in run_paths(root, d, spec.methods, seeds)]
-        jobs.job_method_table(name, files, ds, methods, seeds, t / f"{name}.parquet", t / f"{name}_seeds.parquet",
-                              t / f"{name}.md")
-    jobs.job_table5([str(root / f"data/digits/seed{s}/clients.parquet") for s in seeds],
-                    run_paths(root, "digits", ["hasfl", "fedavg"], seeds, ("clients.parquet", "run.json")), ds,
-                    methods, seeds, t / "table5_confound.parquet", t / "table5_confound.md")
-    jobs.job_matched_budget(run_paths(root, "digits", ["hasfl", "random_budget"], seeds), ds, methods, seeds, 0.95,
-                            t / "matched_budget.parquet", t / "matched_budget_seeds.parquet", t / "matched_budget.md")
-    jobs.job_prop3(run_paths(root, "digits", methods, seeds, ("clients.parquet", "init.pt", "final.pt", "run.json")),
-                   man[:1], {"digits": TINY_MODEL}, 0.0, t / "prop3_coverage.parquet", t / "prop3_coverage.md")
-    jobs.job_table4b(run_paths(root, "digits", methods, seeds, STALE_RUN_FILES), man[:1], {"digits": TINY_MODEL},
-                     root / "raw", {"digits": {"test_fraction": 0.2, "split_seed": 0}}, 0.0,
-                     t / f"{STALE_TABLE}.parquet", t / f"{STALE_TABLE}.md")
+        MT.job(name, files, ds, methods, seeds, t / f"{name}.parquet", t / f"{name}_seeds.parquet", t / f"{name}.md")
+    T5.job([str(root / f"data/digits/seed{s}/clients.parquet") for s in seeds],
+           run_paths(root, "digits", ["hasfl", "fedavg"], seeds, ("clients.parquet", "run.json")), ds,
+           methods, seeds, t / "table5_confound.parquet", t / "table5_confound.md")
+    MB.job(run_paths(root, "digits", ["hasfl", "random_budget"], seeds), ds, methods, seeds, 0.95,
+           t / "matched_budget.parquet", t / "matched_budget_seeds.parquet", t / "matched_budget.md")
+    P3.job(run_paths(root, "digits", methods, seeds, ("clients.parquet", "init.pt", "final.pt", "run.json")),
+           man[:1], {"digits": TINY_MODEL}, 0.0, t / "prop3_coverage.parquet", t / "prop3_coverage.md")
+    T4B.job(run_paths(root, "digits", methods, seeds, STALE_RUN_FILES), man[:1], {"digits": TINY_MODEL},
+            root / "raw", {"digits": {"test_fraction": 0.2, "split_seed": 0}}, 0.0,
+            t / f"{STALE_TABLE}.parquet", t / f"{STALE_TABLE}.md")
     names = ["table1_cost", "table2_datasets", *METHOD_TABLES, "table5_confound", "matched_budget", "prop3_coverage",
              STALE_TABLE]
     paths = {n: t / f"{n}.parquet" for n in names}
     comp = published.comparability_map({**paper_config, "datasets": ds}, paper_config)
-    jobs.job_comparison({k: v for k, v in paths.items() if k not in ("table2_datasets", "matched_budget",
-                                                                      "prop3_coverage", STALE_TABLE)},
-                        published.PUBLISHED_PATH, ds, comp, 2.0, root / "comparison.parquet", root / "comparison.md")
+    CMP.job({k: v for k, v in paths.items() if k not in ("table2_datasets", "matched_budget",
+                                                          "prop3_coverage", STALE_TABLE)},
+            published.PUBLISHED_PATH, ds, comp, 2.0, root / "comparison.parquet", root / "comparison.md")
     finding_paths = {**paths, **{f"{n}_seeds": t / f"{n}_seeds.parquet" for n in (*METHOD_TABLES, "matched_budget")}}
     doc = jobs.job_findings({k: v for k, v in finding_paths.items() if k not in ("table1_cost", "table2_datasets")},
                             ds, {}, root / "findings.json")
@@ -505,8 +511,9 @@ def test_full_chain_of_jobs(synthetic_results, paper_config):
     assert {"avg_p_trained_mean", "upload_mb_mean", "train_mmacs_mean"} <= set(t3.columns)
     t6 = pd.read_parquet(t / "table6_full_model.parquet").set_index("method")
     assert t6.loc["scaffold", "status"] == "diverged (1 of 2 seeds)"  # marked, not crashed
-    text = jobs.job_report("syn", {"preset": "syn"}, paths, root / "comparison.parquet", root / "findings.json",
-                           ["fig2_allocation_rule"], root / "report.md")
+    # the comparison is one of the report's tables (key "comparison")
+    text = jobs.job_report("syn", {"preset": "syn"}, {**paths, "comparison": root / "comparison.parquet"},
+                           root / "findings.json", ["fig2_allocation_rule"], root / "report.md")
     for needle in ("## Findings", "Table 5", "Proposition 3", "comparison.parquet", "figures/fig2_allocation_rule.png",
                    "F6", "F2a-spread", "Table 4b", "MDE"):
         assert needle in text
@@ -519,14 +526,16 @@ def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
                     "--configfile", str(repo / "presets/quick.yaml"))
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
-    expected = {"analysis_table1_cost": 1, "analysis_table2_datasets": 1, "analysis_method_table": 4,
-                "analysis_table5_confound": 1, "analysis_matched_budget": 1, "analysis_prop3_coverage": 1,
-                "analysis_table4b_stale_coordinates": 1,
-                "analysis_figure": 7, "analysis_comparison": 1, "analysis_findings": 1, "analysis_report": 1,
+    from hasfl.analysis.artifacts import ARTIFACTS, FIGURES
+
+    # one generated rule per artifact of the registry (the four method tables and the figures included),
+    # each run once, plus findings.json, report.md and the analysis manifest
+    assert {*METHOD_TABLES, *FIGURES} <= set(ARTIFACTS) and len(METHOD_TABLES) == 4 and len(FIGURES) == 8
+    expected = {**{f"analysis_{name}": 1 for name in ARTIFACTS}, "analysis_findings": 1, "analysis_report": 1,
                 "analysis_manifest": 1}
     counts = {}
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0] in expected:
+        if len(parts) == 2 and parts[0].startswith("analysis_") and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     assert counts == expected, out[-3000:]

@@ -22,16 +22,10 @@ from hasfl.analysis import diagnose as D
 from hasfl.analysis import estimators as E
 from hasfl.analysis import findings as F
 from hasfl.analysis import jobs, report, stats
+from hasfl.analysis.artifacts import FIGURES, figure_caption
 from hasfl.analysis.confound import confound_row
-from hasfl.analysis.specs import (
-    ESTIMATOR_FIGURE,
-    ESTIMATORS,
-    FIGURES,
-    TABLE8,
-    TABLE8_METHODS,
-    figure_caption,
-    resolve_thresholds,
-)
+from hasfl.analysis.specs import ESTIMATORS, TABLE8_METHODS, resolve_thresholds
+from hasfl.analysis.tables import table8_estimators as T8
 from hasfl.io import write_json, write_parquet
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,6 +35,8 @@ SEEDS = [1, 2, 3]
 S, C, I = F.SUPPORTED, F.CONTRADICTED, F.INCONCLUSIVE
 PMAX = np.array([0.25] * 6 + [0.5] * 6 + [0.75] * 4 + [1.0] * 4)
 MAJ = 0.18  # majority-class rate of the hand-made test set (tolerance 0.5 points)
+TABLE8 = "table8_estimators"
+ESTIMATOR_FIGURE = "fig9_estimators"
 
 
 # --- hand-made run folders ------------------------------------------------------------------------
@@ -101,8 +97,8 @@ def results(tmp_path):
 
 def table8_of(root, data, runs, man, methods=("hasfl", "fedavg")):
     t = root / "tables"
-    pooled = jobs.job_table8(data, runs, ["digits"], list(methods), SEEDS, 0.95, 199, 0, t / f"{TABLE8}.parquet",
-                             t / f"{TABLE8}_seeds.parquet", t / f"{TABLE8}.md", manifests=man[:1])
+    pooled = T8.job(data, runs, ["digits"], list(methods), SEEDS, 0.95, 199, 0, t / f"{TABLE8}.parquet",
+                    t / f"{TABLE8}_seeds.parquet", t / f"{TABLE8}.md", manifests=man[:1])
     return pooled, pd.read_parquet(t / f"{TABLE8}_seeds.parquet")
 
 
@@ -316,7 +312,7 @@ def test_figure9_titles_are_table8s_numbers_and_missing_estimates_are_said(resul
 
     root, data, runs, man = results
     pooled, _ = table8_of(root, data, runs, man)
-    assert F9.TABLES == (TABLE8,)
+    assert F9.TABLES == FIGURES[ESTIMATOR_FIGURE].tables == (TABLE8,)
     t8 = {TABLE8: root / "tables" / f"{TABLE8}.parquet"}  # the figure quotes Table 8, it does not recompute it
     hasfl = [r for r in runs if "/hasfl/" in r and r.endswith(("clients.parquet", "run.json"))]
     png, pdf = root / "fig9.png", root / "fig9.pdf"
@@ -372,7 +368,7 @@ def test_figure9_caption_and_report_section(results):
     comparison = pd.DataFrame(columns=["table", "dataset", "method", "metric", "status", "reason", "published_mean",
                                        "published_std", "ours_mean", "ours_std", "ours_n", "within", "criterion"])
     md = report.report_markdown(name="syn", config_summary={"preset": "syn", "datasets": ["digits"], "seeds": SEEDS},
-                                tables={TABLE8: pooled}, comparison=comparison, findings=findings,
+                                tables={TABLE8: pooled, "comparison": comparison}, findings=findings,
                                 figures=list(FIGURES))
     sec = md.split("## Capacity-separable estimators")[1].split("\n## ")[0]
     for e in ESTIMATORS:
@@ -402,14 +398,14 @@ def test_dag_reads_exactly_the_estimator_runs_with_and_without_the_estimator_met
         out = res.stdout + res.stderr
         assert res.returncode == 0, out[-3000:]
         for rule in ("analysis_table8_estimators", "analysis_matched_budget_estimators",
-                     "analysis_figure9_estimators"):
+                     "analysis_fig9_estimators"):
             assert re.search(rf"^{rule}\s+1$", out, re.M), rule
         inputs = _job_inputs(out, "analysis_table8_estimators")
         runs = {re.search(r"runs/[^/]+/([^/]+)/", p)[1] for p in inputs if "/runs/" in p and "verified" not in p}
         assert runs == set(methods)
         assert any(p.endswith("runs/verified.json") for p in inputs)
         assert sum(p.endswith("/clients.parquet") and "/runs/" in p for p in inputs) == 2 * 3 * len(methods)
-        fig_inputs = _job_inputs(out, "analysis_figure9_estimators")
+        fig_inputs = _job_inputs(out, "analysis_fig9_estimators")
         assert {re.search(r"runs/[^/]+/([^/]+)/", p)[1] for p in fig_inputs if "/runs/" in p
                 and "verified" not in p} == {"hasfl"}
         mbe = _job_inputs(out, "analysis_matched_budget_estimators")

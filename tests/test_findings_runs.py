@@ -16,8 +16,11 @@ import torch
 
 from hasfl.analysis import findings as F
 from hasfl.analysis import jobs, stale
+from hasfl.analysis.artifacts import TABLES
 from hasfl.analysis.figures import fig6_frontier as F6
-from hasfl.analysis.specs import STALE_RUN_FILES, STALE_TABLE, resolve_thresholds
+from hasfl.analysis.specs import resolve_thresholds
+from hasfl.analysis.tables import method_table as MT
+from hasfl.analysis.tables import table4b_stale_coordinates as T4B
 from hasfl.data import load_dataset
 from hasfl.data.base import DatasetBundle
 from hasfl.io import write_json, write_parquet
@@ -27,6 +30,8 @@ MODEL = {"arch": "cnn", "channels": [4, 8], "pool_after": [0], "pool_out": 2, "h
 SHAPE, CLASSES = [1, 8, 8], 10
 DIGITS = {"test_fraction": 0.2, "split_seed": 0}
 PMAX = np.array([0.25] * 5 + [0.5] * 10 + [0.75] * 3 + [1.0] * 2)
+STALE_TABLE = "table4b_stale_coordinates"
+STALE_RUN_FILES = TABLES[STALE_TABLE].run_files
 
 
 def family():
@@ -93,8 +98,8 @@ def files(root, methods, names=STALE_RUN_FILES):
 
 def run_table4b(root, methods):
     out = root / "tables"
-    return jobs.job_table4b(files(root, methods), write_manifest(root), {"digits": MODEL}, root / "raw",
-                            {"digits": DIGITS}, 0.0, out / f"{STALE_TABLE}.parquet", out / f"{STALE_TABLE}.md")
+    return T4B.job(files(root, methods), write_manifest(root), {"digits": MODEL}, root / "raw",
+                   {"digits": DIGITS}, 0.0, out / f"{STALE_TABLE}.parquet", out / f"{STALE_TABLE}.md")
 
 
 def test_table4b_evaluates_capped_runs_and_checks_them_from_t0(tmp_path):
@@ -175,8 +180,8 @@ def test_method_tables_and_fig6_name_the_missing_cost_columns(tmp_path):
     write_run(tmp_path, "fjord", p_all=1.0, p_after=1.0, contract=False)
     runs = files(tmp_path, ["fjord"], ("rounds.parquet", "run.json"))
     with pytest.raises(ValueError, match="avg_p_trained"):
-        jobs.job_method_table("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
-                              tmp_path / "s.parquet", tmp_path / "t.md")
+        MT.job("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
+               tmp_path / "s.parquet", tmp_path / "t.md")
     # Figure 6 reads the method tables' per-seed rows: one written before the costs as paid is named
     old = tmp_path / "old_seeds.parquet"
     write_parquet(pd.DataFrame({"dataset": ["digits"], "method": ["fjord"], "seed": [1], "status": ["completed"],
@@ -188,8 +193,8 @@ def test_method_tables_and_fig6_name_the_missing_cost_columns(tmp_path):
     p = tmp_path / "runs/digits/fjord/seed1/rounds.parquet"
     write_parquet(pd.read_parquet(p).drop(columns=["train_mmacs"]), p)
     with pytest.raises(ValueError, match="train_mmacs"):
-        jobs.job_method_table("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
-                              tmp_path / "s.parquet", tmp_path / "t.md")
+        MT.job("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
+               tmp_path / "s.parquet", tmp_path / "t.md")
 
 
 def test_method_table_reports_the_width_trained_next_to_the_allocated_one(tmp_path):
@@ -199,8 +204,8 @@ def test_method_table_reports_the_width_trained_next_to_the_allocated_one(tmp_pa
     j.update(avg_p=0.39, avg_p_trained=0.525)  # FjORD samples 0.39 but trains and uploads at pmax
     p.write_text(json.dumps(j))
     runs = files(tmp_path, ["fjord"], ("rounds.parquet", "run.json"))
-    df = jobs.job_method_table("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
-                               tmp_path / "s.parquet", tmp_path / "t.md")
+    df = MT.job("table3_allocation", runs, ["digits"], ["fjord"], [1], tmp_path / "t.parquet",
+                tmp_path / "s.parquet", tmp_path / "t.md")
     row = df[df["method"] == "fjord"].iloc[0]
     assert (row["avg_p_mean"], row["avg_p_trained_mean"], row["upload_mb_mean"]) == (0.39, 0.525, 0.01)
     md = (tmp_path / "t.md").read_text()
@@ -219,7 +224,7 @@ def test_evaluate_accuracy_hand_example():
 
 
 def test_report_states_what_table4b_implies():
-    from hasfl.analysis.report import stale_summary
+    from hasfl.analysis.tables.table4b_stale_coordinates import stale_summary
 
     row = {"dataset": "digits", "seed": 42, "status": "completed", "capped_after_t0": True, "frac_stale": 0.4,
            "frozen_since_t0": True}

@@ -13,21 +13,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hasfl.analysis import floors, jobs, report, tables
+from hasfl.analysis import floors, jobs, report
+from hasfl.analysis.artifacts import FIGURES, METHOD_TABLES, TABLES, figure_caption, table_caption
 from hasfl.analysis.figures import fig4_heterogeneity_allocation as F4
 from hasfl.analysis.figures import fig6_frontier as F6
 from hasfl.analysis.figures import reading as FR
 from hasfl.analysis.figures import trajectories as FT
+from hasfl.analysis.inputs import dataset_floors
 from hasfl.analysis.labels import method_marker
-from hasfl.analysis.specs import (
-    FIGURES,
-    FLOOR_TOL_PCT,
-    METHOD_TABLES,
-    TABLE_TITLES,
-    figure_caption,
-    floor_tolerance_pct,
-    table_caption,
-)
+from hasfl.analysis.specs import FLOOR_TOL_PCT, floor_tolerance_pct
+from hasfl.analysis.tables import matched_budget as MB
+from hasfl.analysis.tables import method_table as MT
+from hasfl.analysis.tables import table4b_stale_coordinates as T4B
+from hasfl.analysis.tables.base import display_parts, table_markdown
+from hasfl.analysis.tables.comparison import comparison_overview
 from hasfl.io import write_json, write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,9 +111,9 @@ def test_add_floor_flags_both_directions():
 def test_method_table_flags_the_floor_runs_and_only_them(runs, tmp_path):
     root, files, manifests = runs
     t = tmp_path / "tables"
-    df = jobs.job_method_table("table6_full_model", files, ["shakespeare"], list(CURVES), SEEDS,
-                               t / "table6_full_model.parquet", t / "s.parquet", t / "table6_full_model.md",
-                               manifests=manifests)
+    df = MT.job("table6_full_model", files, ["shakespeare"], list(CURVES), SEEDS,
+                t / "table6_full_model.parquet", t / "s.parquet", t / "table6_full_model.md",
+                manifests=manifests)
     by = df.set_index("method")
     assert by.loc["scaffold", "n_at_floor"] == 3 and by.loc["hasfl", "n_at_floor"] == 3
     assert by.loc["fedavg", "n_at_floor"] == 0 and by.loc["fedprox", "n_at_floor"] == 0
@@ -129,8 +128,8 @@ def test_method_table_flags_the_floor_runs_and_only_them(runs, tmp_path):
     assert "ends at floor: 3 of 3 seeds" in rows["FedProx"]
     assert "majority class 18.00%" in md
     # without manifests the floor is unknown (and said so), never silently "fine"
-    df2 = jobs.job_method_table("table6_full_model", files, ["shakespeare"], list(CURVES), SEEDS,
-                                t / "x.parquet", t / "xs.parquet", t / "x.md")
+    df2 = MT.job("table6_full_model", files, ["shakespeare"], list(CURVES), SEEDS,
+                 t / "x.parquet", t / "xs.parquet", t / "x.md")
     assert df2["n_at_floor"].isna().all() and "floor unknown" in (t / "x.md").read_text()
 
 
@@ -145,8 +144,8 @@ def test_matched_budget_tests_accuracy_but_not_the_matched_width(tmp_path):
         files += write_run(tmp_path, "shakespeare", "random_budget", s, [0.1, b], avg_p=0.5 + 5.551e-17 * s)
     manifests = [write_manifest(tmp_path, "shakespeare", s) for s in SEEDS]
     t = tmp_path / "tables"
-    df = jobs.job_matched_budget(files, ["shakespeare"], ["hasfl", "random_budget"], SEEDS, 0.95,
-                                 t / "mb.parquet", t / "mbs.parquet", t / "mb.md", manifests=manifests, tolerance=0.03)
+    df = MB.job(files, ["shakespeare"], ["hasfl", "random_budget"], SEEDS, 0.95,
+                t / "mb.parquet", t / "mbs.parquet", t / "mb.md", manifests=manifests, tolerance=0.03)
     acc = df[df["metric"] == "final_acc_pct"].iloc[0]
     wid = df[df["metric"] == "avg_p"].iloc[0]
     assert acc["check"] == "paired t" and math.isfinite(acc["p_value"]) and math.isfinite(acc["ci_low"])
@@ -154,7 +153,7 @@ def test_matched_budget_tests_accuracy_but_not_the_matched_width(tmp_path):
     for c in ("p_value", "t_stat", "ci_low", "ci_high"):
         assert math.isnan(wid[c]), c
     assert wid["tolerance"] == 0.03 and bool(wid["within_tolerance"]) and wid["max_abs_diff"] < 1e-15
-    parts = dict(report.display_parts("matched_budget", df))
+    parts = dict(display_parts("matched_budget", df))
     width_part = next(v for k, v in parts.items() if "matched by construction" in k)
     assert not any("p" == c.split()[0] or "p (" in c or c == "t" for c in width_part.columns), list(width_part.columns)
     assert "Tolerance" in width_part.columns
@@ -176,7 +175,7 @@ def test_comparison_overview_separates_model_costs_from_results():
                          "status": ["compared", "compared", "not comparable"],
                          "reason": ["", "", "not the paper's configuration: federation.rounds=30 (paper 200)"],
                          "within": pd.array([True, True, None], dtype="boolean")})
-    text = report.comparison_overview(comp, pub)
+    text = comparison_overview(comp, pub)
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if re.match(r"\| \d", line)}
     assert "at any preset" in lines["1"] and "2 of 2" in lines["1"]
     assert "| no;" in lines["3"] and "not run at this preset: CIFAR-10" in lines["3"]
@@ -191,13 +190,13 @@ def test_prop3_and_table4b_show_only_capped_runs():
     p3 = pd.DataFrame({"dataset": ["d"] * 4, "method": ["uniform", "uniform", "hasfl", "fedavg"], "seed": [1, 2, 1, 1],
                        "status": ["completed"] * 4, "p_hi": [0.5, 0.5, 1.0, 1.0], "capped": [True, True, False, False],
                        "prop3_holds": [True] * 4})
-    shown, line = report.display_parts("prop3_coverage", p3)
+    shown, line = display_parts("prop3_coverage", p3)
     assert list(shown[1]["seed"]) == [1, 2] and set(shown[1]["method"]) == {"uniform"}
     assert "2 of 4 runs are capped" in line[1] and "HAS-FL 1" in line[1] and "FedAvg 1" in line[1]
     t4b = p3.rename(columns={"capped": "capped_after_t0"})
-    shown, line = report.display_parts("table4b_stale_coordinates", t4b)
+    shown, line = display_parts("table4b_stale_coordinates", t4b)
     assert set(shown[1]["method"]) == {"uniform"} and "2 of 4" in line[1]
-    md = report.table_markdown("prop3_coverage", p3)
+    md = table_markdown("prop3_coverage", p3)
     assert md.count("| d | HAS-FL") == 0 and md.count("| d | hasfl") == 0 and md.count("| d | uniform") == 2
 
 
@@ -208,7 +207,7 @@ def test_table1_small_models_are_not_printed_as_zero_millions():
     df = pd.DataFrame({"source": ["preset"] * 2 + ["paper"] * 2, "model": ["LSTM (preset)"] * 2 + ["CNN"] * 2,
                        "p": [0.25, 1.0, 0.25, 1.0], "params": [2784, 17760, 205018, 3249994],
                        "macs": [21248, 269312, 10011904, 154866688], "upload_mb": [0.011136, 0.07104, 0.82, 13.0]})
-    out = report.display_table("table1_cost", df)
+    out = display_parts("table1_cost", df)[0][1]
     assert list(out["Params"]) == ["2.78 k", "17.8 k", "0.205 M", "3.25 M"]
     assert list(out["MACs / sample"]) == ["21.2 k", "269.3 k", "10.0 M", "154.9 M"]
     assert list(out["Upload"]) == ["11.1 kB", "71.0 kB", "0.82 MB", "13.0 MB"]
@@ -241,8 +240,15 @@ def test_captions_render_as_snakemake_report_captions():
     rst = (REPO / "workflow/report/figure.rst").read_text()
     assert "snakemake.params.caption" in rst
     smk = (REPO / "workflow/rules/analysis.smk").read_text()
-    fig_rule = smk[smk.index("rule analysis_figure"):smk.index("rule analysis_comparison")]
-    assert 'caption="../report/figure.rst"' in fig_rule and "figure_caption(wc.fig" in fig_rule
+    # one generated rule per artifact: its outputs flagged for the HTML report with the figure / table
+    # template, its params.caption the artifact's caption (figure_caption / table_caption)
+    loop = smk[smk.index("for art in ARTIFACTS.values():"):smk.index("rule analysis_findings:")]
+    assert 'f"analysis_{art.name}"' in loop and "**artifact_outputs(art)" in loop
+    assert "        caption=artifact_caption(art)" in loop
+    outputs = smk[smk.index("def artifact_outputs(art):"):smk.index("def artifact_params(art):")]
+    assert 'caption="../report/figure.rst"' in outputs and 'caption="../report/table.rst"' in outputs
+    caption_of = smk[smk.index("def artifact_caption(art):"):smk.index("def analysis_outputs():")]
+    assert "figure_caption(art.name, FIGURE_CONTEXT)" in caption_of and "table_caption(art.name)" in caption_of
 
     class Params:
         caption = ""
@@ -259,7 +265,7 @@ def test_captions_render_as_snakemake_report_captions():
         if "report(" in body:
             assert "caption=" in body.split("report(", 1)[1].split(")", 1)[0], rule
             assert "        caption=" in body, rule  # the params.caption the template prints
-    captions += [table_caption(n) for n in (*TABLE_TITLES,)]
+    captions += [table_caption(n) for n in TABLES]
     for caption in captions:
         Smk.params.caption = caption
         text = Environment().from_string(rst).render(snakemake=Smk)
@@ -282,7 +288,7 @@ def test_trajectory_figures_label_the_floor_runs_and_draw_the_floors(runs):
 
     grouped = group_run_files(files)
     traj = FT.trajectories({k: pd.read_parquet(f["rounds.parquet"]) for k, f in grouped.items()})
-    lv = jobs.dataset_floors(manifests)
+    lv = dataset_floors(manifests)
     flags = FR.floor_flags(floors.add_floor_flags(load_run_metrics(grouped), lv))
     assert flags[("shakespeare", "scaffold")] == (3, 3) and flags[("shakespeare", "fedavg")] == (0, 3)
     fig = FT.trajectory_figure(traj, {}, ["shakespeare"], list(CURVES), "test_acc_pct", "Test accuracy (%)", "t",
@@ -307,8 +313,8 @@ def test_every_figure_job_runs_with_the_floors(runs, tmp_path):
               "warmup": 1, "t_adapt": 1, "t_norm": 2}
     t = tmp_path / "tables"
     for name in METHOD_TABLES:  # Figure 6 reads the method tables' per-seed rows (flags and floors included)
-        jobs.job_method_table(name, files, ["shakespeare"], list(CURVES), SEEDS, t / f"{name}.parquet",
-                              t / f"{name}_seeds.parquet", t / f"{name}.md", manifests=manifests)
+        MT.job(name, files, ["shakespeare"], list(CURVES), SEEDS, t / f"{name}.parquet",
+               t / f"{name}_seeds.parquet", t / f"{name}.md", manifests=manifests)
     tabs = {name: t / f"{name}.parquet" for name in F6.TABLES}
     for slug in ("fig3_convergence_allocation", "fig6_frontier", "fig7_convergence_full_model", "fig8_test_loss"):
         sel = [f for f in files if any(f"/{m}/" in f for m in FIGURES[slug].methods)]
@@ -320,7 +326,7 @@ def test_every_figure_job_runs_with_the_floors(runs, tmp_path):
     rows = F6.frontier_runs({name: pd.read_parquet(path) for name, path in tabs.items()})
     assert len(rows) == len(CURVES) * len(SEEDS) and not rows.duplicated(["dataset", "method", "seed"]).any()
     assert FR.floor_flags(rows)[("shakespeare", "scaffold")] == (3, 3)
-    assert F6.table_floors(rows)["shakespeare"] == jobs.dataset_floors(manifests)["shakespeare"]
+    assert F6.table_floors(rows)["shakespeare"] == dataset_floors(manifests)["shakespeare"]
     # two tables that disagree on a run they both list: the figure says which, it does not pick one
     t6 = pd.read_parquet(tabs["table6_full_model_seeds"])
     t6.loc[t6["method"] == "hasfl", "final_acc_pct"] += 1.0
@@ -378,8 +384,8 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
     paths = {}
     for name in METHOD_TABLES:
         if name in ("table6_full_model",):
-            jobs.job_method_table(name, files, ["shakespeare"], list(CURVES), SEEDS, t / f"{name}.parquet",
-                                  t / f"{name}_seeds.parquet", t / f"{name}.md", manifests=manifests)
+            MT.job(name, files, ["shakespeare"], list(CURVES), SEEDS, t / f"{name}.parquet",
+                   t / f"{name}_seeds.parquet", t / f"{name}.md", manifests=manifests)
             paths[name] = t / f"{name}.parquet"
     comparison = pd.DataFrame(columns=["table", "dataset", "method", "metric", "status", "reason", "published_mean",
                                        "published_std", "ours_mean", "ours_std", "ours_n", "within", "criterion"])
@@ -390,7 +396,8 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
     findings = {"findings": [f4], "thresholds": {"power": 0.8}, "alpha": 0.05, "verdicts": ["inconclusive"]}
     text = report.report_markdown(name="syn", config_summary={"preset": "syn", "datasets": ["shakespeare"],
                                                               "seeds": SEEDS},
-                                  tables={k: pd.read_parquet(v) for k, v in paths.items()}, comparison=comparison,
+                                  tables={**{k: pd.read_parquet(v) for k, v in paths.items()},
+                                          "comparison": comparison},
                                   findings=findings, figures=list(FIGURES),
                                   figure_context={"warmup": 10, "t_adapt": 5, "t_norm": 20})
     floor = text.split("## Runs at the floor")[1].split("\n## ")[0]
@@ -410,8 +417,8 @@ def test_report_has_a_floor_section_and_captions_and_no_issue_numbers(runs, tmp_
 def test_no_issue_numbers_in_user_facing_analysis_text():
     """report.md, the table .md files and the figures are built from these sources; rule docstrings
     are what `snakemake --list` and the HTML report show."""
-    paths = [*sorted((REPO / "src/hasfl/analysis").glob("*.py")),
-             *sorted((REPO / "src/hasfl/analysis/figures").glob("*.py")), REPO / "workflow/rules/analysis.smk",
+    # every module of the analysis package: the tables, figures and findings modules included
+    paths = [*sorted((REPO / "src/hasfl/analysis").rglob("*.py")), REPO / "workflow/rules/analysis.smk",
              *sorted((REPO / "workflow/report").glob("*.rst"))]
     for p in paths:
         hits = re.findall(r".{0,30}\bissues? ?#?\d+.{0,10}", p.read_text(), re.I)
@@ -426,9 +433,9 @@ def test_table4b_summary_does_not_generalise_from_half_the_runs_and_names_floor_
     runs = [dict(row, seed=1, acc_full_pct=20.0, acc_reset_pct=70.0, acc_sub_pct=75.0, final_at_floor=False),
             dict(row, seed=2, acc_full_pct=55.0, acc_reset_pct=50.0, acc_sub_pct=60.0, final_at_floor=False),
             dict(row, seed=3, acc_full_pct=18.0, acc_reset_pct=18.0, acc_sub_pct=18.0, final_at_floor=True)]
-    text = report.stale_summary(pd.DataFrame(runs))
+    text = T4B.stale_summary(pd.DataFrame(runs))
     assert "only in 1 of 3 runs" in text and "is mixed" in text
     assert "frozen at their warm-up values." not in text  # no general conclusion from 1 of 3
     assert "1 of these runs ended at the majority-class floor (Digits / HAS-FL (no coverage) seed 3)" in text
     runs[1]["acc_reset_pct"] = 60.0  # now 2 of 3: the conclusion follows the majority of runs
-    assert "it is caused by coordinates frozen at their warm-up values" in report.stale_summary(pd.DataFrame(runs))
+    assert "it is caused by coordinates frozen at their warm-up values" in T4B.stale_summary(pd.DataFrame(runs))

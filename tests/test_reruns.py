@@ -242,11 +242,11 @@ def compute(inputs, outputs, params):
     write_parquet(df, outputs["parquet"])
     write_text(outputs["md"], table_markdown("toy_rows", df))
 '''
-_TOY_TABLE_ENTRY = ('    _table("toy_rows", "hasfl.analysis.tables.toy_rows:compute", title="Toy -- rows of Table 3 per '
+_TOY_TABLE_ENTRY = ('    table_entry("toy_rows", "hasfl.analysis.tables.toy_rows:compute", title="Toy -- rows of Table 3 per '
                     'method", note="A test table.", tables=("table3_allocation",), label="Toy"),\n')
 
 
-def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finished, snakemake, tmp_path):
+def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finished, snakemake, tmp_path, monkeypatch):
     """Issue 24: a new method (one module under hasfl.fl.methods + one registry entry) trains only its own
     runs -- no finished run of another method is scheduled -- and appears in the tables and figure its
     entry names; a new table (one module under hasfl.analysis.tables + one artifact entry) gets its own
@@ -260,8 +260,8 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     registry = src / "registry.py"
     registry.write_text(registry.read_text() + _TOY_ENTRY)
     (src / "analysis" / "tables" / "toy_rows.py").write_text(_TOY_TABLE)
-    artifacts = src / "analysis" / "artifacts.py"
-    marker = "_TABLES: tuple[Artifact, ...] = (\n"
+    artifacts = src / "analysis" / "artifacts" / "table_entries.py"
+    marker = "TABLE_ENTRIES: tuple[Artifact, ...] = (\n"
     artifacts.write_text(artifacts.read_text().replace(marker, marker + _TOY_TABLE_ENTRY, 1))
     extra = _with_overlay(work, "toy", {"methods": ["hasfl", "random_budget", "fedprox", "toy"]})
     env = {"PYTHONPATH": str(work / "src")}
@@ -294,7 +294,24 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     text = (results / "report.md").read_text()
     assert "### Toy -- rows of Table 3 per method" in text and "A test table." in text
     assert "Toy method" in text
-    fig6 = snakemake("-n", "--forcerun", "analysis_fig6_frontier", "-p", "results/tiny/figures/fig6_frontier.png",
-                     "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work)
-    assert "toy" in fig6.stdout + fig6.stderr  # the figure reads the toy's runs (or the tables that hold them)
+    # Figure 6 (drawn from the method tables it quotes) shows the toy in its legend
+    import matplotlib.pyplot as plt
+
+    from hasfl import registry
+    from hasfl.analysis import jobs
+    from hasfl.analysis.artifacts import FIGURES
+    from hasfl.analysis.figures import fig6_frontier
+
+    entry = _TOY_ENTRY.split(" = ", 1)[1].strip()
+    monkeypatch.setitem(registry.METHODS, "toy", eval(entry, {"MethodInfo": registry.MethodInfo}))  # noqa: S307
+    drawn: dict = {}
+    monkeypatch.setattr(fig6_frontier, "save_figure", lambda fig, png, pdf: drawn.setdefault("fig", fig))
+    tables = {n: [str(results / "tables" / f"{n}.parquet")] for n in FIGURES["fig6_frontier"].tables}
+    jobs.run_artifact("fig6_frontier", tables, {"png": str(tmp_path / "f6.png"), "pdf": str(tmp_path / "f6.pdf")},
+                      {"datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedprox", "toy"], "seeds": [42]})
+    fig = drawn["fig"]
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    labels = [t.get_text() for lg in legends for t in lg.get_texts()]
+    plt.close(fig)
+    assert "Toy method" in labels, labels
 

@@ -90,7 +90,9 @@ PARAMS = {
     "permutation_seed": TABLE8_PERMUTATION_SEED,
     "comparable": comparability_map(config, load_config()),
     "k_std": ANALYSIS_THRESHOLDS["comparison_k_std"],
-    **{k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")},
+    **{
+        k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
+    },
 }
 
 
@@ -250,15 +252,19 @@ for art in ARTIFACTS.values():
     rule:
         name:
             f"analysis_{art.name}"
-        localrule: not art.heavy
         input:
             **artifact_inputs(art),
         output:
             **artifact_outputs(art),
         log:
             f"{RESULTS}/logs/analysis/{art.name}.log",
+        localrule: not art.heavy
         resources:
-            mem_mb=(8000 if "emnist" in config["datasets"] else 4000) if art.heavy else 1000,
+            mem_mb=(
+                (8000 if "emnist" in config["datasets"] else 4000)
+                if art.heavy
+                else 1000
+            ),
             runtime=30,
         params:
             artifact=art.name,

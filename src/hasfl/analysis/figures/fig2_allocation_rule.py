@@ -16,10 +16,7 @@ from matplotlib.figure import Figure
 
 from hasfl.analysis.figures.style import save_figure, set_style
 
-__all__ = ["TABLES", "compute", "figure"]
-
-#: The tables this figure reads (input names): none.
-TABLES: tuple[str, ...] = ()
+__all__ = ["compute", "figure"]
 
 
 def figure(p_min: float, gamma: float, pmaxes: Sequence[float] = (1.0, 0.6, 0.3), h_max: float = 3.0) -> Figure:

@@ -14,10 +14,8 @@ from typing import Any
 from hasfl.analysis.artifacts import FIGURES
 from hasfl.analysis.figures.trajectories import compute_trajectories
 
-__all__ = ["TABLES", "compute"]
+__all__ = ["compute"]
 
-#: The tables this figure reads (input names): none.
-TABLES: tuple[str, ...] = ()
 
 SLUG = "fig3_convergence_allocation"
 

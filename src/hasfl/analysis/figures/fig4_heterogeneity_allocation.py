@@ -23,10 +23,7 @@ from hasfl.analysis.figures.trajectories import trajectories
 from hasfl.analysis.labels import dataset_label
 from hasfl.analysis.runs import group_data_files
 
-__all__ = ["TABLES", "compute", "figure", "mean_capacity"]
-
-#: The tables this figure reads (input names): none.
-TABLES: tuple[str, ...] = ()
+__all__ = ["compute", "figure", "mean_capacity"]
 
 
 def _round_marks(ax: plt.Axes, n_rounds: int, warmup: int | None, t_adapt: int | None, t_norm: int | None,

@@ -18,10 +18,7 @@ from hasfl.analysis.figures.reading import datasets_of, runs_of, seeds_of
 from hasfl.analysis.figures.style import empty_panel, save_figure, set_style
 from hasfl.analysis.labels import dataset_label
 
-__all__ = ["TABLES", "compute", "figure"]
-
-#: The tables this figure reads (input names): none.
-TABLES: tuple[str, ...] = ()
+__all__ = ["compute", "figure"]
 
 
 def figure(clients: Mapping[tuple[str, int], pd.DataFrame], datasets: Sequence[str], seeds: Sequence[int]) -> Figure:

@@ -1,0 +1,237 @@
+"""The tables of the analysis: one entry each (paper Tables 1-7, Proposition 3, Table 4b, Table 8,
+the matched-budget comparisons, the batch-norm sensitivity, the comparison with the published values)
+with its inputs, config values, title and note."""
+
+from __future__ import annotations
+
+from hasfl.analysis.artifacts.spec import Artifact, table_entry
+from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS
+
+__all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "TABLE_ENTRIES"]
+
+#: The tables findings.json reads (hasfl.analysis.findings: each finding's tables); the batch-norm
+#: sensitivity recomputes the findings from the same files.
+FINDING_TABLES = ("table5_confound", "prop3_coverage", "table4b_stale_coordinates", "table3_allocation_seeds",
+                  "table4_coverage_seeds", "table6_full_model_seeds", "table7_shakespeare_seeds",
+                  "matched_budget_seeds", "table8_estimators_seeds", "matched_budget_estimators_seeds")
+
+#: Titles and notes of the tables (report.md, the table .md files and Snakemake's HTML report).
+STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
+            "peak-to-final delta (final - best) in percentage points.")
+
+
+#: The floor column of the method tables, in one sentence.
+FLOOR_NOTE = (f"Floor: in how many seeds the best accuracy of any round stayed within {FLOOR_TOL_PCT:g} points "
+              "(or one test example) of the test set's majority-class rate (Table 2), i.e. the run never predicted "
+              "better than the most common class.")
+
+#: The tables, in report order (report.md's table section; the comparison last).
+TABLE_ENTRIES: tuple[Artifact, ...] = (
+    table_entry(
+        "table1_cost", "hasfl.analysis.tables.table1_cost:compute",
+        title='Table 1 -- Per-client cost as a function of sub-model width p',
+        note=('Exact counts from the models (hasfl.models): params = trainable parameters of the width-p '
+              'sub-model, MACs per sample (conv + linear), upload = one float32 copy of the sub-model (1 MB = 10^6 '
+              'bytes); k = thousand, M = million, each model in the unit of its full width. `paper` rows are the '
+              "paper's three models; `preset` rows the preset's own model configuration."),
+        manifests="first",
+        params=("models",),
+        label="Table 1 cost",
+    ),
+    table_entry(
+        "table2_datasets", "hasfl.analysis.tables.table2_datasets:compute",
+        title='Table 2 -- Datasets',
+        note=("From the data stage's manifest.json summaries. Majority class: accuracy of always predicting the "
+              "test set's most common class; chance: 1 / classes. A run that never beats the majority class rate "
+              'by more than the floor tolerance is flagged `at floor` in every table and figure.'),
+        manifests="all",
+        label="Table 2 datasets",
+    ),
+    table_entry(
+        "table3_allocation", "hasfl.analysis.tables.method_table:compute",
+        title='Table 3 -- Sub-model allocation strategies',
+        paper=3,
+        methods=('hasfl', 'fjord', 'uniform'),
+        datasets='image',
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds"),
+        seeds_file=True,
+        method_table=True,
+        label='table3_allocation',
+    ),
+    table_entry(
+        "table4_coverage", "hasfl.analysis.tables.method_table:compute",
+        title='Table 4 -- Coverage-guarantee ablation',
+        paper=4,
+        methods=('hasfl', 'hasfl_nocov', 'heterofl'),
+        datasets='all',
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds"),
+        seeds_file=True,
+        method_table=True,
+        label='table4_coverage',
+    ),
+    table_entry(
+        "table5_confound", "hasfl.analysis.tables.table5_confound:compute",
+        title='Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)',
+        note=('Per run, over the clients: Pearson r, partial r given pmax (correlation of OLS residuals), and the '
+              'OLS R^2 / adjusted R^2 of log H~ on the capacity tier (categorical), on TV and on both. fedavg rows '
+              '(equal widths) are the positive control.'),
+        methods=("hasfl", "fedavg"),
+        run_files=("clients.parquet", "run.json"),
+        data_clients=True,
+        params=("datasets", "methods", "seeds"),
+        label="Table 5 confound",
+    ),
+    table_entry(
+        "table6_full_model", "hasfl.analysis.tables.method_table:compute",
+        title='Table 6 -- Comparison with full-model methods',
+        paper=6,
+        methods=('fedavg', 'scaffold', 'fedprox', 'hasfl', 'random_budget'),
+        datasets='all',
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds"),
+        seeds_file=True,
+        method_table=True,
+        label='table6_full_model',
+    ),
+    table_entry(
+        "table7_shakespeare", "hasfl.analysis.tables.method_table:compute",
+        title='Table 7 -- Allocation strategies on Shakespeare',
+        paper=7,
+        methods=('hasfl', 'fjord', 'uniform'),
+        datasets='text',
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds"),
+        seeds_file=True,
+        method_table=True,
+        label='table7_shakespeare',
+    ),
+    table_entry(
+        "matched_budget", "hasfl.analysis.tables.matched_budget:compute",
+        title='Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)',
+        note=('Differences hasfl - random_budget over the seeds where both completed. Final accuracy: Student-t '
+              'interval and paired t-test. Average width: random_budget draws its widths to match the hasfl run of '
+              'the same seed, so equal widths are a property of the design, not a result; the difference is '
+              'checked against the matching tolerance (`method_params.random_budget.tolerance`) and not tested.'),
+        methods=("hasfl", "random_budget"),
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds", "ci_level", "tolerance"),
+        seeds_file=True,
+        label="Matched budget",
+    ),
+    table_entry(
+        "prop3_coverage", "hasfl.analysis.tables.prop3_coverage:compute",
+        title='Proposition 3 -- never-covered coordinates of the capped runs',
+        note=('Only runs capped below full width are shown: p_hi = largest width any client trained '
+              '(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no '
+              'client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and '
+              'nothing to check (counted below the table; every run is in the Parquet file).'),
+        all_methods=True,
+        run_files=("clients.parquet", "init.pt", "final.pt", "run.json"),
+        manifests="first",
+        params=("models", "atol"),
+        heavy=True,
+        nested_only=True,
+        label="Proposition 3",
+    ),
+    table_entry(
+        "table4b_stale_coordinates", "hasfl.analysis.tables.table4b_stale_coordinates:compute",
+        title='Table 4b -- coordinates untrained since the warm-up, capped runs (Section 4.3)',
+        note=('Only runs capped after t0 are shown (every run is in the Parquet file). Per run: p_hi_after_t0 = '
+              'largest width any participant trained after the warm-up round t0 (clients.parquet '
+              'p_max_trained_after_warmup); coordinates outside that width (stale) were trained by no one since '
+              't0. frozen_since_t0: all of them equal in warmup.pt and final.pt (F5). For runs capped after t0, '
+              'test accuracy (%) of the full final model, of the same model with the stale coordinates reset to '
+              'init.pt, and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); acc_logged_pct is '
+              "the run's own final evaluation; final_at_floor: it is within the floor tolerance of the test set's "
+              'majority-class rate.'),
+        all_methods=True,
+        run_files=("clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json"),
+        manifests="first",
+        raw=True,
+        params=("models", "data", "atol"),
+        heavy=True,
+        nested_only=True,
+        summary="hasfl.analysis.tables.table4b_stale_coordinates:summary",
+        section="What the coverage ablation shows (Table 4b)",
+        label="Table 4b stale coordinates",
+    ),
+    table_entry(
+        "table8_estimators", "hasfl.analysis.tables.table8_estimators:compute",
+        title="Table 8 -- Capacity-separable estimators against TV and capacity (this project's extension)",
+        note=('Per dataset, run method and estimate E (E0 update divergence, E1 its within-tier z-score, E2 '
+              'fixed-width probe divergence, E3 reported label histograms), over the clients of each run and '
+              "pooled over the seeds in Fisher's z (fixed effect; weights n - 3, n - 4 for the partial "
+              'correlation) with intervals at the configured level: r(E, TV), r(E, pmax), partial r(E, TV | pmax), '
+              'and the within-tier r(E, TV) (pooled over tiers, then seeds); adjusted R^2 of E on the capacity '
+              'tier (categorical) and on TV (mean over seeds); the verdicts of the capacity-grouped check (hasfl '
+              'diagnose: permutation test of TV within tiers) per run. hasfl runs: sub-model widths follow '
+              'capacity; fedavg runs: every client trains the full model (the positive control). Per-run rows in '
+              'the _seeds file.'),
+        methods=TABLE8_METHODS,
+        run_files=("clients.parquet", "rounds.parquet", "run.json"),
+        data_clients=True,
+        manifests="first",
+        params=("datasets", "methods", "seeds", "ci_level", "permutations", "permutation_seed"),
+        seeds_file=True,
+        summary="hasfl.analysis.tables.table8_estimators:summary",
+        section="Capacity-separable estimators (Table 8, F7, F8, Figure 9)",
+        label="Table 8 estimators",
+    ),
+    table_entry(
+        "matched_budget_estimators", "hasfl.analysis.tables.matched_budget_estimators:compute",
+        title=('Matched budget of the estimator methods -- allocation by E2 / E3 vs its random-budget control, '
+               'paired by seed'),
+        note=('Differences (allocating method - its random-budget control) over the seeds where both completed, '
+              'per dataset and pair: hasfl_probe vs random_budget_probe (Eq. 6 fed by E2) and hasfl_reported vs '
+              'random_budget_reported (fed by E3). Final accuracy: Student-t interval and paired t-test (F8 tests '
+              'it); average width: matched by construction within method_params.<control>.tolerance, not tested.'),
+        methods=tuple(m for _pair, alloc, control, _e in ESTIMATOR_PAIRS for m in (alloc, control)),
+        run_files=("rounds.parquet", "run.json"),
+        manifests="first",
+        params=("datasets", "methods", "seeds", "ci_level", "tolerances"),
+        seeds_file=True,
+        label="Matched budget of the estimator methods",
+    ),
+    table_entry(
+        "bn_sensitivity", "hasfl.analysis.tables.bn_sensitivity:compute",
+        title='Batch-norm sensitivity -- final accuracy of every run under each BN statistics mode',
+        all_methods=True,
+        run_files=("final.pt", "run.json"),
+        manifests="first",
+        data_tables=True,
+        raw=True,
+        tables=FINDING_TABLES,
+        extra_outputs=("bn_sensitivity_findings",),
+        params=("models", "data", "datasets", "thresholds"),
+        heavy=True,
+        in_tables_section=False,
+        summary="hasfl.analysis.tables.bn_sensitivity:summary",
+        section="Batch-norm sensitivity",
+        label="Batch-norm sensitivity",
+    ),
+    table_entry(
+        "comparison", "hasfl.analysis.tables.comparison:compute",
+        title='Comparison with the published values (Tables 1, 3-7)',
+        note=("One row per published value (Tables 1, 3-7) of a dataset this preset ran: ours, the paper's, and "
+              'whether ours lies within the published mean +- k std (Table 1: rounds to the printed value). Table '
+              "1's model costs are comparable at any preset; the results of Tables 3-7 only where the preset ran "
+              "the paper's configuration (the others are listed as not comparable, with the config keys that "
+              'differ).'),
+        folder="",
+        published=True,
+        tables=("table1_cost", "table3_allocation", "table4_coverage", "table5_confound", "table6_full_model", "table7_shakespeare"),
+        params=("datasets", "comparable", "k_std"),
+        in_tables_section=False,
+        summary="hasfl.analysis.tables.comparison:summary",
+        section="Comparison with the published values",
+        summary_after=True,
+        label="Comparison with the paper",
+    ),
+)
