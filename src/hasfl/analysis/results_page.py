@@ -22,18 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.analysis.findings import PAPER_CLAIM, finding_kind
+from hasfl.analysis.artifacts import FIGURES as ARTIFACT_FIGURES
+from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
 from hasfl.analysis.manifest import verify_analysis
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
 
 __all__ = ["FIGURES", "TABLES", "write_results_page"]
 
-#: Tables on the page, in order (those the preset produced).
-TABLES = ("table3_allocation", "table4_coverage", "table5_confound", "table6_full_model", "table7_shakespeare",
-          "matched_budget", "table4b_stale_coordinates", "table8_estimators", "bn_sensitivity")
-#: Figures on the page: (slug, fallback slug).
-FIGURES = (("fig6_frontier", None), ("fig3_convergence_allocation", None),
-           ("fig9_estimators", "fig5_final_allocation"))
+#: Tables on the page, in order (those the preset produced): the registry's ``results_page`` positions.
+TABLES = tuple(a.name for a in sorted((a for a in ARTIFACT_TABLES.values() if a.results_page),
+                                      key=lambda a: a.results_page))
+#: Figures on the page: (slug, fallback slug), in order.
+FIGURES = tuple((a.name, a.page_fallback) for a in sorted((a for a in ARTIFACT_FIGURES.values() if a.results_page),
+                                                          key=lambda a: a.results_page))
 WIDTH_PX = 800
 #: What the tag after a finding's id means (findings.json, field ``kind``).
 KIND_LEGEND = ("A finding without a tag tests a claim of the paper; *(extension)*: this project's own question; "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Cost", "count_params", "conv_linear_macs", "lstm_macs", "table1"]
+__all__ = ["Cost", "conv_linear_macs", "lstm_macs", "table1"]
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,6 @@ class Cost:
     @classmethod
     def of(cls, params: int, macs: int) -> "Cost":
         return cls(params=params, macs=macs, upload_mb=params * 4 / 1e6)
-
-
-def count_params(module: nn.Module) -> int:
-    """Number of parameter elements (buffers excluded)."""
-    return sum(p.numel() for p in module.parameters())
 
 
 def conv_linear_macs(module: nn.Module, example: Tensor) -> int:

@@ -39,7 +39,7 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         + "The paper (Section 4.2, CIFAR-10 and EMNIST, 200 rounds) reports HAS-FL and FjORD indistinguishable "
         "and Uniform falling from its peak; this preset's datasets, models and rounds differ, so the curves "
         "show this preset's behaviour, not a reproduction of the paper's numbers.",
-        floors=True),
+        floors=True, results_page=2),
     figure_entry(
         "fig4_heterogeneity_allocation", 4, "Mean heterogeneity estimate and allocation",
         ("hasfl",), ("rounds.parquet",),
@@ -75,7 +75,7 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         "hide each other (same cost, nearly the same accuracy: e.g. the full-model methods at width 1) are spread "
         "sideways by 3% of the axis width per point; that offset is not part of the data.",
         tables=("table3_allocation_seeds", "table4_coverage_seeds", "table6_full_model_seeds",
-                "table7_shakespeare_seeds")),
+                "table7_shakespeare_seeds"), results_page=1),
     figure_entry(
         "fig7_convergence_full_model", 7, "Convergence vs full-model methods",
         ("hasfl", "fedavg", "scaffold", "fedprox"), ("rounds.parquet", "run.json"),
@@ -112,5 +112,6 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         "capacity tiers, as hasfl diagnose does) calls confounded, data signal or inconclusive: the same "
         "numbers as Table 8. E0 and E2 are drawn on a log scale; in the E3 panel the dotted diagonal is "
         "E3 = TV (with exact label counts the reported histograms give the truth itself).",
-        data_clients=True, tables=("table8_estimators",), params=("ci_level",)),
+        data_clients=True, tables=("table8_estimators",), params=("ci_level",), results_page=3,
+        page_fallback="fig5_final_allocation"),
 )

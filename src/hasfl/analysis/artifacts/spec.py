@@ -51,6 +51,8 @@ class Artifact:
         nested_only: it reads only the runs of methods with nested sub-models
             (:attr:`hasfl.registry.MethodInfo.nested`; Proposition 3's coordinate checks).
         label: its name in Snakemake's HTML report.
+        results_page: its position on the results page (``hasfl results-page``; 0: not shown there);
+            ``page_fallback``: the figure shown in its place when it is missing.
     """
 
     name: str
@@ -81,6 +83,8 @@ class Artifact:
     nested_only: bool = False
     folder: str = "tables"
     label: str = ""
+    results_page: int = 0
+    page_fallback: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.params if k not in PARAM_KEYS]
@@ -112,9 +116,10 @@ def table_entry(name: str, compute: str, *, title: str, **kw: Any) -> Artifact:
 
 def figure_entry(slug: str, paper: int, title: str, methods: tuple[str, ...], run_files: tuple[str, ...], caption: str,
             *, data_clients: bool = False, floors: bool = False, tables: tuple[str, ...] = (),
-            params: tuple[str, ...] = ()) -> Artifact:
+            params: tuple[str, ...] = (), results_page: int = 0, page_fallback: str | None = None) -> Artifact:
     """A figure's entry: ``figures/<slug>.png`` drawn by ``hasfl.analysis.figures.<slug>:compute``."""
     return Artifact(slug, "figure", f"hasfl.analysis.figures.{slug}:compute", title, caption, paper=paper,
                     methods=methods, run_files=run_files, manifests="first" if floors else "",
                     data_clients=data_clients, tables=tables, folder="figures", label=slug,
+                    results_page=results_page, page_fallback=page_fallback,
                     params=("datasets", "methods", "seeds", *params))

@@ -58,6 +58,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("datasets", "methods", "seeds"),
         seeds_file=True,
         method_table=True,
+        results_page=1,
         label='table3_allocation',
     ),
     table_entry(
@@ -71,6 +72,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("datasets", "methods", "seeds"),
         seeds_file=True,
         method_table=True,
+        results_page=2,
         label='table4_coverage',
     ),
     table_entry(
@@ -83,6 +85,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         run_files=("clients.parquet", "run.json"),
         data_clients=True,
         params=("datasets", "methods", "seeds"),
+        results_page=3,
         label="Table 5 confound",
     ),
     table_entry(
@@ -96,6 +99,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("datasets", "methods", "seeds"),
         seeds_file=True,
         method_table=True,
+        results_page=4,
         label='table6_full_model',
     ),
     table_entry(
@@ -109,6 +113,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("datasets", "methods", "seeds"),
         seeds_file=True,
         method_table=True,
+        results_page=5,
         label='table7_shakespeare',
     ),
     table_entry(
@@ -123,6 +128,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         manifests="first",
         params=("datasets", "methods", "seeds", "ci_level", "tolerance"),
         seeds_file=True,
+        results_page=6,
         label="Matched budget",
     ),
     table_entry(
@@ -160,6 +166,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         nested_only=True,
         summary="hasfl.analysis.tables.table4b_stale_coordinates:summary",
         section="What the coverage ablation shows (Table 4b)",
+        results_page=7,
         label="Table 4b stale coordinates",
     ),
     table_entry(
@@ -182,6 +189,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         seeds_file=True,
         summary="hasfl.analysis.tables.table8_estimators:summary",
         section="Capacity-separable estimators (Table 8, F7, F8, Figure 9)",
+        results_page=8,
         label="Table 8 estimators",
     ),
     table_entry(
@@ -214,6 +222,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         in_tables_section=False,
         summary="hasfl.analysis.tables.bn_sensitivity:summary",
         section="Batch-norm sensitivity",
+        results_page=9,
         label="Batch-norm sensitivity",
     ),
     table_entry(
