@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PARAM_KEYS", "Artifact", "figure_entry", "table_entry"]
+__all__ = ["PARAM_KEYS", "Artifact", "figure_entry", "method_table_entry", "table_entry"]
 
 #: The config values an artifact may take (``Artifact.params``); analysis.smk resolves each from the
 #: preset (thresholds from the config block ``analysis``).
@@ -112,6 +112,15 @@ class Artifact:
 def table_entry(name: str, compute: str, *, title: str, **kw: Any) -> Artifact:
     """A table's entry: its name, compute function, title and the fields of :class:`Artifact`."""
     return Artifact(name, "table", compute, title, **kw)
+
+
+def method_table_entry(name: str, paper: int, title: str, methods: tuple[str, ...], datasets: str,
+                       **kw: Any) -> Artifact:
+    """A paper table of accuracy per method (Tables 3, 4, 6, 7): its methods and datasets, read from every
+    run's rounds.parquet and run.json, with the floors of the data-stage manifests and a per-run file."""
+    return table_entry(name, "hasfl.analysis.tables.method_table:compute", title=title, paper=paper, methods=methods,
+                       datasets=datasets, run_files=("rounds.parquet", "run.json"), manifests="first",
+                       params=("datasets", "methods", "seeds"), seeds_file=True, method_table=True, label=name, **kw)
 
 
 def figure_entry(slug: str, paper: int, title: str, methods: tuple[str, ...], run_files: tuple[str, ...], caption: str,

@@ -4,7 +4,7 @@ with its inputs, config values, title and note."""
 
 from __future__ import annotations
 
-from hasfl.analysis.artifacts.spec import Artifact, table_entry
+from hasfl.analysis.artifacts.spec import Artifact, method_table_entry, table_entry
 from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS
 
 __all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "TABLE_ENTRIES"]
@@ -47,34 +47,8 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         manifests="all",
         label="Table 2 datasets",
     ),
-    table_entry(
-        "table3_allocation", "hasfl.analysis.tables.method_table:compute",
-        title='Table 3 -- Sub-model allocation strategies',
-        paper=3,
-        methods=('hasfl', 'fjord', 'uniform'),
-        datasets='image',
-        run_files=("rounds.parquet", "run.json"),
-        manifests="first",
-        params=("datasets", "methods", "seeds"),
-        seeds_file=True,
-        method_table=True,
-        results_page=1,
-        label='table3_allocation',
-    ),
-    table_entry(
-        "table4_coverage", "hasfl.analysis.tables.method_table:compute",
-        title='Table 4 -- Coverage-guarantee ablation',
-        paper=4,
-        methods=('hasfl', 'hasfl_nocov', 'heterofl'),
-        datasets='all',
-        run_files=("rounds.parquet", "run.json"),
-        manifests="first",
-        params=("datasets", "methods", "seeds"),
-        seeds_file=True,
-        method_table=True,
-        results_page=2,
-        label='table4_coverage',
-    ),
+    method_table_entry("table3_allocation", 3, "Table 3 -- Sub-model allocation strategies", ("hasfl", "fjord", "uniform"), "image", results_page=1),
+    method_table_entry("table4_coverage", 4, "Table 4 -- Coverage-guarantee ablation", ("hasfl", "hasfl_nocov", "heterofl"), "all", results_page=2),
     table_entry(
         "table5_confound", "hasfl.analysis.tables.table5_confound:compute",
         title='Table 5 -- Correlations of the final estimates H~ with TV and pmax (+ fedavg control)',
@@ -88,34 +62,8 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         results_page=3,
         label="Table 5 confound",
     ),
-    table_entry(
-        "table6_full_model", "hasfl.analysis.tables.method_table:compute",
-        title='Table 6 -- Comparison with full-model methods',
-        paper=6,
-        methods=('fedavg', 'scaffold', 'fedprox', 'hasfl', 'random_budget'),
-        datasets='all',
-        run_files=("rounds.parquet", "run.json"),
-        manifests="first",
-        params=("datasets", "methods", "seeds"),
-        seeds_file=True,
-        method_table=True,
-        results_page=4,
-        label='table6_full_model',
-    ),
-    table_entry(
-        "table7_shakespeare", "hasfl.analysis.tables.method_table:compute",
-        title='Table 7 -- Allocation strategies on Shakespeare',
-        paper=7,
-        methods=('hasfl', 'fjord', 'uniform'),
-        datasets='text',
-        run_files=("rounds.parquet", "run.json"),
-        manifests="first",
-        params=("datasets", "methods", "seeds"),
-        seeds_file=True,
-        method_table=True,
-        results_page=5,
-        label='table7_shakespeare',
-    ),
+    method_table_entry("table6_full_model", 6, "Table 6 -- Comparison with full-model methods", ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget"), "all", results_page=4),
+    method_table_entry("table7_shakespeare", 7, "Table 7 -- Allocation strategies on Shakespeare", ("hasfl", "fjord", "uniform"), "text", results_page=5),
     table_entry(
         "matched_budget", "hasfl.analysis.tables.matched_budget:compute",
         title='Matched budget -- HAS-FL vs random-budget, paired by seed (Section 4.4)',
