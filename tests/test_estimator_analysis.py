@@ -257,7 +257,7 @@ def test_f7_support_takes_precedence_and_says_weak():
 
 def test_f7_is_per_estimator_and_inconclusive_when_not_run():
     res = evaluate(t8_rows("hasfl", "E0", [-0.1, 0.0, 0.05]) + t8_rows("hasfl", "E3", [0.99] * 3)
-                   + t8_rows("fedavg", "E1", [0.5] * 3), [])
+                   + t8_rows("fedavg", "E1", [0.5] * 3) + t8_rows("fedavg", "E0", [0.6] * 3), [])
     assert res["F7-E0"]["verdict"] == C and res["F7-E3"]["verdict"] == S
     # E1 has only fedavg rows: F7 is about the hasfl runs, so nothing was measured
     assert res["F7-E1"]["verdict"] == I and res["F7-E1"]["reason"].startswith("not run")
@@ -430,3 +430,19 @@ def test_finding_kinds_say_what_a_verdict_can_mean():
     assert noisy["F7-E3"]["kind"] == F.EXTENSION and noisy["F8-reported"]["kind"] == F.EXTENSION
     assert "consistent data signal" in noisy["F7-E3"]["reason"]
     assert all(f["kind"] in F.KINDS for f in exact.values())
+
+
+@pytest.mark.parametrize(("estimator", "control", "verdict"), [
+    ("E0", [0.6] * 3, C),    # the control sees the data: no signal in the hasfl runs is about capacity
+    ("E0", [0.0] * 3, I),    # blind at equal widths too: it says nothing about capacity
+    ("E0", None, I),         # no control at all
+    ("E1", [0.0] * 3, I),    # E1 is E0 z-scored within tiers: the same gate
+    ("E2", [0.0] * 3, C),    # the probe is width-separable by construction: no confound claim, no gate
+])
+def test_f7_no_signal_on_the_update_divergence_needs_its_positive_control(estimator, control, verdict):
+    rows = t8_rows("hasfl", estimator, [0.0] * 3) + (t8_rows("fedavg", estimator, control) if control else [])
+    u = evaluate(rows, [])[f"F7-{estimator}"]["units"][0]
+    assert u["verdict"] == verdict, u["reason"]
+    if verdict == I:
+        assert "the test alone: contradicted" in u["reason"] and "control" in u["reason"]
+

@@ -39,14 +39,17 @@ def t5(method: str, dataset: str, **cols: list[float]) -> list[dict]:
 
 
 def seeds(dataset: str, method: str, *, final: list[float], decay: list[float] | None = None,
-          p_trained: list[float] | None = None) -> list[dict]:
-    """Per-seed method-table rows; best = final + decay."""
+          p_trained: list[float] | None = None, p_alloc: list[float] | None = None,
+          floor: list[bool] | None = None) -> list[dict]:
+    """Per-seed method-table rows; best = final + decay; the allocated width defaults to the trained one."""
     decay = decay or [0.0] * len(SEEDS)
     p_trained = p_trained or [0.5] * len(SEEDS)
+    p_alloc = p_alloc or p_trained
+    floor = floor or [False] * len(SEEDS)
     return [{"dataset": dataset, "method": method, "seed": s, "status": "completed", "best_acc_pct": f + d,
-             "final_acc_pct": f, "delta_pct": -d, "avg_p": 0.5, "avg_p_trained": p, "upload_mb": 0.1,
-             "train_mmacs": 1.0, "rounds_completed": 30}
-            for s, f, d, p in zip(SEEDS, final, decay, p_trained, strict=True)]
+             "final_acc_pct": f, "delta_pct": -d, "avg_p": a, "avg_p_trained": p, "upload_mb": 0.1,
+             "train_mmacs": 1.0, "rounds_completed": 30, "at_floor": fl}
+            for s, f, d, p, a, fl in zip(SEEDS, final, decay, p_trained, p_alloc, floor, strict=True)]
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
@@ -121,7 +124,10 @@ def test_combine():
     assert F.combine([]) == I
     assert F.combine([S, S]) == S
     assert F.combine([S, I]) == I
-    assert F.combine([S, I, C]) == C
+    assert F.combine([C, I]) == C
+    assert F.combine([S, I, C]) == F.MIXED  # one dataset does not override another
+    assert F.combine([F.MIXED, S]) == F.MIXED
+    assert F.VERDICTS == (S, C, I, F.MIXED)
 
 
 # --- F1 ----------------------------------------------------------------------------------------
@@ -187,7 +193,7 @@ def test_f1d(prs, verdict):
 
 
 @pytest.mark.parametrize(("nocov", "hasfl", "verdict"), [([20, 25, 30], [1, 2, 1], S),
-                                                         ([0, 0, 1], [10, 12, 11], C),
+                                                         ([0.5, 0.2, 1], [10, 12, 11], C),
                                                          ([20, 0, 1], [0, 10, 0], I)])
 def test_f2a(nocov, hasfl, verdict):
     t = replace(base_tables(), F.T4S, "cifar10", "hasfl_nocov",
@@ -223,7 +229,7 @@ def test_f2a_spread(nocov, hasfl, verdict):
 
 
 @pytest.mark.parametrize(("uniform", "heterofl", "verdict"), [([20, 25, 30], [1, 2, 1], S),
-                                                              ([0, 1, 0], [5, 6, 7], C),
+                                                              ([0.5, 1, 0.3], [5, 6, 7], C),
                                                               ([20, 0, 1], [0, 10, 0], I)])
 def test_f2b(uniform, heterofl, verdict):
     t = replace(base_tables(), F.T3S, "cifar10", "uniform", seeds("cifar10", "uniform", final=[60] * 3,
@@ -509,3 +515,99 @@ def test_the_tables_findings_read_are_registry_tables() -> None:
     for name in FINDING_TABLES:
         base = name.removesuffix("_seeds")
         assert base in TABLES and (name == base or TABLES[base].seeds_file), name
+
+
+# --- the rules that keep a verdict within its evidence (issue 25) ------------------------------------
+
+
+def two_image_datasets() -> dict[str, pd.DataFrame]:
+    """The base tables with a second image dataset (emnist) that copies cifar10."""
+    t = base_tables()
+    out = {}
+    for name, df in t.items():
+        if "dataset" in df.columns and (df["dataset"] == "cifar10").any():
+            extra = df[df["dataset"] == "cifar10"].assign(dataset="emnist")
+            df = pd.concat([df, extra], ignore_index=True)
+        out[name] = df
+    return out
+
+
+@pytest.mark.parametrize(("emnist_nocov", "verdict"), [([20, 25, 30], S),  # both datasets support
+                                                       ([0.5, 1.5, 0.8], C)])  # emnist: nocov decays less
+def test_f2a_mixed_when_datasets_disagree(emnist_nocov, verdict):
+    t = two_image_datasets()
+    t = replace(t, F.T4S, "emnist", "hasfl_nocov", seeds("emnist", "hasfl_nocov", final=[20, 60, 90],
+                                                          decay=emnist_nocov))
+    res = evaluate(t, datasets=["cifar10", "emnist", "shakespeare"])[F.F2A]
+    # cifar10 supports; emnist supports too (S) or contradicts (nocov decays no more than hasfl): mixed
+    assert res["verdict"] == (S if verdict == S else F.MIXED)
+    assert {u["unit"]: u["verdict"] for u in res["units"]} == {"cifar10": S, "emnist": verdict}
+
+
+def test_f2c_is_inconclusive_on_runs_that_never_peaked_or_sit_at_the_floor():
+    t = base_tables()
+    supported = evaluate(t)[F.F2C]
+    assert supported["verdict"] == S and "gate" not in unit(supported, "shakespeare")
+    # a seed whose best accuracy is its last evaluation (decline 0: still rising) says nothing about collapse
+    t1 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[34, 36, 35],
+                                                           decay=[0.5, 0.0, 0.8], p_trained=[0.44] * 3))
+    u = unit(evaluate(t1)[F.F2C], "shakespeare")
+    assert u["verdict"] == I and "uniform seed 43 peaks at its last evaluation" in u["reason"]
+    assert "the test alone: supported" in u["reason"]  # the statistic is kept beside the reason
+    # a seed at the majority-class floor never learned, so it cannot collapse either
+    t2 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[34, 36, 35],
+                                                           decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3,
+                                                           floor=[False, False, True]))
+    u = unit(evaluate(t2)[F.F2C], "shakespeare")
+    assert u["verdict"] == I and "uniform seed 44 at the majority-class floor" in u["reason"]
+    # a collapse on runs that did peak is still contradicted
+    t3 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[14, 16, 15],
+                                                           decay=[20, 25, 22], p_trained=[0.44] * 3))
+    assert evaluate(t3)[F.F2C]["verdict"] == C
+
+
+def test_f2a_and_f2b_gate_on_the_method_whose_decay_is_claimed():
+    t = base_tables()
+    # hasfl (the covered side) still rising at the end is the claim, not a reason to stop
+    assert unit(evaluate(t)[F.F2A], "cifar10")["verdict"] == S  # hasfl decays [1, 2, 1]
+    t1 = replace(t, F.T4S, "cifar10", "hasfl_nocov", seeds("cifar10", "hasfl_nocov", final=[20, 60, 90],
+                                                            decay=[20, 0, 30]))
+    u = unit(evaluate(t1)[F.F2A], "cifar10")
+    assert u["verdict"] == I and "hasfl_nocov seed 43 peaks" in u["reason"]
+    t2 = replace(t, F.T4S, "cifar10", "heterofl", seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1],
+                                                         floor=[True, False, False]))
+    u = unit(evaluate(t2)[F.F2B], "cifar10")
+    assert u["verdict"] == I and "heterofl seed 42 at the majority-class floor" in u["reason"]
+
+
+@pytest.mark.parametrize(("control", "pr", "verdict"), [
+    ([0.5] * 3, -0.3, S),   # the control sees the data: "no data signal" is about capacity
+    ([0.0] * 3, -0.3, I),   # blind at equal widths: the same statistic says nothing about capacity
+    ([0.0] * 3, 0.6, C),    # a positive signal is a contradiction whatever the control
+])
+def test_f1c_is_gated_on_its_positive_control(control, pr, verdict):
+    t = replace(base_tables(), F.T5, "cifar10", None,
+                t5("hasfl", "cifar10", pr_h_tv_pmax=[pr] * 3) + t5("fedavg", "cifar10", r_h_tv=control))
+    res = evaluate(t)
+    u = unit(res[F.F1C], "cifar10")
+    assert u["verdict"] == verdict, u["reason"]
+    if verdict == I:
+        assert "positive control F6 on this dataset is" in u["reason"] and "the test alone: supported" in u["reason"]
+        assert res[F.F6]["verdict"] != S
+
+
+def test_f3_shakespeare_tests_the_allocated_width_with_the_trained_one_beside_it():
+    t = dict(base_tables())
+    # FjORD trains at pmax (trained width above HAS-FL's) but is allocated less: Table 7's Avg. p is allocated
+    t[F.T7S] = frame(seeds("shakespeare", "hasfl", final=[25, 26, 27], p_trained=[0.50, 0.51, 0.50],
+                           p_alloc=[0.50, 0.51, 0.50])
+                     + seeds("shakespeare", "fjord", final=[32, 33, 35], p_trained=[0.52, 0.53, 0.52],
+                             p_alloc=[0.39, 0.40, 0.38])
+                     + seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.2, 0.8],
+                             p_trained=[0.44] * 3))
+    u = unit(evaluate(t)[F.F3_SHAKESPEARE], "shakespeare")
+    part = next(p for p in u["parts"] if p["unit"] == "allocated width(hasfl) - allocated width(fjord)")
+    assert part["verdict"] == S and part["estimate"] == pytest.approx(0.113, abs=1e-3)
+    assert part["trained_width_diff"] == pytest.approx([-0.02, -0.02, -0.02])
+    assert u["verdict"] == S
+

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis.artifacts import FIGURES, METHOD_TABLES, STD_NOTE, TABLES, figure_caption
+from hasfl.analysis.findings import VERDICT_RULES
 from hasfl.analysis.findings.display import summary_frame, units_frame
 from hasfl.analysis.floors import is_missing
 from hasfl.analysis.labels import dataset_label, method_label
@@ -115,7 +116,7 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "(its meaning per finding is in `findings.json`, `mde_meaning`). Margins: config block `analysis`, "
                "defaults justified in docs/decisions.md. A claim tagged [extension] is this project's own question, "
                "[pipeline check] one whose outcome follows from the construction (it checks the code, not the method), "
-               "[oracle] an allocation by the true label histogram.\n\n")
+               "[oracle] an allocation by the true label histogram.\n\n" + VERDICT_RULES + "\n\n")
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
     out.append(md_table(summary_frame(items)))
     units = units_frame(items, _floor_rows(tables))

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hasfl.analysis.findings import PAPER_CLAIM, finding_kind
 from hasfl.analysis.artifacts import FIGURES as ARTIFACT_FIGURES
 from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
+from hasfl.analysis.findings import PAPER_CLAIM, VERDICT_RULES, finding_kind
 from hasfl.analysis.manifest import verify_analysis
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
@@ -184,7 +184,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
                 "numbers are copied from the sections below." if notes else ""), ""]
     if notes:
         lines += [notes.strip(), ""]
-    lines += ["## Findings", "", KIND_LEGEND, "", *_findings_table(findings["findings"]), ""]
+    lines += ["## Findings", "", KIND_LEGEND, "", VERDICT_RULES, "", *_findings_table(findings["findings"]), ""]
     lines += ["## Tables", ""]
     for table in TABLES:
         md = results / "tables" / f"{table}.md"

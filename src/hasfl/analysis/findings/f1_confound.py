@@ -23,6 +23,7 @@ import pandas as pd
 from hasfl.analysis.findings.kernel import (
     COMPLETED,
     IMAGE,
+    SUPPORTED,
     T5,
     FindingSpec,
     Settings,
@@ -30,6 +31,8 @@ from hasfl.analysis.findings.kernel import (
     corr_equivalence_unit,
     corr_not_positive_unit,
     finding,
+    fmt,
+    gate_unit,
     in_scope,
     t_unit,
 )
@@ -47,6 +50,26 @@ def confound_rows(t5: pd.DataFrame, method: str, dataset: str) -> pd.DataFrame:
 def datasets_with(t5: pd.DataFrame, method: str, datasets: Sequence[str]) -> list[str]:
     """The datasets of ``datasets`` on which Table 5 has a completed run of ``method``."""
     return [d for d in datasets if len(confound_rows(t5, method, d))]
+
+
+def control_unit(t5: pd.DataFrame, dataset: str, st: Settings) -> dict[str, Any]:
+    """The positive control on ``dataset`` (F6's unit): pooled r(H~, TV) of the fedavg runs > ``f6_min_r_h_tv``."""
+    return corr_directional_unit(dataset, confound_rows(t5, "fedavg", dataset), "r_h_tv", 0, st.th["f6_min_r_h_tv"],
+                                 True, st)
+
+
+def control_gate(t5: pd.DataFrame, dataset: str, st: Settings) -> str | None:
+    """Why "no data signal once capacity is controlled" says nothing about capacity on ``dataset``, else None:
+    the positive control there (F6: the same estimate with equal widths) does not show that the estimate
+    sees the data at all."""
+    if not len(confound_rows(t5, "fedavg", dataset)):
+        return "no fedavg run on this dataset: the positive control (F6) that a claim of no data signal needs"
+    c = control_unit(t5, dataset, st)
+    if c["verdict"] == SUPPORTED:
+        return None
+    return (f"the positive control F6 on this dataset is {c['verdict']} ({fmt(c['estimate'])} "
+            f"[{fmt(c['low'])}, {fmt(c['high'])}]): the estimate sees no data signal even with equal widths, so "
+            "its absence here says nothing about capacity")
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
@@ -80,13 +103,18 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
              "< margin", margin_key="f1_min_r2_gap", st=st, units=units, files=files,
         mde_meaning="smallest true mean gap above the margin detected with the configured power",
         not_run="no completed hasfl run on an image dataset", extension=True))
-    units = [dict(corr_not_positive_unit(d, confound_rows(t5, "hasfl", d), "pr_h_tv_pmax",
-                                         st.th["f1c_max_pr_h_tv"], st), in_scope=scope[d]) for d in ds]
+    units = []
+    for d in ds:
+        u = dict(corr_not_positive_unit(d, confound_rows(t5, "hasfl", d), "pr_h_tv_pmax", st.th["f1c_max_pr_h_tv"],
+                                        st), in_scope=scope[d])
+        units.append(gate_unit(u, control_gate(t5, d, st)) if u["verdict"] == SUPPORTED else u)
     out.append(finding(
         F1C, claim="Once capacity is controlled no data signal remains: r(H~, TV | pmax) is near zero or negative",
         source="Section 4.4, Table 5", scope=IMAGE,
         statistic="partial r(H~, TV | pmax) per hasfl run, pooled over seeds (Fisher z, n - 4 weights)",
-        test="supported if the one-sided upper bound < margin; contradicted if the one-sided lower bound > 0 "
+        test="supported if the one-sided upper bound < margin and the positive control F6 on the same dataset is "
+             "supported (else inconclusive: an estimate blind at equal widths says nothing about capacity); "
+             "contradicted if the one-sided lower bound > 0 "
              "(a consistent positive data signal); contradiction takes precedence",
         margin_key="f1c_max_pr_h_tv", st=st, units=units, files=files,
         mde_meaning="true pooled partial r at or below which the test returns supported with the configured power",

@@ -71,7 +71,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
              "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt)", margin_key="f5_atol", st=st, units=units,
         files=[f"tables/{P3}.parquet", f"tables/{T4B}.parquet"],
         mde_meaning="none: an exact, deterministic check (no sampling error)",
-        not_run="no run capped every client below full width", kind=PIPELINE_CHECK)]
+        not_run="no run capped every client below full width", kind=PIPELINE_CHECK,
+        conjunction=True)]  # one moved coordinate contradicts it
 
 
 #: No methods: F5 is structural (coordinates vs init), accuracy does not enter it.

@@ -33,11 +33,15 @@ from hasfl.analysis.findings.kernel import (
     corr_unit,
     finding,
     fmt,
+    gate_unit,
 )
 from hasfl.analysis.specs import ESTIMATORS
 from hasfl.analysis.stats import z_mde
 
 F7_IDS = tuple(f"F7-{e.id}" for e in ESTIMATORS)
+#: The estimates of the update divergence (E0 and its within-tier z-score E1): a "no usable signal" on them
+#: is a claim about the capacity confound and needs the equal-width control to see the data.
+CONFOUND_ESTIMATORS = ("E0", "E1")
 #: Estimates fixed before round 0 (E3: the clients' reports): whether the run learned does not enter them.
 FIXED_BEFORE_TRAINING = ("E3",)
 
@@ -61,9 +65,11 @@ def equals_tv(t8s: pd.DataFrame, estimator: str) -> bool:
 
 
 def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
-                  control: pd.DataFrame | None = None) -> dict[str, Any]:
+                  control: pd.DataFrame | None = None, gated: bool = False) -> dict[str, Any]:
     """F7: supported when the one-sided lower bound of the pooled partial r > 0; contradicted when the
-    one-sided upper bound < margin (no usable signal); support takes precedence."""
+    one-sided upper bound < margin (no usable signal); support takes precedence. ``gated`` (the estimates
+    of the update divergence, E0 / E1: claims about the confound): "contradicted" needs the fedavg
+    control's lower bound > 0, else the unit is inconclusive."""
     unit = corr_unit(name, rows, "pr_e_tv_pmax", 1, st)
     se = unit.pop("_se")
     shift = z_mde(se, st.alpha, st.power)
@@ -92,6 +98,13 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
     unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} hasfl run(s), {unit['n_clients']} clients; "
                                   f"{st.power:.0%} power needs a true r >= {fmt(unit['mde'])} for supported, "
                                   f"<= {fmt(unit['mde_contradicted'])} for contradicted{ctl_txt})")
+    if v == CONTRADICTED and gated:
+        if not ctl:
+            gate_unit(unit, "no fedavg run: the positive control that a claim of no usable signal needs")
+        elif not ctl["low"] > 0.0:
+            gate_unit(unit, f"the fedavg control (equal widths) shows no signal either ({fmt(ctl['estimate'])} "
+                            f"[{fmt(ctl['low'])}, {fmt(ctl['high'])}]): the estimate is blind to the data on this "
+                            "dataset, so its blindness here says nothing about capacity")
     return unit
 
 
@@ -106,7 +119,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             rows = estimator_rows(t8s, "hasfl", e.id, d)
             if not len(rows):
                 continue
-            units.append(recovers_unit(d, rows, st.th[margin_key], st, estimator_rows(t8s, "fedavg", e.id, d)))
+            units.append(recovers_unit(d, rows, st.th[margin_key], st, estimator_rows(t8s, "fedavg", e.id, d),
+                                       gated=e.id in CONFOUND_ESTIMATORS))
         note = (" E1 is centred within each tier by construction: its partial r given pmax is its within-tier "
                 "signal." if e.id == "E1" else "")
         exact = equals_tv(t8s, e.id)
@@ -125,7 +139,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                       "seeds (Fisher z, n - 4 weights); the fedavg runs' value is reported as the equal-width "
                       "control." + note,
             test="one-sided z test on the pooled Fisher z: supported if the lower bound > 0; contradicted if the "
-                 "upper bound < margin (no usable data signal); support takes precedence",
+                 "upper bound < margin (no usable data signal; for E0 / E1 only when the fedavg control's lower "
+                 "bound > 0, else inconclusive); support takes precedence",
             margin_key=margin_key, st=st, units=units, files=[f"tables/{T8S}.parquet"],
             mde_meaning="true pooled partial r at which the test returns supported with the configured power "
                         "(mde_contradicted per unit: the true r at or below which it returns contradicted)",

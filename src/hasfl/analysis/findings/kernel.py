@@ -48,8 +48,19 @@ from hasfl.analysis.stats import (
     z_mde,
 )
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
-VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED = "supported", "contradicted", "inconclusive", "mixed"
+#: A finding's verdict: its units combined (:func:`combine`); ``mixed`` when some support and others contradict.
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED)
+#: The rules that keep a verdict within its evidence (report.md and the results pages state them).
+VERDICT_RULES = (
+    "A finding's units (datasets, or runs for F5) are combined: **mixed** when some support and others contradict "
+    "(one dataset does not override another), **contradicted** when one contradicts and none supports, "
+    "**supported** only when all do, **inconclusive** otherwise; the parts of one claim (F3-shakespeare's four "
+    "tests, F5's runs) must all hold, so one contradicted part contradicts it. A unit is made inconclusive, its test's own "
+    "reading kept beside the reason, when its runs cannot show the claim: a decay claim (F2a, F2b, F2c) when a seed "
+    "sits at the majority-class floor or the method whose decay is claimed peaks at its last evaluation; a claim "
+    "that no data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) when the "
+    "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
 #: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
@@ -153,10 +164,15 @@ def fmt(x: float, digits: int = 3) -> str:
     return "--" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
-def combine(verdicts: Sequence[str]) -> str:
-    """contradicted if any is, supported if all are (and there is one), inconclusive otherwise."""
+def combine(verdicts: Sequence[str], conjunction: bool = False) -> str:
+    """mixed if some units support and others contradict (one dataset does not override another);
+    else contradicted if any is, supported if all are (and there is one), inconclusive otherwise.
+    ``conjunction``: the units are parts of one claim that needs all of them (a composite test, or
+    Proposition 3 on every run): one contradiction contradicts it, there is no mixed."""
     if not verdicts:
         return INCONCLUSIVE
+    if not conjunction and (MIXED in verdicts or (SUPPORTED in verdicts and CONTRADICTED in verdicts)):
+        return MIXED
     if CONTRADICTED in verdicts:
         return CONTRADICTED
     return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
@@ -243,6 +259,39 @@ def paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, c
     left = sorted((set(a) | set(b) | set(bad_a) | set(bad_b)) - set(seeds))
     return Paired(seeds, np.array([transform(a[s]) for s in seeds], dtype=np.float64),
                   np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
+
+
+def decay_gate(dataset: str, seeds: Sequence[int], peaked: Sequence[tuple[pd.DataFrame, str]],
+               floored: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
+    """Why a decay unit (F2a, F2b, F2c) on ``dataset`` over ``seeds`` cannot be read, else None: a seed of a
+    method in ``floored`` stayed at the majority-class floor (``at_floor``: it never learned, so it cannot
+    collapse), or a seed of a method in ``peaked`` (the one whose decay the claim is about) has its best
+    accuracy at its last evaluation (``delta_pct`` = final - best = 0: it never peaked, so no decline can
+    be read from it)."""
+    wanted = {int(s) for s in seeds}
+    why: list[str] = []
+    for frames, kind in ((floored, "floor"), (peaked, "peak")):
+        for df, method in frames:
+            if df is None or df.empty:
+                continue
+            sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
+            for r in sel.to_dict("records"):
+                if kind == "floor" and r.get("at_floor") is True:
+                    why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
+                if kind == "peak" and num(r.get("delta_pct")) == 0.0:
+                    why.append(f"{method} seed {int(r['seed'])} peaks at its last evaluation")
+    if not why:
+        return None
+    return ("; ".join(dict.fromkeys(why)) + ": a decline cannot be read from runs that never learned or never "
+            "peaked (more rounds, or other seeds)")
+
+
+def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
+    """``unit`` made inconclusive by ``why`` (its statistics kept, its test's reading after the reason)."""
+    if why:
+        unit.update(gate=why, verdict=INCONCLUSIVE, reason=f"{why} (the test alone: {unit['verdict']} -- "
+                                                           f"{unit['reason']})")
+    return unit
 
 
 def left_out_note(left: Sequence[int]) -> str:
@@ -407,12 +456,13 @@ def spread_unit(name: str, a: np.ndarray, b: np.ndarray, margin: float, st: Sett
 
 def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, test: str, margin_key: str | None,
             st: Settings, units: list[dict[str, Any]], files: Sequence[str], mde_meaning: str,
-            not_run: str, extension: bool = False, kind: str | None = None) -> dict[str, Any]:
+            not_run: str, extension: bool = False, kind: str | None = None,
+            conjunction: bool = False) -> dict[str, Any]:
     """One finding of findings.json: its units combined (:func:`combine`) over those in scope."""
     inside = [u for u in units if u.get("in_scope", True)]
     for u in units:
         u.setdefault("in_scope", True)
-    verdict = combine([u["verdict"] for u in inside])
+    verdict = combine([u["verdict"] for u in inside], conjunction)
     if not inside:
         reason = f"not run: {not_run}"
     else:
