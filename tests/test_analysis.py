@@ -539,3 +539,17 @@ def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
         if len(parts) == 2 and parts[0].startswith("analysis_") and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     assert counts == expected, out[-3000:]
+
+
+def test_prior_weight_of_eq5_at_the_presets_schedules():
+    """Issue 25 (attenuation): the mean weight of H~'s prior value 1 after the adaptation rounds a client took
+    part in, (1 - q + q beta)^A: quick 4 adaptation rounds (t = 10, 15, 20, 25), medium 18, the paper 38."""
+    assert confound.prior_weight(0.9, 30, 10, 5, 20, 10) == pytest.approx(0.95 ** 4)      # 81%
+    assert confound.prior_weight(0.9, 100, 10, 5, 20, 10) == pytest.approx(0.95 ** 18)    # 40%
+    assert confound.prior_weight(0.9, 200, 10, 5, 20, 10) == pytest.approx(0.95 ** 38)    # 14%
+    assert confound.prior_weight(0.9, 30, 10, 5, 20, 20) == pytest.approx(0.9 ** 4)       # everyone sampled
+    assert confound.prior_weight(0.5, 10, 10, 5, 20, 10) == 1.0                          # no adaptation round
+    from hasfl.analysis.tables import table5_confound as T5
+
+    df = pd.DataFrame({"prior_weight": [0.8145]})
+    assert "81% of its prior value 1" in T5.preamble(df) and T5.preamble(df.iloc[0:0]) == ""

@@ -611,3 +611,30 @@ def test_f3_shakespeare_tests_the_allocated_width_with_the_trained_one_beside_it
     assert part["trained_width_diff"] == pytest.approx([-0.02, -0.02, -0.02])
     assert u["verdict"] == S
 
+
+
+def test_random_effects_pool_widens_the_interval_when_the_seeds_disagree():
+    """DerSimonian-Laird by hand: three runs of 20 clients (w = 16 each) with r = 0.15, 0.58, -0.39."""
+    rs, ns = [0.15, 0.58, -0.39], [20, 20, 20]
+    fixed, rand = stats.fisher_pool(rs, ns, 1), stats.fisher_pool_random(rs, ns, 1)
+    z = np.arctanh(rs)
+    q = float((16 * (z - z.mean()) ** 2).sum())
+    tau2 = max(0.0, (q - 2) / (48 - 3 * 16 ** 2 / 48))
+    assert fixed.q == pytest.approx(q) and fixed.q_p < 0.05
+    assert rand.se == pytest.approx(1 / math.sqrt(3 / (1 / 16 + tau2)))
+    assert rand.z == pytest.approx(z.mean()) and rand.se > fixed.se
+    same = stats.fisher_pool_random([0.1, 0.1, 0.1], ns, 1)  # no heterogeneity: the fixed-effect pool
+    assert same.se == pytest.approx(stats.fisher_pool([0.1, 0.1, 0.1], ns, 1).se)
+
+
+@pytest.mark.parametrize(("prs", "pooling", "verdict"), [
+    ([0.05, -0.05, 0.0], "fixed effect", S),
+    ([0.15, 0.58, -0.39], "random effects", I),   # fixed effect: [0.0, 0.24]-ish; random effects: much wider
+])
+def test_f1d_pools_with_random_effects_when_the_seeds_disagree_and_counts_the_free_clients(prs, pooling, verdict):
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[3, 3, 4])
+    t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
+    u = unit(evaluate(t)[F.F1D], "cifar10")
+    assert u["pooling"].startswith(pooling) and u["verdict"] == verdict, u["reason"]
+    assert u["n_free"] == [3, 3, 4] and "clients free to move" in u["reason"] and "[3, 3, 4] of [20, 20, 20]" in \
+        u["reason"]

@@ -34,6 +34,15 @@ FIGURE_CONTEXT = {
     **{
         k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
     },
+    # Eq. 5's smoothing schedule (hasfl.analysis.confound.prior_weight)
+    "attenuation": {
+        "beta": config["hasfl"]["beta"],
+        "rounds": config["federation"]["rounds"],
+        "warmup": config["hasfl"]["warmup"],
+        "t_adapt": config["hasfl"]["t_adapt"],
+        "clients": config["federation"]["clients"],
+        "clients_per_round": config["federation"]["clients_per_round"],
+    },
 }
 TABLES_DIR = f"{RESULTS}/tables"
 FIGS = f"{RESULTS}/figures"
@@ -92,6 +101,15 @@ PARAMS = {
     "k_std": ANALYSIS_THRESHOLDS["comparison_k_std"],
     **{
         k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
+    },
+    # Eq. 5's smoothing schedule (hasfl.analysis.confound.prior_weight)
+    "attenuation": {
+        "beta": config["hasfl"]["beta"],
+        "rounds": config["federation"]["rounds"],
+        "warmup": config["hasfl"]["warmup"],
+        "t_adapt": config["hasfl"]["t_adapt"],
+        "clients": config["federation"]["clients"],
+        "clients_per_round": config["federation"]["clients_per_round"],
     },
 }
 

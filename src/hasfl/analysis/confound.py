@@ -25,7 +25,7 @@ import pandas as pd
 
 from hasfl.analysis.stats import partial_corr, pearson, variance_decomposition
 
-__all__ = ["CONFOUND_METHODS", "confound_row", "table5_confound"]
+__all__ = ["CONFOUND_METHODS", "confound_row", "prior_weight", "table5_confound"]
 
 #: Methods Table 5 covers: hasfl (the paper's table) and fedavg (the equal-width control).
 CONFOUND_METHODS = ("hasfl", "fedavg")
@@ -33,7 +33,7 @@ CONFOUND_METHODS = ("hasfl", "fedavg")
 _DECOMP = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tv_given_tier",
            "r2_tier_given_tv")
 COLUMNS = ["dataset", "seed", "method", "status", "n_clients", "n_tiers", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax",
-           "pr_p_tv_pmax", *_DECOMP]
+           "pr_p_tv_pmax", *_DECOMP, "n_free"]
 
 
 def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[str, Any]:
@@ -62,7 +62,23 @@ def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[
         "pr_h_tv_pmax": partial_corr(h, tv, pmax),
         "pr_p_tv_pmax": partial_corr(p, tv, pmax),
         **variance_decomposition(log_h, pmax, tv),
+        # clients whose final width is not their cap: the only ones r(p, TV | pmax) can come from (F1d)
+        "n_free": int(np.sum(np.abs(p - pmax) > 1e-9)),
     }
+
+
+def prior_weight(beta: float, rounds: int, warmup: int, t_adapt: int, clients: int, clients_per_round: int) -> float:
+    """The mean weight the prior H~ = 1 keeps in a client's final estimate (Eq. 5's smoothing).
+
+    Eq. 5 moves a participant's H~ to ``beta H~ + (1 - beta) H_hat`` at each adaptation round it takes
+    part in (0-based rounds t >= ``warmup`` with t % ``t_adapt`` = 0: A of them); a client sampled in m
+    of them keeps ``beta^m`` of its initial value 1, and with m ~ Binomial(A, q), q = clients_per_round /
+    clients, the mean is ``(1 - q + q beta)^A`` (the T_norm rescaling multiplies prior and data alike).
+    A weight near 1 dilutes every correlation of H~ toward that of a constant.
+    """
+    a = sum(1 for t in range(int(warmup), int(rounds)) if t % int(t_adapt) == 0)
+    q = float(clients_per_round) / float(clients)
+    return (1.0 - q + q * float(beta)) ** a
 
 
 def table5_confound(data_clients: Mapping[tuple[str, int], pd.DataFrame],
@@ -95,6 +111,7 @@ def table5_confound(data_clients: Mapping[tuple[str, int], pd.DataFrame],
         df[c] = df[c].astype("float64")
     df["n_clients"] = df["n_clients"].fillna(0).astype("int64")
     df["n_tiers"] = df["n_tiers"].fillna(0).astype("int64")
+    df["n_free"] = df["n_free"].astype("Int64")
     return df
 
 

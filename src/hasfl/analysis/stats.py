@@ -249,6 +249,30 @@ class PooledCorrelation:
         return math.tanh(self.z - half), math.tanh(self.z + half)
 
 
+def fisher_pool_random(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
+    """Random-effects pool of the correlations ``rs`` (DerSimonian-Laird on Fisher's z).
+
+    The between-run variance ``tau^2 = max(0, (Q - (k - 1)) / (W - sum(w_i^2) / W))`` (``W = sum(w_i)``,
+    ``w_i = n_i - 3 - n_controls``, Q Cochran's statistic) is added to each run's sampling variance
+    ``1 / w_i``; ``z = sum(w*_i z_i) / sum(w*_i)`` with ``w*_i = 1 / (1 / w_i + tau^2)`` and
+    ``se = 1 / sqrt(sum(w*_i))``. With tau^2 = 0 it equals :func:`fisher_pool`. ``q`` / ``q_p`` are the
+    fixed-effect heterogeneity statistics it was computed from.
+    """
+    fixed = fisher_pool(rs, ns, n_controls)
+    if fixed.n_runs < 2:
+        return fixed
+    r, n = _arr(rs), _arr(ns)
+    w = n - 3.0 - float(n_controls)
+    keep = np.isfinite(r) & np.isfinite(w) & (w > 0)
+    z_i, w = np.arctanh(np.clip(r[keep], -1.0 + 1e-12, 1.0 - 1e-12)), w[keep]
+    total = float(w.sum())
+    tau2 = max(0.0, (fixed.q - (z_i.size - 1)) / (total - float((w ** 2).sum()) / total))
+    w_star = 1.0 / (1.0 / w + tau2)
+    z = float((w_star * z_i).sum() / w_star.sum())
+    return PooledCorrelation(fixed.n_runs, fixed.n_obs, float(w_star.sum()), math.tanh(z), z,
+                             1.0 / math.sqrt(float(w_star.sum())), fixed.q, fixed.q_p)
+
+
 def fisher_pool(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
     """Pool the correlations ``rs`` of runs with ``ns`` observations each (see :class:`PooledCorrelation`).
 

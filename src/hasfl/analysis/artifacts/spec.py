@@ -12,7 +12,7 @@ __all__ = ["PARAM_KEYS", "Artifact", "figure_entry", "method_table_entry", "tabl
 #: preset (thresholds from the config block ``analysis``).
 PARAM_KEYS = ("datasets", "methods", "seeds", "models", "data", "ci_level", "atol", "thresholds", "tolerance",
               "tolerances", "permutations", "permutation_seed", "comparable", "k_std", "p_min", "gamma", "warmup",
-              "t_adapt", "t_norm")
+              "t_adapt", "t_norm", "attenuation")
 
 
 @dataclass(frozen=True)

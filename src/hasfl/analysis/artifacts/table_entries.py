@@ -58,7 +58,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         methods=("hasfl", "fedavg"),
         run_files=("clients.parquet", "run.json"),
         data_clients=True,
-        params=("datasets", "methods", "seeds"),
+        params=("datasets", "methods", "seeds", "attenuation"),
         results_page=3,
         label="Table 5 confound",
     ),

@@ -119,13 +119,23 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         margin_key="f1c_max_pr_h_tv", st=st, units=units, files=files,
         mde_meaning="true pooled partial r at or below which the test returns supported with the configured power",
         not_run="no completed hasfl run on an image dataset"))
-    units = [dict(corr_equivalence_unit(d, confound_rows(t5, "hasfl", d), "pr_p_tv_pmax",
-                                        st.th["f1d_equiv_pr_p_tv"], st), in_scope=scope[d]) for d in ds]
+    units = []
+    for d in ds:
+        rows = confound_rows(t5, "hasfl", d)
+        u = dict(corr_equivalence_unit(d, rows, "pr_p_tv_pmax", st.th["f1d_equiv_pr_p_tv"], st), in_scope=scope[d])
+        if "n_free" in rows.columns:  # Eq. 6 pins the capped tiers: only these clients can carry r(p, TV | pmax)
+            free = [int(v) for v in rows["n_free"].fillna(0)]
+            u["n_free"] = free
+            u["reason"] += (f"; clients free to move (final width below their cap) per seed: {free} of "
+                            f"{[int(v) for v in rows['n_clients']]}")
+        units.append(u)
     out.append(finding(
         F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
         scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z)",
         test="equivalence (TOST): supported if the 1 - 2 alpha interval lies inside +-margin; contradicted if the "
-             "1 - alpha interval excludes 0; contradiction takes precedence",
+             "1 - alpha interval excludes 0; contradiction takes precedence; pooled with random effects "
+             "(DerSimonian-Laird) when Cochran's Q rejects one common correlation at alpha; the clients free to "
+             "move (the only ones that can carry the correlation, since Eq. 6 pins the capped tiers) beside it",
         margin_key="f1d_equiv_pr_p_tv", st=st, units=units, files=files,
         mde_meaning="minimum detectable |r| of the two-sided test (see min_equivalence_margin per unit)",
         not_run="no completed hasfl run on an image dataset"))

@@ -39,6 +39,7 @@ import pandas as pd
 from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.stats import (
     fisher_pool,
+    fisher_pool_random,
     paired_ci,
     t_equivalence_margin,
     t_mde,
@@ -361,17 +362,25 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
     return unit
 
 
-def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings) -> dict[str, Any]:
-    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se)."""
+def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
+              random_if_heterogeneous: bool = False) -> dict[str, Any]:
+    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se).
+
+    Fixed effect; ``random_if_heterogeneous``: random effects (DerSimonian-Laird) when Cochran's Q rejects
+    that the runs share one correlation at alpha (``pooling`` says which)."""
     rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
     ns = rows["n_clients"].to_numpy(dtype=np.float64) if len(rows) else np.array([])
     pool = fisher_pool(rs, ns, n_controls)
+    pooling = "fixed effect"
+    if random_if_heterogeneous and math.isfinite(pool.q_p) and pool.q_p < st.alpha:
+        pool = fisher_pool_random(rs, ns, n_controls)
+        pooling = f"random effects (Cochran Q = {fmt(pool.q)}, p = {fmt(pool.q_p)}: the seeds disagree)"
     low, high = pool.interval(st.one_sided_level)
     two_low, two_high = pool.interval(st.two_sided_level)
     return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
             "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
             "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
-            "heterogeneity_p": pool.q_p,
+            "heterogeneity_p": pool.q_p, "pooling": pooling,
             "values": {str(int(s)): num(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
             "_se": pool.se}
 
@@ -417,8 +426,9 @@ def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: f
 
 
 def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
-    """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0."""
-    unit = corr_unit(name, rows, column, 1, st)
+    """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0.
+    Pooled with random effects when the seeds disagree (Cochran's Q at alpha)."""
+    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True)
     se = unit.pop("_se")
     unit["margin"] = margin
     unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
@@ -428,7 +438,8 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
         return unit
     v, why = equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
-    unit.update(verdict=v, reason=(f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; minimum "
+    unit.update(verdict=v, reason=(f"{why} ({unit['pooling']}; pooled over {unit['n']} run(s), {unit['n_clients']} "
+                                   "clients; minimum "
                                    f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
                                    f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
     return unit
