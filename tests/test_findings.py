@@ -638,3 +638,33 @@ def test_f1d_pools_with_random_effects_when_the_seeds_disagree_and_counts_the_fr
     assert u["pooling"].startswith(pooling) and u["verdict"] == verdict, u["reason"]
     assert u["n_free"] == [3, 3, 4] and "clients free to move" in u["reason"] and "[3, 3, 4] of [20, 20, 20]" in \
         u["reason"]
+
+
+def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():
+    """Issue 25: an inconclusive t unit gets the seeds at which its test has 80% power at the observed spread;
+    a gated unit gets none (more seeds do not lift a floor); the cost is priced per seed and method."""
+    from hasfl.analysis.findings import seeds as SN
+    from hasfl.analysis.stats import t_mde
+
+    t = replace(base_tables(), F.T6S, "cifar10", "fedavg", seeds("cifar10", "fedavg", final=[80, 74, 90]))
+    hours = {"cifar10": {"fedavg": 0.5, "hasfl": 0.25}}
+    res = {f["id"]: f for f in F.evaluate_findings(t, datasets=DATASETS, thresholds=resolve_thresholds({}),
+                                                   seed_hours=hours)}
+    u = unit(res[F.F4], "cifar10")
+    assert u["verdict"] == I, u["reason"]
+    n = u["seeds_needed"]
+    distance = abs(u["estimate"] - u["margin"])
+    st = F.Settings(alpha=0.05, power=0.8, th=resolve_thresholds({}))
+    assert t_mde(n, u["sd"], 0.05, 0.8) <= distance < t_mde(n - 1, u["sd"], 0.05, 0.8)
+    assert u["extra_seeds"] == n - 3 and u["extra_job_hours"] == pytest.approx((n - 3) * 0.75)
+    assert SN.seeds_needed({"sd": 1.0, "estimate": 0.0, "margin": 0.0, "values": [0, 1]}, st) is None  # on it
+    # a pooled correlation: runs of the same size until the bound clears the boundary farthest away
+    c = {"se_z": 1 / math.sqrt(3 * 17), "n": 3, "estimate": 0.2, "margin": 0.36, "decision": "two"}
+    need = SN.seeds_needed(c, st)
+    z = math.atanh(0.2)
+    assert need == math.ceil(((1.6449 + 0.8416) / z) ** 2 / 17) or need == math.ceil(
+        ((1.6448536 + 0.8416212) / z) ** 2 / 17)
+    gated = replace(base_tables(), F.T7S, "shakespeare", "uniform",
+                    seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.0, 0.8], p_trained=[0.44] * 3))
+    g = unit(evaluate(gated)[F.F2C], "shakespeare")
+    assert g["verdict"] == I and g.get("gate") and "seeds_needed" not in g

@@ -315,3 +315,18 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     plt.close(fig)
     assert "Toy method" in labels, labels
 
+
+
+def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo):
+    """Issue 25: the seeds an inconclusive finding needs are added by an overlay (presets/*-seeds.yaml) and
+    only the new seeds' data-stage and training jobs are scheduled; the analysis reruns on all of them."""
+    extra = _with_overlay(finished, "seeds", {"seeds": [42, 43]})
+    plan = planned(finished, extra)
+    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan  # digits seed 43 x 3 methods
+    assert plan.get("analysis_findings") == 1
+    from hasfl.config import load_config
+
+    for preset in ("quick", "medium"):
+        base = load_config(repo / "presets" / f"{preset}.yaml")["seeds"]
+        seeds = yaml.safe_load((repo / "presets" / f"{preset}-seeds.yaml").read_text())
+        assert set(seeds) == {"seeds"} and seeds["seeds"][:len(base)] == base

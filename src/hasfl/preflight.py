@@ -35,7 +35,7 @@ from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["estimate", "forward_macs", "hardware", "render", "throughput"]
+__all__ = ["estimate", "forward_macs", "hardware", "render", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
@@ -108,6 +108,15 @@ def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]
         return [(q, q) for q in eq6]
     top = max(pmax)  # allocation_rule_covered: the coverage guarantee keeps the top tier at full width
     return [(p if p == top else q, p if p == top else q) for p, q in zip(pmax, eq6, strict=True)]
+
+
+def seed_hours(config: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Job-hours of one seed of each dataset x method of ``config`` on the reference machine
+    (:data:`FALLBACK`, one core): what findings.json prices the seeds an inconclusive unit needs at, the
+    same on every machine."""
+    est = estimate(config, 1, FALLBACK)
+    n = max(1, len(config["seeds"]))
+    return {d: {m: h / n for m, h in v.items()} for d, v in est["per_method_job_hours"].items()}
 
 
 def _capacities(config: Mapping[str, Any]) -> list[float]:

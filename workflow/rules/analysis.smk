@@ -114,6 +114,11 @@ PARAMS = {
 }
 
 
+# Job-hours per seed of every dataset x method, from the pre-flight's cost model on the reference
+# machine's rates (the same on every machine): what the extra seeds of an inconclusive finding cost.
+SEED_HOURS = preflight.seed_hours(config)
+
+
 def artifact_file(art, ext):
     """``<results>/<folder>/<name>.<ext>`` of artifact ``art``."""
     folder = f"{RESULTS}/{art.folder}" if art.folder else RESULTS
@@ -312,6 +317,7 @@ rule analysis_findings:
         tables=list(FINDING_TABLES),
         datasets=config["datasets"],
         thresholds=ANALYSIS_THRESHOLDS,
+        seed_hours=SEED_HOURS,
     script:
         "../scripts/findings.py"
 

@@ -24,6 +24,7 @@ from typing import Any
 from hasfl.analysis.artifacts import FIGURES as ARTIFACT_FIGURES
 from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
 from hasfl.analysis.findings import PAPER_CLAIM, VERDICT_RULES, finding_kind
+from hasfl.analysis.findings.display import seeds_cell
 from hasfl.analysis.manifest import verify_analysis
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
@@ -91,17 +92,25 @@ def _per_unit(values: Any) -> str:
     return f"{_fmt(head)}; {len(values) - MAX_UNITS_SHOWN} more (findings.json)"
 
 
+def seeds_needed_cell(units: Sequence[Mapping[str, Any]]) -> str:
+    """``unit: seeds`` for each inconclusive in-scope unit (:func:`hasfl.analysis.findings.display.seeds_cell`)."""
+    parts = [f"{u.get('unit')}: {seeds_cell(u)}" for u in units
+             if u.get("verdict") == "inconclusive" and u.get("in_scope", True)]
+    return "; ".join(parts) if parts else "--"
+
+
 def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["| finding | claim | verdict | measured (in-scope unit: value [one-sided interval]) | statistic | "
-             "seeds or runs per unit | margin | min. detectable effect (80% power) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "seeds or runs per unit | margin | min. detectable effect (80% power) | seeds for 80% power "
+             "(inconclusive units) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         units = f.get("n_per_unit") or {}
         kind = finding_kind(f)
         lines.append(f"| {f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'} | {f.get('claim', '')} | "
                      f"**{f['verdict']}** | {_measured(f.get('units') or [])} | {f.get('statistic', '')} | "
                      f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
-                     f"{_per_unit(f.get('mde'))} |")
+                     f"{_per_unit(f.get('mde'))} | {seeds_needed_cell(f.get('units') or [])} |")
     lines += ["", "Why each verdict (`findings.json`, field `reason`):", ""]
     lines += [f"- **{f['id']}**: {f.get('reason', '')}" for f in findings]
     return lines

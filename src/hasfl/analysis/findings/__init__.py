@@ -81,6 +81,7 @@ from hasfl.analysis.findings.kernel import (
     combine,
     finding_kind,
 )
+from hasfl.analysis.findings.seeds import annotate as annotate_seeds
 from hasfl.analysis.specs import alpha_of
 
 __all__ = [
@@ -163,12 +164,14 @@ ESTIMATOR_TABLES: tuple[str, ...] = _ordered_union([s.tables for s in FINDINGS i
 
 
 def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[str],
-                      thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
+                      thresholds: Mapping[str, float],
+                      seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> list[dict[str, Any]]:
     """All findings, in the order of :data:`FINDING_IDS` (see the module docstring), followed by
     F7 / F8 (:data:`ESTIMATOR_FINDING_IDS`) when ``tables`` holds :data:`ESTIMATOR_TABLES`.
 
     ``tables`` maps every name of :data:`REQUIRED_TABLES` (and optionally of
-    :data:`ESTIMATOR_TABLES`, all or none) to its frame.
+    :data:`ESTIMATOR_TABLES`, all or none) to its frame; ``seed_hours`` (dataset -> method -> job-hours per
+    seed) prices the seeds each inconclusive unit needs (:mod:`hasfl.analysis.findings.seeds`).
 
     Raises:
         ValueError: naming a missing table.
@@ -188,4 +191,6 @@ def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[
         got = [f["id"] for f in items]
         assert got == list(spec.ids), (spec.ids, got)
         out += items
+    methods_of = {fid: m for spec in FINDINGS for fid, m in spec.methods.items()}
+    annotate_seeds(out, st, methods_of, seed_hours)  # every inconclusive unit: the seeds it would take
     return out

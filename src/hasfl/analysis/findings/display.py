@@ -12,7 +12,22 @@ from hasfl.analysis.findings import FINDINGS, PAPER_CLAIM, finding_kind
 from hasfl.analysis.labels import method_label
 from hasfl.analysis.markdown import num
 
-__all__ = ["FINDING_METHODS", "kind_tag", "summary_frame", "unit_floor_note", "units_frame"]
+__all__ = ["FINDING_METHODS", "kind_tag", "seeds_cell", "summary_frame", "unit_floor_note", "units_frame"]
+
+
+def seeds_cell(u: Mapping[str, Any]) -> str:
+    """An inconclusive unit's seeds for the configured power at the observed spread and what the extra seeds
+    cost, e.g. ``7 (+4, 0.09 job-h)``; ``gated`` where more seeds would not help (a run at the floor, one
+    that never peaked, a blind control); "" for a decided unit."""
+    if u.get("verdict") != "inconclusive":
+        return ""
+    if u.get("gate"):
+        return "gated"
+    if u.get("seeds_needed") is None:
+        return "> 100 or undefined"
+    cost = f", {u['extra_job_hours']:.2g} job-h" if u.get("extra_job_hours") is not None else ""
+    extra = f" (+{u['extra_seeds']}{cost})" if u.get("extra_seeds") is not None else ""
+    return f"{u['seeds_needed']}{extra}"
 
 
 def kind_tag(f: Mapping[str, Any]) -> str:
@@ -45,17 +60,17 @@ def units_frame(findings: Sequence[Mapping[str, Any]],
             rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": num(u.get("estimate")),
                          "Interval": interval, "MDE": num(u.get("mde")), "Verdict": u["verdict"],
-                         "Why": u["reason"], "Floor": note})
+                         "Seeds for power": seeds_cell(u), "Why": u["reason"], "Floor": note})
             for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
                 plo, phi = part.get("low"), part.get("high")
                 rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
                              "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
                              "Estimate": num(part.get("estimate")),
                              "Interval": "--" if plo is None or phi is None else f"[{num(plo)}, {num(phi)}]",
-                             "MDE": num(part.get("mde")), "Verdict": part["verdict"], "Why": part["reason"],
-                             "Floor": note})
+                             "MDE": num(part.get("mde")), "Verdict": part["verdict"], "Seeds for power": "",
+                             "Why": part["reason"], "Floor": note})
     df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
-                                                  "Verdict", "Why", "Floor"])
+                                                  "Verdict", "Seeds for power", "Why", "Floor"])
     return df if df["Floor"].astype(bool).any() else df.drop(columns=["Floor"])
 
 

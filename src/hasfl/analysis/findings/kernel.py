@@ -392,7 +392,7 @@ def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls
     se = unit.pop("_se")
     shift = z_mde(se, st.alpha, st.power)
     edge = math.atanh(margin)
-    unit["margin"] = margin
+    unit["margin"], unit["decision"] = margin, "directional"
     unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
@@ -430,7 +430,7 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
     Pooled with random effects when the seeds disagree (Cochran's Q at alpha)."""
     unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True)
     se = unit.pop("_se")
-    unit["margin"] = margin
+    unit["margin"], unit["decision"] = margin, "tost"
     unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
     unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
         else math.nan

@@ -46,7 +46,7 @@ def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], par
 
 
 def preamble(df: pd.DataFrame) -> str:
-    """How much of its prior value 1 a client's final H~ still holds at this preset (issue 25, attenuation)."""
+    """How much of its prior value 1 a client's final H~ still holds at this preset (the attenuation of Eq. 5)."""
     w = df["prior_weight"].dropna() if "prior_weight" in df.columns else pd.Series(dtype=float)
     if not len(w):
         return ""

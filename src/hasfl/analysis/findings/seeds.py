@@ -1,0 +1,108 @@
+"""Seeds needed: for each inconclusive unit, how many seeds would give the test the configured power
+at the spread observed, and what the extra seeds cost: an "inconclusive" becomes a plan.
+
+The observed effect and spread are taken as the true ones (a planning number, not a promise):
+
+* a one-sided t test on seed values (F1b, F2a, F2b, F2c, F3-shakespeare's parts, F4): the smallest n
+  whose minimum detectable distance :func:`hasfl.analysis.stats.t_mde` at the observed sd reaches the
+  observed distance from the margin;
+* a TOST with a difference test (F3, F8): the smaller of the n at which the TOST reaches the margin
+  (:func:`~hasfl.analysis.stats.t_equivalence_margin` plus the observed |difference|) and the n at which
+  the two-sided test detects the observed difference;
+* a pooled correlation (F1a, F1c, F1d, F6, F7): runs of the same size, the pooled se shrinking as
+  ``1 / sqrt(n w)`` (``w`` the mean Fisher weight per run); the n at which the one-sided bound clears the
+  decision boundary (the margin, or 0) farthest from the estimate on its side.
+
+A unit made inconclusive by a gate (a run at the floor or that never peaked, a blind positive control)
+gets none: more seeds do not lift it. The cost is the pre-flight's job-hours per seed of the finding's
+methods on the unit's dataset (:func:`hasfl.preflight.estimate` on the reference machine's rates, so it
+is the same on every machine).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import scipy.stats as sps
+
+from hasfl.analysis.findings.kernel import INCONCLUSIVE, Settings, num
+from hasfl.analysis.stats import t_equivalence_margin, t_mde
+
+__all__ = ["MAX_SEEDS", "annotate", "seeds_needed"]
+
+#: Beyond this many seeds the answer is "more than MAX_SEEDS" (None).
+MAX_SEEDS = 100
+
+
+def _first_n(ok: Any, start: int) -> int | None:
+    for n in range(max(2, start), MAX_SEEDS + 1):
+        if ok(n):
+            return n
+    return None
+
+
+def _t_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
+    sd, est, margin = num(unit.get("sd")), num(unit.get("estimate")), num(unit.get("margin"))
+    if not (math.isfinite(sd) and sd > 0 and math.isfinite(est) and math.isfinite(margin)):
+        return None
+    if "min_equivalence_margin" in unit:  # TOST + difference test
+        equiv = (_first_n(lambda n: t_equivalence_margin(n, sd, st.alpha, st.power) + abs(est) <= margin, 2)
+                 if abs(est) < margin else None)
+        diff = _first_n(lambda n: t_mde(n, sd, st.alpha, st.power, two_sided=True) <= abs(est), 2) if est else None
+        found = [n for n in (equiv, diff) if n is not None]
+        return min(found) if found else None
+    distance = abs(est - margin)
+    return _first_n(lambda n: t_mde(n, sd, st.alpha, st.power) <= distance, 2) if distance > 0 else None
+
+
+def _corr_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
+    se, n_runs, est = num(unit.get("se_z")), int(unit.get("n") or 0), num(unit.get("estimate"))
+    margin = num(unit.get("margin"))
+    if not (math.isfinite(se) and se > 0 and n_runs and math.isfinite(est) and math.isfinite(margin)):
+        return None
+    w = 1.0 / (se * se * n_runs)  # Fisher weight of one run
+    z = math.atanh(max(-1 + 1e-12, min(1 - 1e-12, est)))
+    c = float(sps.norm.ppf(1 - st.alpha) + sps.norm.ppf(st.power))
+    boundaries = [margin] if unit.get("decision") == "directional" else [0.0, margin]
+    if unit.get("decision") == "tost":
+        boundaries = [margin, -margin, 0.0] if abs(est) < margin else [0.0]
+    distance = max(abs(z - math.atanh(b)) for b in boundaries)
+    if not distance > 0:
+        return None
+    n = math.ceil((c / distance) ** 2 / w)
+    return max(n, 2) if n <= MAX_SEEDS else None
+
+
+def seeds_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
+    """Seeds at which ``unit``'s test would have ``st.power`` at the observed effect and spread (None: none
+    up to :data:`MAX_SEEDS`, no spread, or a test this does not plan: the sd ratio of F2a-spread, F5)."""
+    if unit.get("parts"):
+        needs = [seeds_needed(p, st) for p in unit["parts"] if p.get("verdict") == INCONCLUSIVE]
+        return None if not needs or None in needs else max(needs)
+    if "se_z" in unit:
+        return _corr_needed(unit, st)
+    if "sd" in unit and "values" in unit:
+        return _t_needed(unit, st)
+    return None
+
+
+def annotate(findings: Sequence[dict[str, Any]], st: Settings, methods_of: Mapping[str, Sequence[str]],
+             seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> None:
+    """Give every inconclusive, ungated unit its ``seeds_needed`` and, with ``seed_hours`` (dataset -> method
+    -> job-hours per seed), ``extra_seeds`` and ``extra_job_hours`` for the finding's methods."""
+    for f in findings:
+        for u in f.get("units", []):
+            if u.get("verdict") != INCONCLUSIVE or u.get("gate"):
+                continue
+            n = seeds_needed(u, st)
+            u["seeds_needed"] = n
+            if n is None or not seed_hours:
+                continue
+            u["extra_seeds"] = max(0, n - int(u.get("n") or 0))
+            dataset = str(u.get("unit", "")).split("/")[0]
+            hours = seed_hours.get(dataset, {})
+            methods = [m for m in methods_of.get(f["id"], ()) if m in hours]
+            if methods:
+                u["extra_job_hours"] = u["extra_seeds"] * sum(float(hours[m]) for m in methods)
