@@ -446,3 +446,8 @@ def test_f7_no_signal_on_the_update_divergence_needs_its_positive_control(estima
     if verdict == I:
         assert "the test alone: contradicted" in u["reason"] and "control" in u["reason"]
 
+
+
+def test_f7_e0_is_f1c_statistic_and_counted_once_in_the_report():
+    res = evaluate(t8_rows("hasfl", "E0", [0.0] * 3) + t8_rows("fedavg", "E0", [0.6] * 3), [])
+    assert res["F7-E0"]["same_statistic_as"] == "F1c" and "same_statistic_as" not in res["F7-E2"]

@@ -668,3 +668,27 @@ def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():
                     seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.0, 0.8], p_trained=[0.44] * 3))
     g = unit(evaluate(gated)[F.F2C], "shakespeare")
     assert g["verdict"] == I and g.get("gate") and "seeds_needed" not in g
+
+
+def test_holm_within_a_finding_keeps_strong_units_and_drops_a_marginal_one():
+    """Issue 25 (multiplicity), Holm over a finding's units: cifar10 at p = 0.006 <= 0.05 / 2 and emnist at
+    p = 0.037 <= 0.05 / 1 both keep "supported"; with cifar10 near p = 0.04 too, the smaller p fails 0.025 at
+    the first step and neither is rejected: both inconclusive, their tests' own reading kept."""
+    import scipy.stats as sps
+
+    def tables(cifar_diff, emnist_diff):
+        t = two_image_datasets()
+        for d, diff in (("cifar10", cifar_diff), ("emnist", emnist_diff)):
+            t = replace(t, F.T6S, d, "fedavg", seeds(d, "fedavg", final=[80.0] * 3))
+            t = replace(t, F.T6S, d, "hasfl", seeds(d, "hasfl", final=[80.0 - x for x in diff]))
+        return evaluate(t, datasets=["cifar10", "emnist", "shakespeare"])[F.F4]
+
+    f = tables([10, 12, 8], [2, 4, 6])
+    emnist = unit(f, "emnist")
+    assert emnist["p_supported"] == pytest.approx(float(sps.t.sf(4 / (2 / math.sqrt(3)), 2)))  # 0.037
+    assert {u["unit"]: u["verdict"] for u in f["units"]} == {"cifar10": S, "emnist": S} and f["verdict"] == S
+    assert emnist["holm_alpha"] == pytest.approx(0.05) and unit(f, "cifar10")["holm_alpha"] == pytest.approx(0.025)
+    f = tables([2, 4, 6.3], [2, 4, 6])  # both near p = 0.04: the smaller fails 0.025, so both are not rejected
+    assert {u["unit"]: u["verdict"] for u in f["units"]} == {"cifar10": I, "emnist": I} and f["verdict"] == I
+    assert "not significant after Holm's correction over 2 units" in unit(f, "emnist")["reason"]
+    assert "the test alone: supported" in unit(f, "cifar10")["reason"]

@@ -107,7 +107,8 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
 
     items = findings["findings"]
     alpha, power = findings.get("alpha"), findings["thresholds"].get("power")
-    counts = {v: sum(f["verdict"] == v for f in items) for v in findings.get("verdicts", [])}
+    counted = [f for f in items if not f.get("same_statistic_as")]  # one test counted once (F7-E0 is F1c's)
+    counts = {v: sum(f["verdict"] == v for f in counted) for v in findings.get("verdicts", [])}
     out.append("\n## Findings\n\nFrom `findings.json`. Each claim of the paper is tested in the scope the paper "
                f"states it, at alpha = {num(alpha)}: **supported** when the interval lies beyond the margin (inside "
                "+-margin for claims of no difference), **contradicted** when it lies on the other side (or a claimed "
@@ -117,7 +118,9 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "defaults justified in docs/decisions.md. A claim tagged [extension] is this project's own question, "
                "[pipeline check] one whose outcome follows from the construction (it checks the code, not the method), "
                "[oracle] an allocation by the true label histogram.\n\n" + VERDICT_RULES + "\n\n")
-    out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".\n\n")
+    same = [f"{f['id']} (= {f['same_statistic_as']})" for f in items if f.get("same_statistic_as")]
+    out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items())
+               + (f" (not counted again: {', '.join(same)}, the same statistic)" if same else "") + ".\n\n")
     out.append(md_table(summary_frame(items)))
     units = units_frame(items, _floor_rows(tables))
     out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "

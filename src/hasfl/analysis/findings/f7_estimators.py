@@ -34,6 +34,7 @@ from hasfl.analysis.findings.kernel import (
     finding,
     fmt,
     gate_unit,
+    z_p,
 )
 from hasfl.analysis.specs import ESTIMATORS
 from hasfl.analysis.stats import z_mde
@@ -42,6 +43,8 @@ F7_IDS = tuple(f"F7-{e.id}" for e in ESTIMATORS)
 #: The estimates of the update divergence (E0 and its within-tier z-score E1): a "no usable signal" on them
 #: is a claim about the capacity confound and needs the equal-width control to see the data.
 CONFOUND_ESTIMATORS = ("E0", "E1")
+#: E0's final values are Table 5's H~: its partial r given pmax is F1c's statistic.
+SAME_AS_F1C = "E0"
 #: Estimates fixed before round 0 (E3: the clients' reports): whether the run learned does not enter them.
 FIXED_BEFORE_TRAINING = ("E3",)
 
@@ -74,6 +77,8 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
     se = unit.pop("_se")
     shift = z_mde(se, st.alpha, st.power)
     unit["margin"] = margin
+    unit["p_supported"] = z_p(unit["z"], se, 0.0, True)[0]
+    unit["p_contradicted"] = z_p(unit["z"], se, margin, False)[0]
     unit["mde"] = math.tanh(shift) if math.isfinite(shift) else math.nan
     unit["mde_contradicted"] = math.tanh(math.atanh(margin) - shift) if math.isfinite(shift) else math.nan
     if control is not None and len(control):
@@ -146,6 +151,10 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                         "(mde_contradicted per unit: the true r at or below which it returns contradicted)",
             not_run="no completed hasfl run with this estimate", extension=True,
             kind=PIPELINE_CHECK if exact else EXTENSION))
+        if e.id == SAME_AS_F1C:  # partial r(H~, TV | pmax) of the hasfl runs: F1c's statistic, counted once
+            out[-1]["same_statistic_as"] = "F1c"
+            out[-1]["statistic"] += (" The same statistic as F1c (Table 5's pr_h_tv_pmax): report.md counts it "
+                                     "once, under F1c.")
     return out
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.stats import (
@@ -61,7 +62,10 @@ VERDICT_RULES = (
     "reading kept beside the reason, when its runs cannot show the claim: a decay claim (F2a, F2b, F2c) when a seed "
     "sits at the majority-class floor or the method whose decay is claimed peaks at its last evaluation; a claim "
     "that no data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) when the "
-    "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data.")
+    "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data. "
+    "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); a "
+    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit lists the "
+    "seeds its test would need for the configured power at the spread observed, and their cost.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
 #: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
@@ -299,6 +303,56 @@ def left_out_note(left: Sequence[int]) -> str:
     return f"; seeds left out (not completed or NaN): {', '.join(map(str, left))}" if left else ""
 
 
+# --- p-values of a unit's two one-sided tests (Holm's correction within a finding) ----------------
+
+
+def t_p(mean: float, sd: float, n: int, margin: float, above: bool) -> tuple[float, float]:
+    """(p of "mean beyond margin" on the ``above`` side, p of the other side), one-sided t with n - 1 df."""
+    if n < 2 or not sd > 0:
+        return math.nan, math.nan
+    t = (mean - margin) / (sd / math.sqrt(n))
+    up, down = float(sps.t.sf(t, n - 1)), float(sps.t.cdf(t, n - 1))
+    return (up, down) if above else (down, up)
+
+
+def z_p(z: float, se: float, edge: float, above: bool) -> tuple[float, float]:
+    """(p of "z beyond atanh(edge)" on the ``above`` side, p of the other side), one-sided z."""
+    if not (math.isfinite(z) and math.isfinite(se) and se > 0):
+        return math.nan, math.nan
+    stat = (z - math.atanh(edge)) / se
+    up, down = float(sps.norm.sf(stat)), float(sps.norm.cdf(stat))
+    return (up, down) if above else (down, up)
+
+
+def holm(units: Sequence[dict[str, Any]], alpha: float) -> None:
+    """Holm's step-down correction over a finding's units (in scope, ungated, with p-values): the unit of the
+    i-th smallest decisive p (``p_supported`` for a supported unit, ``p_contradicted`` for a contradicted
+    one, the smaller of the two otherwise) keeps its verdict only if that p <= alpha / (k - i), and every
+    unit after the first that fails is not rejected either; such a unit becomes inconclusive."""
+    tested = [u for u in units if u.get("in_scope", True) and not u.get("gate")
+              and math.isfinite(num(u.get("p_supported"))) and math.isfinite(num(u.get("p_contradicted")))]
+    k = len(tested)
+    if k < 2:
+        return
+
+    def decisive(u: Mapping[str, Any]) -> float:
+        if u["verdict"] == SUPPORTED:
+            return num(u["p_supported"])
+        if u["verdict"] == CONTRADICTED:
+            return num(u["p_contradicted"])
+        return min(num(u["p_supported"]), num(u["p_contradicted"]))
+
+    failed = False
+    for i, u in enumerate(sorted(tested, key=decisive)):
+        level = alpha / (k - i)
+        u["holm_alpha"] = level
+        failed = failed or decisive(u) > level
+        if failed and u["verdict"] in (SUPPORTED, CONTRADICTED):
+            u.update(holm=False, verdict=INCONCLUSIVE,
+                     reason=(f"not significant after Holm's correction over {k} units (p = {fmt(decisive(u))} > "
+                             f"{fmt(level)}; the test alone: {u['verdict']} -- {u['reason']})"))
+
+
 # --- unit evaluators ------------------------------------------------------------------------
 
 
@@ -336,6 +390,7 @@ def t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Settin
                             "low": ci.ci_low, "high": ci.ci_high, "interval_level": st.one_sided_level,
                             "margin": margin, "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
                             "values": [float(v) for v in values], **(extra or {})}
+    unit["p_supported"], unit["p_contradicted"] = t_p(ci.mean_diff, ci.sd_diff, ci.n, margin, above)
     blocked = t_blocked(ci.n, ci.sd_diff)
     if blocked:
         unit.update(verdict=INCONCLUSIVE, reason=blocked)
@@ -351,6 +406,9 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
     """TOST at ``margin`` plus the two-sided test of 0 on the paired differences ``values``."""
     unit, eq, two = tost_fields(name, values, margin, st, extra, two_sided_mde=True)
     unit["p_value"] = two.p_value
+    lo_p = t_p(eq.mean_diff, eq.sd_diff, eq.n, -margin, True)[0]
+    hi_p = t_p(eq.mean_diff, eq.sd_diff, eq.n, margin, False)[0]
+    unit["p_supported"], unit["p_contradicted"] = max(lo_p, hi_p), float(two.p_value)
     blocked = t_blocked(eq.n, eq.sd_diff)
     if blocked:
         unit.update(verdict=INCONCLUSIVE, reason=blocked)
@@ -393,6 +451,7 @@ def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls
     shift = z_mde(se, st.alpha, st.power)
     edge = math.atanh(margin)
     unit["margin"], unit["decision"] = margin, "directional"
+    unit["p_supported"], unit["p_contradicted"] = z_p(unit["z"], se, margin, above)
     unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
@@ -409,6 +468,8 @@ def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: f
     unit = corr_unit(name, rows, column, 1, st)
     se = unit.pop("_se")
     unit["margin"] = margin
+    unit["p_supported"] = z_p(unit["z"], se, margin, False)[0]
+    unit["p_contradicted"] = z_p(unit["z"], se, 0.0, True)[0]
     unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power))
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
@@ -431,6 +492,9 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
     unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True)
     se = unit.pop("_se")
     unit["margin"], unit["decision"] = margin, "tost"
+    unit["p_supported"] = max(z_p(unit["z"], se, -margin, True)[0], z_p(unit["z"], se, margin, False)[0])
+    unit["p_contradicted"] = (2.0 * float(sps.norm.sf(abs(unit["z"]) / se))
+                              if math.isfinite(se) and se > 0 and math.isfinite(unit["z"]) else math.nan)
     unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
     unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
         else math.nan
@@ -456,6 +520,9 @@ def spread_unit(name: str, a: np.ndarray, b: np.ndarray, margin: float, st: Sett
     if not math.isfinite(vr.ratio):
         unit.update(verdict=INCONCLUSIVE, reason="spread undefined (fewer than 2 seeds, or no spread with coverage)")
         return unit
+    f_stat = (vr.ratio / margin) ** 2
+    unit["p_supported"] = float(sps.f.sf(f_stat, vr.n_a - 1, vr.n_b - 1))
+    unit["p_contradicted"] = float(sps.f.cdf(f_stat, vr.n_a - 1, vr.n_b - 1))
     v, why = directional(vr.low, vr.high, margin, True)
     unit.update(verdict=v, reason=f"{why} (n = {unit['n']} seeds each; {st.power:.0%} power needs a true sd ratio "
                                   f">= {fmt(mde)})")
@@ -473,6 +540,8 @@ def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, te
     inside = [u for u in units if u.get("in_scope", True)]
     for u in units:
         u.setdefault("in_scope", True)
+    if not conjunction:  # the parts of a conjunction must all hold: no family of alternatives to correct for
+        holm(inside, st.alpha)
     verdict = combine([u["verdict"] for u in inside], conjunction)
     if not inside:
         reason = f"not run: {not_run}"
