@@ -67,7 +67,10 @@ if workflow.is_main_process:
         )[:1]
     }
     _block, PREFLIGHT_STOP = preflight.check(
-        config, int(workflow._cores or 1), _manifests
+        config,
+        int(workflow._cores or 1),
+        _manifests,
+        preflight.finished_jobs(config, Path(workflow.basedir) / "src" / "hasfl"),
     )
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job

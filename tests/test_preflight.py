@@ -102,3 +102,21 @@ def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config
         registry.MethodInfo("x:y", "X", "magic")
     with pytest.raises(TypeError):
         registry.MethodInfo("x:y", "X")  # the cost rule is required
+
+
+def test_the_preflight_prices_only_what_is_not_finished(quick_config) -> None:
+    """Issue 28 (console): finished runs and data-stage folders are reused, so they are not priced."""
+    rates = dict(preflight.FALLBACK)
+    full = preflight.estimate(quick_config, 2, rates)
+    runs = {(d, m, int(s)) for d in quick_config["datasets"] for m in quick_config["methods"]
+            for s in quick_config["seeds"][:2]}
+    data = {(d, int(s)) for d in quick_config["datasets"] for s in quick_config["seeds"][:2]}
+    part = preflight.estimate(quick_config, 2, rates, finished={"runs": runs, "data": data})
+    assert part["train_jobs"] == full["train_jobs"] - len(runs) and part["reused_runs"] == len(runs)
+    assert part["data_jobs"] == full["data_jobs"] - len(data) and part["reused_data"] == len(data)
+    assert part["train_job_hours"] == pytest.approx(full["train_job_hours"] / 3)  # one seed of three left
+    assert sum(part["per_dataset_job_hours"].values()) == pytest.approx(part["train_job_hours"])
+    block = preflight.render(quick_config, part, rates, preflight.hardware(), 2, "cpu")
+    assert f"{len(runs)} finished runs and {len(data)} data-stage folders reused, not priced" in block
+    # nothing in an empty results folder is finished
+    assert preflight.finished_jobs({**quick_config, "results_dir": "/nonexistent"}) == {"runs": set(), "data": set()}

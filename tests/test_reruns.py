@@ -317,13 +317,16 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
 
 
 
-def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo):
+def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo, snakemake):
     """Issue 25: the seeds an inconclusive finding needs are added by an overlay (presets/*-seeds.yaml) and
     only the new seeds' data-stage and training jobs are scheduled; the analysis reruns on all of them."""
     extra = _with_overlay(finished, "seeds", {"seeds": [42, 43]})
     plan = planned(finished, extra)
     assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan  # digits seed 43 x 3 methods
     assert plan.get("analysis_findings") == 1
+    dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=finished)
+    assert "jobs: 1 data stage, 3 training" in dry.stderr  # the pre-flight prices only the new seed's jobs
+    assert "3 finished runs and 1 data-stage folders reused, not priced" in dry.stderr
     from hasfl.config import load_config
 
     for preset in ("quick", "medium"):

@@ -35,7 +35,7 @@ from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["estimate", "forward_macs", "hardware", "render", "seed_hours", "throughput"]
+__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
@@ -126,9 +126,12 @@ def _capacities(config: Mapping[str, Any]) -> list[float]:
 
 def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
              manifests: Mapping[str, Mapping[str, Any]] | None = None, machine_cores: int | None = None,
-             ) -> dict[str, Any]:
+             finished: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
-    ``machine_cores`` cores (jobs beyond them share cores: they do not run faster)."""
+    ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
+    (:func:`finished_jobs`): the runs and data-stage folders that are reused, left out of the price."""
+    done_runs = set((finished or {}).get("runs", ()))
+    done_data = set((finished or {}).get("data", ()))
     fed = config["federation"]
     pmax = _capacities(config)
     per_dataset = {}
@@ -155,18 +158,23 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             methods[m] = fed["rounds"] * fed["clients_per_round"] * steps * step_s + eval_s
         per_dataset[d] = methods
     seeds = len(config["seeds"])
-    train_s = sum(s for methods in per_dataset.values() for s in methods.values()) * seeds
-    n_train = len(config["datasets"]) * len(config["methods"]) * seeds
-    n_data = len(config["datasets"]) * seeds
+    todo = [(d, m, int(sd)) for d in config["datasets"] for m in config["methods"] for sd in config["seeds"]
+            if (d, m, int(sd)) not in done_runs]
+    train_s = sum(per_dataset[d][m] for d, m, _s in todo)
+    n_train = len(todo)
+    n_data = sum(1 for d in config["datasets"] for sd in config["seeds"] if (d, int(sd)) not in done_data)
     slots = max(1, int(cores) // int(config["threads_per_job"]))
     parallel = max(1, min(slots, int(machine_cores or cores) // int(config["threads_per_job"])))
-    longest = max((s for methods in per_dataset.values() for s in methods.values()), default=0.0)
+    longest = max((per_dataset[d][m] for d, m, _s in todo), default=0.0)
     # jobs run side by side: the wall is the total over the slots, but never below the longest job;
     # a few seconds per data-stage and analysis job
     wall = max(train_s / parallel, longest) + 3.0 * (n_data + 25) / min(parallel, 2)
-    return {"train_jobs": n_train, "data_jobs": n_data, "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
+    return {"train_jobs": n_train, "data_jobs": n_data, "reused_runs": len(config["datasets"]) * len(config["methods"])
+            * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
+            "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
-            "per_dataset_job_hours": {d: sum(v.values()) * seeds / 3600.0 for d, v in per_dataset.items()},
+            "per_dataset_job_hours": {d: sum(per_dataset[dd][m] for dd, m, _s in todo if dd == d) / 3600.0
+                                      for d in per_dataset},
             "per_method_job_hours": {d: {m: s * seeds / 3600.0 for m, s in v.items()} for d, v in per_dataset.items()}}
 
 
@@ -236,8 +244,9 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, {gpu}); "
         f"device {device}, --cores {cores} ({est['slots']} jobs at a time)",
         f"  jobs: {est['data_jobs']} data stage, {est['train_jobs']} training "
-        f"({len(config['datasets'])} datasets x {len(config['methods'])} methods x {len(config['seeds'])} seeds), "
-        f"analysis",
+        f"({len(config['datasets'])} datasets x {len(config['methods'])} methods x {len(config['seeds'])} seeds"
+        + (f"; {est['reused_runs']} finished runs and {est['reused_data']} data-stage folders reused, not priced"
+           if est.get("reused_runs") or est.get("reused_data") else "") + "), analysis",
         f"  training: about {_hours(est['train_job_hours'])} of job time ("
         + ", ".join(f"{d} {_hours(h)}" for d, h in est["per_dataset_job_hours"].items())
         + f"); longest job {_hours(est['longest_job_hours'])}",
@@ -248,15 +257,44 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
     return "\n".join(lines)
 
 
+def finished_jobs(config: Mapping[str, Any], root: Path | None = None) -> dict[str, set[Any]]:
+    """The jobs of ``config`` a DAG run will reuse: run folders whose manifest holds this preset's config
+    slice and the installed training code (the checks of the DAG's ``verify_runs``), data-stage folders
+    with a manifest. ``root``: the ``hasfl`` package whose code the runs must match (the installed one)."""
+    from hasfl.config import run_config
+    from hasfl.integrity import PACKAGE, read_manifest, training_code_digest
+
+    results = Path(config["results_dir"]) / str(config["name"])
+    runs, data, codes = set(), set(), {}
+    for d in config["datasets"]:
+        for sd in config["seeds"]:
+            if (results / "data" / d / f"seed{sd}" / "manifest.json").is_file():
+                data.add((d, int(sd)))
+            for m in config["methods"]:
+                try:
+                    manifest = read_manifest(results / "runs" / d / m / f"seed{sd}")
+                except Exception:  # noqa: BLE001 - unreadable: verify_results names it; priced as to run
+                    manifest = None
+                identity = (manifest or {}).get("identity", {})
+                if not identity:
+                    continue
+                code = codes.setdefault((m, d), training_code_digest(m, d, root or PACKAGE))
+                if identity.get("code") == code and identity.get("config") == json.loads(json.dumps(
+                        run_config(config, d, m, int(sd)))):
+                    runs.add((d, m, int(sd)))
+    return {"runs": runs, "data": data}
+
+
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
-          ) -> tuple[str, str | None]:
-    """The pre-flight block and, when the run should not start here, the reason (else None)."""
+          finished: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
+    """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
+    (:func:`finished_jobs`): what is reused and so not priced."""
     hw = hardware()
     device = config["device"]
     if device == "auto":
         device = "cuda" if hw["gpus"] else "cpu"
     rates = throughput(device, int(config["threads_per_job"]), hw)
-    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None)
+    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished)
     block = render(config, est, rates, hw, cores, device)
     limit = float(config["max_cpu_wall_hours"])
     if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
