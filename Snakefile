@@ -17,7 +17,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from hasfl import worker as hasfl_worker
-from hasfl.config import ConfigError, read_yaml, validate_config
+from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
 
@@ -40,6 +40,13 @@ except ConfigError as exc:
 
 configfile: BASE_CONFIG
 
+
+# Lists given with --config reach us as strings ('seeds=[42,43]' -> ['42', '43']): typed as a preset
+# file would type them (hasfl.config.typed_command_line).
+_cli = (
+    getattr(getattr(workflow, "config_settings", None), "overwrite_config", None) or {}
+)
+config.update(typed_command_line(config, _cli))
 
 try:
     validate_config(config)

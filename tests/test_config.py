@@ -209,3 +209,16 @@ def test_hasfl_config_set_writes_a_preset_snakemake_runs(snakemake, repo, tmp_pa
     assert loaded["method_params"]["fedprox"]["mu"] == 0.25 and loaded["federation"]["rounds"] == 3
     dry = snakemake("-n", "all", "--configfile", str(preset), "--config", f"results_dir={tmp_path}")
     assert dry.returncode == 0, dry.stderr[-2000:]
+
+
+def test_lists_from_the_command_line_are_typed_as_in_a_preset() -> None:
+    """Issue 28: Snakemake reads ``--config 'seeds=[42,43]'`` as ['42', '43']; typed as a preset would be,
+    with a float still a float (refused where an integer is expected) and other keys untouched."""
+    from hasfl.config import typed_command_line
+
+    cfg = {"seeds": ["42", "43"], "methods": ["hasfl", "fedavg"], "name": "x", "capacity": {"tiers": ["0.5", "1"]}}
+    cli = {"seeds": ["42", "43"], "capacity": {"tiers": ["0.5", "1"]}}
+    out = typed_command_line(cfg, cli)
+    assert out["seeds"] == [42, 43] and out["capacity"]["tiers"] == [0.5, 1] and out["methods"] == ["hasfl", "fedavg"]
+    assert typed_command_line({"seeds": ["42.0"]}, {"seeds": ["42.0"]})["seeds"] == [42.0]
+    assert typed_command_line({"seeds": ["42"]}, {})["seeds"] == ["42"]  # not from the command line: untouched

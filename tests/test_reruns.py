@@ -327,6 +327,11 @@ def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo, snakema
     dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=finished)
     assert "jobs: 1 data stage, 3 training" in dry.stderr  # the pre-flight prices only the new seed's jobs
     assert "3 finished runs and 1 data-stage folders reused, not priced" in dry.stderr
+    # the same seeds on the command line (Snakemake reads the list's items as strings; typed as in a preset)
+    cli = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", "--config", "seeds=[42,43]",
+                    cwd=finished)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert snakemake.job_counts(cli.stdout + cli.stderr).get("train") == 3
     from hasfl.config import load_config
 
     for preset in ("quick", "medium"):

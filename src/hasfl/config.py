@@ -88,6 +88,22 @@ def parse_override(item: str) -> dict[str, Any]:
     return out
 
 
+def typed_command_line(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the lists given on Snakemake's command line (``--config 'seeds=[42,43]'``) typed as a
+    preset file would type them. Snakemake reads a list's items with YAML's base loader, as strings
+    (``['42', '43']``); each string item is read again as YAML (``42`` -> 42, ``0.5`` -> 0.5, ``cifar10``
+    stays a string, ``42.0`` is a float and still refused where an integer is expected). Keys not in
+    ``overrides`` and scalars (which Snakemake already types) are left as they are."""
+    def typed(value: Any, given: Any) -> Any:
+        if isinstance(given, Mapping) and isinstance(value, Mapping):
+            return {k: typed(value[k], given[k]) if k in given else value[k] for k in value}
+        if isinstance(value, list) and isinstance(given, list):
+            return [yaml.safe_load(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    return {k: typed(v, overrides[k]) if k in overrides else v for k, v in config.items()}
+
+
 def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG,
                 overrides: list[str] | None = None) -> dict[str, Any]:
     """Load ``base`` (the paper preset), merge ``preset`` and then each ``overrides`` item
