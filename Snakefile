@@ -108,6 +108,13 @@ onstart:
 
 onsuccess:
     hasfl_worker.stop_server(WARM_WORKER["socket"])
+    _report = Path(config["results_dir"]) / config["name"] / "report.md"
+    if workflow.is_main_process and _report.is_file():
+        print(
+            f"hasfl: done; the report is {_report} (HTML: snakemake --report "
+            f"{_report.with_suffix('.html')} with the same --configfile)",
+            file=sys.stderr,
+        )
 
 
 onerror:

@@ -277,6 +277,7 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
         res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
                         timeout=1200)
         assert res.returncode == 0, res.stderr[-3000:]
+        assert "hasfl: done; the report is" in res.stderr  # the pointer to report.md at the end of a run
     finally:
         snakemake.env = old_env  # type: ignore[method-assign]
     tiny = yaml.safe_load((work / "tiny.yaml").read_text())
