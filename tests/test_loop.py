@@ -338,3 +338,24 @@ def test_registry_builders_resolve_to_the_methods_module() -> None:
         "random_budget": "hasfl", "random_budget_probe": "hasfl_probe", "random_budget_reported": "hasfl_reported"}
     with pytest.raises(ValueError, match="expected 'module:function'"):
         registry.resolve("no_colon")
+
+
+def test_the_probe_is_charged_to_the_method_that_allocates_by_it(engine_cfg, federate, monkeypatch) -> None:
+    """Issue 25 (costs): hasfl_probe pays for its E2 probes -- each participant's probe upload adds to
+    upload_mb and its forward MACs, spread over its local samples, to train_mmacs, at the adaptation
+    rounds only; hasfl, whose probes are a diagnostic, pays nothing for them."""
+    from hasfl.fl.probe import Probe
+
+    cfg = engine_cfg(16)  # warm-up 10, t_adapt 5: adaptation at (0-based) rounds 10 and 15
+    cfg["federation"]["eval_every"] = 1
+    paid = federate(cfg, "hasfl_probe").rounds.set_index("round")
+    hasfl = federate(cfg, "hasfl").rounds.set_index("round")
+    monkeypatch.setattr(Probe, "paid", lambda self, client, local, costs: (0.0, 0.0))
+    free = federate(cfg, "hasfl_probe").rounds.set_index("round")
+    assert free["avg_p_trained"].equals(paid["avg_p_trained"])  # the probe changes no allocation
+    extra_mb = (paid["upload_mb"] - free["upload_mb"]).round(12)
+    adapting = {11, 16}  # rounds are numbered from 1 in rounds.parquet
+    assert set(extra_mb[extra_mb > 0].index) == adapting and (extra_mb[list(adapting)] == extra_mb[11]).all()
+    assert set((paid["train_mmacs"] - free["train_mmacs"])[lambda d: d > 1e-12].index) == adapting
+    assert hasfl["upload_mb"].equals(federate(cfg, "hasfl").rounds.set_index("round")["upload_mb"])
+    assert (paid["probe_gmacs"][list(adapting)] > 0).all()

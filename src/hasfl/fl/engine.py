@@ -130,9 +130,11 @@ def run_federation(
             method.server.begin_round()
             bn.begin_round(w, any(repr(family.widths(q)) != full_widths for q in trained.tolist()))
             updates, losses, finite = {}, [], True
+            charged = adapting and method.policy.estimator == "probe"  # E2 allocates: its probes are a cost
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
-                record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb,  # what it pays (Table 1)
-                                      method.client.forward_macs(costs, p, p_trained))
+                probe_mb, probe_macs = probe.paid(i, n_train[i] * optim.local_epochs, costs) if charged else (0, 0)
+                record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb + probe_mb,  # what it pays
+                                      method.client.forward_macs(costs, p, p_trained) + probe_macs)  # (Table 1)
                 with clock.phase("slicing"):
                     module, rules = submodels.extract(p_trained, w)       # lines 7-8
                     bn.prepare(module)                                    # its widths' BN statistics

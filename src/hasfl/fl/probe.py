@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,6 +39,14 @@ class Probe:
         self.sgd = LocalSGD(replace(optim, local_epochs=1), inputs)
         self.submodels = submodels
         self.samples = 0  # samples the probes of the last round trained on (for the cost record)
+        self.samples_of: dict[int, int] = {}  # the same per participant
+
+    def paid(self, client: int, local_samples: float, costs: Any) -> tuple[float, float]:
+        """What the last round's probe cost ``client`` when its method allocates by E2: the upload of its
+        probe update (MB) and its forward MACs spread over the ``local_samples`` of its local training (so
+        that they add to the round's per-sample ``train_mmacs``)."""
+        c = costs(self.width)
+        return float(c.upload_mb), float(c.macs) * self.samples_of.get(client, 0) / max(1.0, float(local_samples))
 
     def _subset(self, data: ClientData, t: int) -> ClientData:
         g = stream_generator(self.seed, STREAM_PROBE, t, data.client_id)
@@ -50,7 +59,7 @@ class Probe:
         """Eq. 4 of each participant's probe update against the probes' sample-weighted mean."""
         agg = CoordinateAggregator(w, float_keys)
         deltas = {}
-        self.samples = 0
+        self.samples, self.samples_of = 0, {}
         with torch.random.fork_rng(devices=[]):  # building a probe module draws no number of the run
             for i in participants:
                 module, rules = self.submodels.extract(self.width, w)
@@ -59,5 +68,6 @@ class Probe:
                 deltas[i] = (SubModels.delta(module, rules, w, float_keys), rules)
                 agg.add(deltas[i][0], rules, float(n_train[i]))
                 self.samples += subset.n
+                self.samples_of[i] = subset.n
         bar = agg.mean()
         return np.array([divergence(deltas[i][0], bar, deltas[i][1], param_keys, self.epsilon) for i in participants])

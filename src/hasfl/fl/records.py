@@ -28,7 +28,9 @@ __all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
 #: modules they trained and uploaded (FjORD: pmax), ``upload_mb`` and ``train_mmacs`` the mean
 #: upload (MB) and training forward MACs per sample (millions, Table 1's count; FjORD's
 #: distillation forward pass included) per participant; ``probe_gmacs`` the forward GMACs of the
-#: round's E2 probes (all participants together; 0 outside adaptation rounds).
+#: round's E2 probes (all participants together; 0 outside adaptation rounds). For a method that
+#: allocates by E2 (hasfl_probe) the probe is part of what it pays: its upload adds to ``upload_mb`` and
+#: its forward MACs, spread over the client's local samples, to ``train_mmacs``.
 ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs",
                  "probe_gmacs", "mean_h_tilde", "n_participants", "train_loss")
 
