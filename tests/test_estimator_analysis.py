@@ -451,3 +451,15 @@ def test_f7_no_signal_on_the_update_divergence_needs_its_positive_control(estima
 def test_f7_e0_is_f1c_statistic_and_counted_once_in_the_report():
     res = evaluate(t8_rows("hasfl", "E0", [0.0] * 3) + t8_rows("fedavg", "E0", [0.6] * 3), [])
     assert res["F7-E0"]["same_statistic_as"] == "F1c" and "same_statistic_as" not in res["F7-E2"]
+
+
+def test_f8_seeds_are_priced_for_its_two_methods():
+    """The seeds an inconclusive F8 unit needs are priced for the allocating method and its control."""
+    tables = {**base_tables(), F.T8S: pd.DataFrame.from_records(t8_rows("hasfl", "E2", [0.2] * 3)),
+              F.MBES: pd.DataFrame.from_records(mbe_rows("probe", [0.5, -1.5, 2.0]))}
+    hours = {"digits": {"hasfl_probe": 0.5, "random_budget_probe": 0.25}}
+    res = {f["id"]: f for f in F.evaluate_findings(tables, datasets=["digits"], thresholds=resolve_thresholds({}),
+                                                   seed_hours=hours)}
+    u = res["F8-probe"]["units"][0]
+    assert u["verdict"] == I and u["seeds_needed"] > 3
+    assert u["extra_job_hours"] == pytest.approx(u["extra_seeds"] * 0.75)

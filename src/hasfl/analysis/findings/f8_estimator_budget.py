@@ -123,5 +123,6 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
 
 
 #: No methods: each unit carries its own floor note (``floor_note``, the pair's runs).
-SPEC = FindingSpec(ids=F8_IDS, tables=(MBES, T8S), methods={}, margins=("f3_equiv_margin_pct",),
-                   evaluate=evaluate, optional=True)
+SPEC = FindingSpec(ids=F8_IDS, tables=(MBES, T8S),
+                   methods={f"F8-{pair}": (alloc, control) for pair, alloc, control, _e in ESTIMATOR_PAIRS},
+                   margins=("f3_equiv_margin_pct",), evaluate=evaluate, optional=True)
