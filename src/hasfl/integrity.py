@@ -38,6 +38,7 @@ __all__ = [
     "method_module",
     "read_manifest",
     "run_identity",
+    "stale_part",
     "training_code_digest",
     "verify_folder",
     "verify_results",
@@ -96,7 +97,7 @@ def training_code_digest(method: str, dataset: str, root: Path = PACKAGE) -> str
     ``root``: the ``hasfl`` package folder whose files are read (the installed one by default; the
     Snakefile passes its own checkout's).
     """
-    from hasfl.registry import DATASETS, DATA_FILES, METHODS, PRECISIONS, RUN_FILES
+    from hasfl.registry import DATA_FILES, DATASETS, METHODS, PRECISIONS, RUN_FILES
 
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset '{dataset}'; expected one of {', '.join(DATASETS)}")
@@ -253,6 +254,17 @@ class ResultsLock:
             self._fd = None
 
 
+def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], code: str) -> str | None:
+    """What makes a finished run not this preset's: ``"config"`` (trained with another config slice than
+    ``config_slice``), ``"code"`` (with other training code than ``code``), or None (it is current).
+    The DAG's gate (:func:`verify_runs_job`) and the pre-flight's reuse count share it."""
+    if identity.get("config") != json.loads(json.dumps(config_slice)):
+        return "config"
+    if identity.get("code") != code:
+        return "code"
+    return None
+
+
 def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str) -> None:
     """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its
     manifest, was trained with the config slice the preset expects (``expected``: folder ->
@@ -266,15 +278,16 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
             raise IntegrityError(f"run folder '{folder}' has no {MANIFEST}: the run did not finish")
         identity = manifest.get("identity", {})
         want = expected[folder.as_posix()]
-        if identity.get("config") != want:
+        key = (str(want["method"]), str(want["dataset"]))
+        code = codes.setdefault(key, training_code_digest(*key))
+        stale = stale_part(identity, want, code)
+        if stale == "config":
             diff = identity_difference({"config": identity.get("config") or {}}, {"config": want})
             raise IntegrityError(
                 f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
                 f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
                 f"folder to train it again with the preset's configuration")
-        key = (str(want["method"]), str(want["dataset"]))
-        code = codes.setdefault(key, training_code_digest(*key))
-        if identity.get("code") != code:
+        if stale == "code":
             raise IntegrityError(
                 f"run folder '{folder}' was trained by other training code than the installed one (code digest "
                 f"{str(identity.get('code'))[:12]}... vs {code[:12]}...); rerun it (snakemake --forcerun train) or "

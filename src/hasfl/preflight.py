@@ -262,7 +262,7 @@ def finished_jobs(config: Mapping[str, Any], root: Path | None = None) -> dict[s
     slice and the installed training code (the checks of the DAG's ``verify_runs``), data-stage folders
     with a manifest. ``root``: the ``hasfl`` package whose code the runs must match (the installed one)."""
     from hasfl.config import run_config
-    from hasfl.integrity import PACKAGE, read_manifest, training_code_digest
+    from hasfl.integrity import PACKAGE, read_manifest, stale_part, training_code_digest
 
     results = Path(config["results_dir"]) / str(config["name"])
     runs, data, codes = set(), set(), {}
@@ -279,8 +279,7 @@ def finished_jobs(config: Mapping[str, Any], root: Path | None = None) -> dict[s
                 if not identity:
                     continue
                 code = codes.setdefault((m, d), training_code_digest(m, d, root or PACKAGE))
-                if identity.get("code") == code and identity.get("config") == json.loads(json.dumps(
-                        run_config(config, d, m, int(sd)))):
+                if stale_part(identity, run_config(config, d, m, int(sd)), code) is None:
                     runs.add((d, m, int(sd)))
     return {"runs": runs, "data": data}
 

@@ -103,11 +103,19 @@ SRC_ANALYSIS = source_digest(
 TRAIN_GLUE = source_digest("src/hasfl/integrity.py", "workflow/scripts/train.py")
 
 
+_TRAIN_CODE = {}
+
+
 def train_code(method, dataset):
     """The training code a run of ``method`` on ``dataset`` depends on: the engine, its own method's
     module and its registry entries (hasfl.integrity.training_code_digest, read from this checkout),
-    plus the glue. Adding or editing another method changes nothing here."""
-    engine = training_code_digest(
-        method, dataset, Path(workflow.basedir) / "src" / "hasfl"
-    )
-    return hashlib.sha256((engine + TRAIN_GLUE).encode()).hexdigest()
+    plus the glue. Adding or editing another method changes nothing here. Computed once per method x
+    dataset (every train job's params and the verify_runs rule ask for it)."""
+    if (method, dataset) not in _TRAIN_CODE:
+        engine = training_code_digest(
+            method, dataset, Path(workflow.basedir) / "src" / "hasfl"
+        )
+        _TRAIN_CODE[method, dataset] = hashlib.sha256(
+            (engine + TRAIN_GLUE).encode()
+        ).hexdigest()
+    return _TRAIN_CODE[method, dataset]

@@ -27,11 +27,7 @@ def method_marker(method: str) -> str:
     return info.marker if info is not None and info.marker else "o"
 
 
-_DATASET_LABELS = {"cifar10": "CIFAR-10", "emnist": "EMNIST", "shakespeare": "Shakespeare", "digits": "Digits"}
-
-
 def dataset_label(dataset: str) -> str:
-    """The dataset's label, else its name."""
+    """The dataset's label (``DATASETS[dataset].label``), else its name."""
     info = DATASETS.get(dataset)
-    label = getattr(info, "label", None) if info is not None else None
-    return label or _DATASET_LABELS.get(dataset, dataset)
+    return info.label if info is not None and info.label else dataset

@@ -123,7 +123,7 @@ def _table_body(md: str) -> list[str]:
     lines = lines[1:] if lines and lines[0].startswith("# ") else lines
     for i, line in enumerate(lines):
         if line.startswith("## "):
-            return [*lines[:i], f"(Per-seed rows and the files read: `tables/` in the results folder.)"]
+            return [*lines[:i], "(Per-seed rows and the files read: `tables/` in the results folder.)"]
     return lines
 
 

@@ -68,7 +68,7 @@ def artifact_methods(art: Artifact) -> tuple[str, ...]:
 def natural_partition(dataset: str) -> bool:
     """The dataset's clients are natural (no Dirichlet partition; paper Section 4.6)."""
     info = DATASETS.get(dataset)
-    return bool(getattr(info, "natural_partition", dataset == "shakespeare"))
+    return info is not None and info.natural_partition
 
 
 def table_datasets(spec: Artifact, datasets: Sequence[str]) -> list[str]:

@@ -106,6 +106,7 @@ __all__ = [
     "F7_IDS",
     "F8_IDS",
     "FINDINGS",
+    "FINDING_METHODS",
     "FINDING_IDS",
     "FindingSpec",
     "INCONCLUSIVE",
@@ -146,6 +147,8 @@ FINDINGS: tuple[FindingSpec, ...] = (
     f7_estimators.SPEC,
     f8_estimator_budget.SPEC,
 )
+#: The methods whose runs each finding compares (report.md's floor notes; what its extra seeds cost).
+FINDING_METHODS = {fid: methods for spec in FINDINGS for fid, methods in spec.methods.items()}
 
 
 def _ordered_union(groups: Sequence[Sequence[str]], exclude: Sequence[str] = ()) -> tuple[str, ...]:
@@ -191,6 +194,5 @@ def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[
         got = [f["id"] for f in items]
         assert got == list(spec.ids), (spec.ids, got)
         out += items
-    methods_of = {fid: m for spec in FINDINGS for fid, m in spec.methods.items()}
-    annotate_seeds(out, st, methods_of, seed_hours)  # every inconclusive unit: the seeds it would take
+    annotate_seeds(out, st, FINDING_METHODS, seed_hours)  # every inconclusive unit: the seeds it would take
     return out

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis.findings import FINDINGS, PAPER_CLAIM, finding_kind
+from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, finding_kind
 from hasfl.analysis.labels import method_label
 from hasfl.analysis.markdown import num
 
@@ -74,8 +74,6 @@ def units_frame(findings: Sequence[Mapping[str, Any]],
     return df if df["Floor"].astype(bool).any() else df.drop(columns=["Floor"])
 
 
-#: The methods whose runs each finding compares (for the floor note of its units; FindingSpec.methods).
-FINDING_METHODS = {fid: methods for spec in FINDINGS for fid, methods in spec.methods.items()}
 
 
 def unit_floor_note(fid: str, unit: str, rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
