@@ -692,3 +692,16 @@ def test_holm_within_a_finding_keeps_strong_units_and_drops_a_marginal_one():
     assert {u["unit"]: u["verdict"] for u in f["units"]} == {"cifar10": I, "emnist": I} and f["verdict"] == I
     assert "not significant after Holm's correction over 2 units" in unit(f, "emnist")["reason"]
     assert "the test alone: supported" in unit(f, "cifar10")["reason"]
+
+
+def test_the_floor_gate_reads_numpy_and_pandas_booleans_and_not_unknown():
+    """The floor flag comes from Parquet as numpy or nullable booleans: each is read; NA is not a floor."""
+    base = seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3)
+    for flags, gated in ((pd.array([False, False, True], dtype="boolean"), True),
+                         (np.array([False, False, True]), True),
+                         (pd.array([False, pd.NA, False], dtype="boolean"), False)):
+        df = frame(base).assign(at_floor=flags)
+        t = replace(base_tables(), F.T7S, "shakespeare", "uniform", df.to_dict("records"))
+        t[F.T7S] = pd.concat([base_tables()[F.T7S].query("method != 'uniform'"), df], ignore_index=True)
+        u = unit(evaluate(t)[F.F2C], "shakespeare")
+        assert (u["verdict"] == I and "at the majority-class floor" in u["reason"]) == gated, (flags, u["reason"])

@@ -38,6 +38,7 @@ import pandas as pd
 import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
+from hasfl.analysis.floors import is_missing
 from hasfl.analysis.stats import (
     fisher_pool,
     fisher_pool_random,
@@ -281,7 +282,8 @@ def decay_gate(dataset: str, seeds: Sequence[int], peaked: Sequence[tuple[pd.Dat
                 continue
             sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
             for r in sel.to_dict("records"):
-                if kind == "floor" and r.get("at_floor") is True:
+                flag = r.get("at_floor")  # numpy / pandas booleans too; unknown (NA) is not a floor
+                if kind == "floor" and not is_missing(flag) and bool(flag):
                     why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
                 if kind == "peak" and num(r.get("delta_pct")) == 0.0:
                     why.append(f"{method} seed {int(r['seed'])} peaks at its last evaluation")
