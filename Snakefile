@@ -18,6 +18,7 @@ min_version("9.0")
 
 from hasfl import worker as hasfl_worker
 from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
+from hasfl.identity import audit as identity_audit, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
 
@@ -49,6 +50,11 @@ _cli = (
 config.update(typed_command_line(config, _cli))
 
 try:
+    # Snakemake reads --configfile itself, keeping the last of a key given twice: read again, strictly.
+    for _file in (
+        getattr(getattr(workflow, "config_settings", None), "configfiles", None) or []
+    ):
+        read_yaml(_file)
     validate_config(config)
 except ConfigError as exc:
     stop(exc)
@@ -59,6 +65,12 @@ except ConfigError as exc:
 RESULTS_LOCK = ResultsLock(Path(config["results_dir"]) / config["name"])
 PREFLIGHT_STOP = None
 if workflow.is_main_process:
+    _unwritable = writable_results(Path(config["results_dir"]) / config["name"])
+    if _unwritable:
+        stop(
+            f"results folder '{Path(config['results_dir']) / config['name']}' cannot be written: {_unwritable}; "
+            "set results_dir (or name) to a folder you can write"
+        )
     try:
         verify_results(Path(config["results_dir"]) / config["name"])
     except IntegrityError as exc:
@@ -78,6 +90,7 @@ if workflow.is_main_process:
         int(workflow._cores or 1),
         _manifests,
         preflight.finished_jobs(config, Path(workflow.basedir) / "src" / "hasfl"),
+        local=bool(workflow.local_exec),
     )
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
@@ -125,6 +138,39 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/identity.smk"
+
+
+# Identity in one place (hasfl.identity.audit): every finished data-stage and run folder of the
+# preset is compared with what the preset would make there -- config slice, raw-file and data-stage
+# sha256 chain, budget run, code. One that differs is rerun: its job gets one more input, a rerun
+# token made by rule identity_rerun (workflow/rules/identity.smk), so Snakemake reruns it (and what
+# depends on it) even where it has no metadata of its own (a folder copied in); nothing is changed
+# on disk when the DAG is built, so a dry run is only a dry run. A folder that holds another job's
+# output is a clear error, never rerun.
+if workflow.is_main_process:
+    _audit = identity_audit(
+        config,
+        Path(RESULTS),
+        data_code=SRC_DATA,
+        train_code=lambda m, d: training_code_digest(
+            m, d, Path(workflow.basedir) / "src" / "hasfl"
+        ),
+    )
+    try:
+        _audit.raise_errors()
+    except IntegrityError as exc:
+        stop(exc)
+    if _audit.rerun:
+        _lines = _audit.lines()
+        print(
+            f"hasfl identity: {len(_lines)} finished outputs are not what this preset would make; "
+            "they are rerun:\n  "
+            + "\n  ".join(_lines[:20])
+            + (f"\n  ... and {len(_lines) - 20} more" if len(_lines) > 20 else ""),
+            file=sys.stderr,
+        )
+        schedule_reruns(_audit.rerun)
 
 
 rule all:
@@ -134,12 +180,14 @@ rule all:
         train_outputs(),
         analysis_outputs(),
         ANALYSIS_MANIFEST,
+        rerun_tokens(),
 
 
 rule data:
     """Only the data stage (partitions, capacities, TV) of every dataset x seed."""
     input:
         data_outputs(),
+        rerun_tokens("data"),
 
 
 rule runs:
@@ -147,3 +195,4 @@ rule runs:
     input:
         data_outputs(),
         train_outputs(),
+        rerun_tokens(),

@@ -100,6 +100,7 @@ TINY: dict[str, Any] = {
     "methods": ["hasfl", "random_budget", "fedavg"],
     "seeds": [42],
     "federation": {"rounds": 3},
+    "hasfl": {"warmup": 0},  # hasfl.warmup <= federation.rounds - 2
 }
 
 

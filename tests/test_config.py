@@ -197,7 +197,7 @@ def test_hasfl_config_set_writes_a_preset_snakemake_runs(snakemake, repo, tmp_pa
     import sys
 
     res = subprocess.run([sys.executable, "-m", "hasfl.cli", "config", "--config", str(repo / "presets/quick.yaml"),
-                          "--set", "method_params.fedprox.mu=0.25", "--set", "federation.rounds=3", "--yaml"],
+                          "--set", "method_params.fedprox.mu=0.25", "--set", "federation.rounds=3", "--set", "hasfl.warmup=1", "--yaml"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "add --set name=" in res.stderr  # results would land in results/quick: say so

@@ -38,9 +38,10 @@ ROUNDS = 4
 
 @pytest.fixture(scope="module")
 def config() -> dict:
-    """The quick preset on digits, 4 rounds, one thread."""
+    """The quick preset on digits, 4 rounds (warm-up 1), one thread."""
     cfg = load_config(REPO / "presets" / "quick.yaml")
     cfg["federation"]["rounds"] = ROUNDS
+    cfg["hasfl"]["warmup"] = 1
     cfg["threads_per_job"] = 1
     return cfg
 
@@ -157,6 +158,7 @@ def test_2_cli_refuses_with_one_line_and_exit_2(config, stages, tmp_path) -> Non
     preset = tmp_path / "p.yaml"
     overlay = yaml.safe_load((REPO / "presets/quick.yaml").read_text())
     overlay["federation"] = {"rounds": 2}
+    overlay["hasfl"] = {"warmup": 0}
     preset.write_text(yaml.safe_dump(overlay))
     out = tmp_path / "run"
     base = [sys.executable, "-m", "hasfl.cli", "train", "--config", str(preset), "--dataset", "digits", "--method",
@@ -203,7 +205,7 @@ def _snakemake(results: Path, *args: str) -> subprocess.CompletedProcess[str]:
     overlay = results.parent / "tiny.yaml"
     overlay.write_text(yaml.safe_dump({"name": "tiny", "results_dir": str(results.parent), "datasets": ["digits"],
                                        "methods": ["fedavg"], "seeds": [42], "federation": {"rounds": ROUNDS},
-                                       "threads_per_job": 1}))
+                                       "hasfl": {"warmup": 1}, "threads_per_job": 1}))
     return subprocess.run([sys.executable, "-m", "snakemake", *args, "--configfile", "presets/quick.yaml",
                            str(overlay)], cwd=REPO, capture_output=True, text=True, timeout=600)
 

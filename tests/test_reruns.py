@@ -35,7 +35,7 @@ def planned(snakemake):
 @pytest.fixture(scope="module")
 def finished(snakemake, tiny_preset, repo, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("reruns")
-    for item in ("Snakefile", "config.yaml", "presets", "workflow", "src"):
+    for item in ("Snakefile", "config.yaml", "presets", "profiles", "workflow", "src"):
         src = repo / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / item)
     tiny_preset(work, "tiny", results_dir=None, data_dir=None, methods=["hasfl", "random_budget", "fedprox"],

@@ -42,16 +42,27 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    """Run the data stage for one dataset x seed into --out."""
+    """Run the data stage for one dataset x seed into --out (never into a results folder of the workflow,
+    never over a finished data stage of another identity unless --overwrite)."""
     from hasfl.data import load_dataset
     from hasfl.data.stage import run_data_stage
+    from hasfl.identity import data_code_digest, data_identity
+    from hasfl.integrity import IntegrityError, read_manifest, refuse_results_folder
     from hasfl.logs import setup_logging
 
-    setup_logging()
+    refuse_results_folder(args.out, "--out")
     config = load_config(args.config, args.base)
     cfg = data_config(config, args.dataset)
+    identity = data_identity(cfg, args.seed, data_code_digest())
+    theirs = read_manifest(args.out)
+    if theirs is not None and not args.overwrite and theirs.get("identity") != identity:
+        differ = [k for k in ("dataset", "seed", "config", "raw", "code")
+                  if (theirs.get("identity") or {}).get(k) != identity[k]]
+        raise IntegrityError(f"'{args.out}' holds a finished data stage of another identity (differs in: "
+                             f"{', '.join(differ)}); choose another --out, or pass --overwrite to replace it")
+    setup_logging()
     bundle = load_dataset(args.dataset, cfg["data_dir"], cfg["dataset_params"], download=args.download)
-    manifest = run_data_stage(bundle, cfg, args.seed, args.out)
+    manifest = run_data_stage(bundle, cfg, args.seed, args.out, identity)
     print(json.dumps(manifest["files"], indent=2, sort_keys=True))
     return 0
 
@@ -59,8 +70,10 @@ def _cmd_data(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     """Run one training job (method x dataset x seed) into --out, as the workflow's train rule does."""
     from hasfl.fl.train import train_job
+    from hasfl.integrity import refuse_results_folder
     from hasfl.logs import setup_logging
 
+    refuse_results_folder(args.out, "--out")
     setup_logging(args.out / "train.log" if args.log else None)
     config = load_config(args.config, args.base)
     if args.threads is not None:
@@ -76,7 +89,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     """Check every manifest under a results folder (sha256 of every result file), and the analysis
     outputs against the analysis manifest when the analysis has finished."""
     from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
-    from hasfl.integrity import verify_results
+    from hasfl.config import REPO_ROOT
+    from hasfl.integrity import IntegrityError, verify_results
 
     if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
         raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
@@ -84,6 +98,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
+    from hasfl.identity import audit, audit_chain, data_code_digest
+
+    found = audit_chain(args.results)
+    scope = "the sha256 chain data stage -> run -> budget run"
+    if args.config is not None or args.set:
+        config = load_config(args.config, args.base, args.set)
+        preset = audit(config, args.results,
+                       data_code=data_code_digest(extra=(REPO_ROOT / "workflow/scripts/data_stage.py",)))
+        found.errors += [e for e in preset.errors if e not in found.errors]
+        found.rerun = {**found.rerun, **preset.rerun}
+        scope += f", and what preset '{config['name']}' would make (config slices, raw files, code)"
+    else:
+        scope += " (give --config PRESET to compare with what a preset would make)"
+    if found.errors or found.rerun:
+        lines = found.errors + found.lines()
+        raise IntegrityError(f"{args.results}: {len(lines)} finished folders fail the identity check ({scope}):\n  - "
+                             + "\n  - ".join(lines) + "\n(a folder holding another job's result the DAG refuses; "
+                             "the others it reruns)")
+    print(f"hasfl verify: {args.results}: identities consistent: {scope}")
     if (args.results / ANALYSIS_MANIFEST).is_file():
         analysis = verify_analysis(args.results)
         print(f"hasfl verify: {args.results}: {len(analysis['files'])} analysis files match {ANALYSIS_MANIFEST}, "
@@ -113,7 +146,12 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 def _cmd_results_page(args: argparse.Namespace) -> int:
     """A compact results page of a finished preset (docs/results/<name>.md)."""
     from hasfl.analysis.results_page import write_results_page
+    from hasfl.integrity import refuse_results_folder
 
+    if args.out.suffix != ".md":
+        raise ConfigError(f"results page '{args.out}': expected a Markdown file name ending in .md")
+    refuse_results_folder(args.out, "results page")
+    refuse_results_folder(args.out.parent / args.out.stem, "results page's figure folder")
     out = write_results_page(args.results, args.out, notes_path=args.notes)
     print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
     return 0
@@ -244,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", required=True, type=int)
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--download", action="store_true", help="download CIFAR-10/EMNIST if missing")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a finished data stage of another identity in --out")
     p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("train", help="run one training job (method x dataset x seed)")
@@ -266,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every data-stage and run folder of a results folder against its manifest")
     p.add_argument("results", type=Path, help="a preset's results folder, e.g. results/quick")
+    _add_config_arg(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --config: a dotted.key=value override, as for `hasfl config`")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("diagnose", help="is a per-client heterogeneity estimate capacity or data? (any framework's "

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from hasfl.errors import HasflError
-from hasfl.registry import METHODS
+from hasfl.registry import DATASETS, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAPER_CONFIG = REPO_ROOT / "config.yaml"
@@ -47,6 +47,31 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
     return out
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML would keep the last one
+    silently: two ``federation:`` blocks would drop the first)."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice in one mapping (first at line {seen[key].line + 1}); "
+                            "YAML would keep only the last one", key_node.start_mark)
+        seen[key] = key_node.start_mark
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def load_yaml_text(text: str) -> Any:
+    """YAML text as Python values, a duplicate key refused (:class:`_StrictLoader`)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping, with a clear error for a missing file or a non-mapping."""
     p = Path(path)
@@ -59,7 +84,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"config file '{p}' cannot be read: {exc.strerror or exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file '{p}' is not valid YAML: {exc}") from exc
     if data is None:
@@ -76,7 +101,7 @@ def parse_override(item: str) -> dict[str, Any]:
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {item!r}: expected dotted.key=value, e.g. method_params.fedprox.mu=0.5")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml_text(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"override {item!r}: the value is not valid YAML ({exc})") from exc
     out: dict[str, Any] = {}
@@ -238,11 +263,34 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
     if "shakespeare" in config["datasets"] and config["dataset_params"]["shakespeare"]["top_roles"] != fed["clients"]:
         errs.append(f"config key 'dataset_params.shakespeare.top_roles': {config['dataset_params']['shakespeare']['top_roles']} "
                     f"role-clients, expected federation.clients = {fed['clients']} (one client per role)")
+    if config["hasfl"]["warmup"] > fed["rounds"] - 2:
+        errs.append(f"config key 'hasfl.warmup': t0 = {config['hasfl']['warmup']} leaves no round after t0 in "
+                    f"federation.rounds = {fed['rounds']} (rounds t = 0 .. {fed['rounds'] - 1}; the warm-up ends with "
+                    "round t0, Algorithm 1 adapts from t0 on and Proposition 3 is about the rounds t > t0); expected "
+                    "hasfl.warmup <= federation.rounds - 2")
     for ds in config["datasets"]:
         model = config["dataset_params"][ds]["model"]
         if model["arch"] == "cnn" and any(i >= len(model["channels"]) for i in model["pool_after"]):
             errs.append(f"config key 'dataset_params.{ds}.model.pool_after': indices {model['pool_after']} must be "
                         f"< len(channels) = {len(model['channels'])}")
+        elif model["arch"] == "cnn":
+            shape = DATASETS[ds].facts.shape
+            side = min(shape[1:]) if len(shape) >= 3 else None
+            pools = len(set(model["pool_after"]))
+            if side is not None and side // 2 ** pools < 1:
+                errs.append(f"config key 'dataset_params.{ds}.model.pool_after': {pools} 2x2 max-pools shrink "
+                            f"{ds}'s {side}x{side} input to nothing ({side} // 2**{pools} = 0); at most "
+                            f"{side.bit_length() - 1} pools fit")
+    if "shakespeare" in config["datasets"]:
+        sp = config["dataset_params"]["shakespeare"]
+        cap, seq, frac = sp["max_chars_per_role"], sp["seq_len"], sp["train_fraction"]
+        if cap is not None:
+            train_chars = math.floor(frac * cap)
+            if min(train_chars, cap - train_chars) <= seq:
+                errs.append(f"config key 'dataset_params.shakespeare.seq_len': {seq}-character windows do not fit a "
+                            f"role cut to max_chars_per_role = {cap} characters (train_fraction = {frac:g}: "
+                            f"{train_chars} train and {cap - train_chars} test characters; each split needs more "
+                            f"than seq_len); expected seq_len < {min(train_chars, cap - train_chars)}")
     return errs
 
 

@@ -36,6 +36,8 @@ __all__ = [
     "IntegrityError",
     "ResultsLock",
     "method_module",
+    "owning_results",
+    "refuse_results_folder",
     "read_manifest",
     "run_identity",
     "stale_part",
@@ -252,6 +254,32 @@ class ResultsLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def owning_results(path: str | Path) -> Path | None:
+    """The results folder (``<results_dir>/<name>``, the one holding the workflow's ``.hasfl.lock``) that
+    ``path`` lies in, or None: what a CLI command must not write into (the DAG owns it)."""
+    p = Path(os.path.abspath(path))
+    for folder in (p, *p.parents):
+        if (folder / ResultsLock.NAME).is_file():
+            return folder
+    return None
+
+
+def refuse_results_folder(path: str | Path, what: str) -> None:
+    """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a
+    results folder of the workflow (:func:`owning_results`) or inside a finished data-stage / run folder
+    (one with a manifest) -- writing there would overwrite what the DAG made and checks."""
+    results = owning_results(path)
+    if results is not None:
+        raise IntegrityError(f"{what} '{path}' is inside the results folder '{results}', which the workflow writes "
+                             "and checks; write it outside (e.g. docs/results/ for a results page, or a scratch "
+                             "folder for `hasfl data` / `hasfl train`)")
+    p = Path(os.path.abspath(path))
+    for folder in p.parents:
+        if (folder / MANIFEST).is_file():
+            raise IntegrityError(f"{what} '{path}' is inside the finished folder '{folder}' (it has a {MANIFEST}); "
+                                 "writing there would change a checked result; choose another path")
 
 
 def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], code: str) -> str | None:

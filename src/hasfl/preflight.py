@@ -285,11 +285,17 @@ def finished_jobs(config: Mapping[str, Any], root: Path | None = None) -> dict[s
 
 
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
-          finished: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
+          finished: Mapping[str, Any] | None = None, local: bool = True) -> tuple[str, str | None]:
     """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
-    (:func:`finished_jobs`): what is reused and so not priced."""
+    (:func:`finished_jobs`): what is reused and so not priced. ``local``: the jobs run on this machine
+    (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here."""
     hw = hardware()
     device = config["device"]
+    if device == "cuda" and local and not hw["gpus"]:
+        return (f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, no GPU); device cuda",
+                "config key 'device' is 'cuda' but this machine has no GPU (nvidia-smi lists none) and the jobs "
+                "would run here; use device: cpu (or auto), or run on a GPU machine or a SLURM cluster "
+                "(--profile profiles/slurm)")
     if device == "auto":
         device = "cuda" if hw["gpus"] else "cpu"
     rates = throughput(device, int(config["threads_per_job"]), hw)

@@ -23,6 +23,8 @@ from hasfl.analysis.specs import (
     resolve_thresholds,
 )
 from hasfl.config import load_config
+from hasfl.identity import canonical
+import os
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
 # The numbers the figure captions quote (hasfl.analysis.artifacts.figure_caption): one caption
@@ -82,7 +84,9 @@ PARAMS = {
     "models": model_blocks(),
     # the datasets to evaluate on (a mapping, as the data stage's data_cfg)
     "data": {
-        "data_dir": DATA_DIR,
+        "data_dir": os.path.normpath(
+            DATA_DIR
+        ),  # a spelling of the same folder reruns nothing
         "dataset_params": {
             d: dict(config["dataset_params"][d]) for d in config["datasets"]
         },
@@ -260,7 +264,7 @@ rule verify_runs:
             for m in config["methods"]
         },
         expected={
-            f"{RESULTS}/runs/{d}/{m}/seed{s}": run_config(config, d, m, int(s))
+            f"{RESULTS}/runs/{d}/{m}/seed{s}": run_slice(config, d, m, int(s))
             for d in config["datasets"]
             for m in config["methods"]
             for s in config["seeds"]
@@ -291,7 +295,7 @@ for art in ARTIFACTS.values():
             runtime=30,
         params:
             artifact=art.name,
-            args=artifact_params(art),
+            args=canonical(artifact_params(art)),
             caption=artifact_caption(art),
             code=SRC_ANALYSIS,
         script:
@@ -316,7 +320,7 @@ rule analysis_findings:
         code=SRC_ANALYSIS,
         tables=list(FINDING_TABLES),
         datasets=config["datasets"],
-        thresholds=ANALYSIS_THRESHOLDS,
+        thresholds=canonical(ANALYSIS_THRESHOLDS),
         seed_hours=SEED_HOURS,
     script:
         "../scripts/findings.py"

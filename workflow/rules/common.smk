@@ -4,7 +4,7 @@
 
 from pathlib import Path
 
-from hasfl.config import data_config, run_config
+from hasfl.identity import data_code_digest, data_slice, run_slice
 from hasfl.integrity import training_code_digest
 from hasfl.registry import (
     DATA_FILES,
@@ -77,22 +77,12 @@ def source_digest(*paths):
 ANALYSIS_SCRIPTS = [
     f"workflow/scripts/{name}.py" for name in ("artifact", "findings", "report")
 ]
-# The data stage: the loaders and partitioner and the registry's dataset facts (not its method list:
-# adding a method refetches and repartitions nothing).
-SRC_DATA = hashlib.sha256(
-    (
-        source_digest(
-            "src/hasfl/data", "src/hasfl/io.py", "workflow/scripts/data_stage.py"
-        )
-        + json.dumps(
-            {
-                "datasets": {d: i.training_fields() for d, i in DATASETS.items()},
-                "data_files": list(DATA_FILES),
-            },
-            sort_keys=True,
-        )
-    ).encode()
-).hexdigest()
+# The data stage: the loaders and partitioner, the glue and the registry's dataset facts
+# (hasfl.identity.data_code_digest; not the method list: adding a method repartitions nothing).
+SRC_DATA = data_code_digest(
+    Path(workflow.basedir) / "src" / "hasfl",
+    extra=(Path(workflow.basedir) / "workflow/scripts/data_stage.py",),
+)
 SRC_ANALYSIS = source_digest(
     "src/hasfl/analysis",
     "src/hasfl/models",
@@ -119,3 +109,13 @@ def train_code(method, dataset):
             (engine + TRAIN_GLUE).encode()
         ).hexdigest()
     return _TRAIN_CODE[method, dataset]
+
+
+# Outputs the identity check (hasfl.identity.audit, run by the Snakefile) found stale: folder
+# (relative to RESULTS) -> (rerun token path, why). The token is one more input of that job.
+RERUNS = {}
+
+
+def rerun_input(folder):
+    """``{"rerun": <token>}`` when the finished output in ``folder`` must be rerun, else ``{}``."""
+    return {"rerun": RERUNS[folder][0]} if folder in RERUNS else {}

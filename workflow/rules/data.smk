@@ -46,6 +46,9 @@ rule data_stage:
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]
         ),
         preset_raw=preset_raw_files(),
+        rerun=lambda wc: rerun_input(f"data/{wc.dataset}/seed{wc.seed}").get(
+            "rerun", []
+        ),
     output:
         partition=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/partition.parquet",
         clients=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/clients.parquet",
@@ -57,7 +60,7 @@ rule data_stage:
         mem_mb=lambda wc: {"emnist": 8000, "cifar10": 3000}.get(wc.dataset, 1000),
         runtime=20,
     params:
-        data_cfg=lambda wc: data_config(config, wc.dataset),
+        data_cfg=lambda wc: data_slice(config, wc.dataset),
         code=SRC_DATA,
     script:
         "../scripts/data_stage.py"

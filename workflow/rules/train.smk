@@ -9,6 +9,7 @@ def train_inputs(wc):
         "clients": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/clients.parquet",
         "raw": raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
     }
+    inputs.update(rerun_input(f"runs/{wc.dataset}/{wc.method}/seed{wc.seed}"))
     budget_of = METHODS[wc.method].budget_of
     if budget_of is not None:
         inputs["budget_run"] = (
@@ -31,8 +32,8 @@ rule train:
         runtime=lambda wc: 30 if config["name"] != "paper" else 24 * 60,
         gpu=1 if config["device"] == "cuda" else 0,
     params:
-        run_cfg=lambda wc: run_config(config, wc.dataset, wc.method, int(wc.seed)),
-        data_cfg=lambda wc: data_config(config, wc.dataset),
+        run_cfg=lambda wc: run_slice(config, wc.dataset, wc.method, int(wc.seed)),
+        data_cfg=lambda wc: data_slice(config, wc.dataset),
         code=lambda wc: train_code(wc.method, wc.dataset),
     script:
         "../scripts/train.py"

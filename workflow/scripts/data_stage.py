@@ -1,11 +1,16 @@
 """Snakemake glue for rule data_stage (hasfl.data.stage.stage_job): exactly the job's config
-slice ``params.data_cfg``, its seed and its output folder."""
+slice ``params.data_cfg`` (canonical, without ``data_dir``: where the raw files live is not part of
+the identity, their sha256 are), the raw-data folder, its seed, its identity and its output folder."""
 
 from pathlib import Path
 
+from hasfl.identity import data_identity
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
+data_cfg = {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}
+seed = int(sm.wildcards.seed)
 call("hasfl.data.stage:stage_job",
-     {"data_cfg": sm.params.data_cfg, "seed": int(sm.wildcards.seed), "out_dir": str(Path(sm.output.manifest).parent)},
+     {"data_cfg": data_cfg, "seed": seed, "out_dir": str(Path(sm.output.manifest).parent),
+      "identity": data_identity(data_cfg, seed, sm.params.code)},
      sm.log[0])

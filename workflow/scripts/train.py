@@ -1,5 +1,6 @@
 """Snakemake glue for rule train (hasfl.fl.train.train_job): exactly the job's config slices
-``params.run_cfg`` / ``params.data_cfg`` and paths.
+``params.run_cfg`` / ``params.data_cfg`` (canonical; ``data_dir``, where the raw files live, is added
+from the config: it is not part of any identity) and paths.
 
 ``checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
@@ -12,7 +13,7 @@ from hasfl.worker import call
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 budget_run = sm.input.get("budget_run")
 call("hasfl.fl.train:train_job",
-     {"run_cfg": sm.params.run_cfg, "data_cfg": sm.params.data_cfg, "out_dir": str(Path(sm.output.run).parent),
+     {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}, "out_dir": str(Path(sm.output.run).parent),
       "data_dir": str(Path(sm.input.partition).parent),
       "hasfl_run": None if budget_run is None else str(budget_run),
       "checkpoint_every": int(sm.config["checkpoint_every"])},

@@ -13,12 +13,18 @@ init.pt / final.pt, whether every one of them still equals its initial value. Th
 statement is exact for every float tensor of the state dict (parameters and
 BatchNorm running statistics, all of which are sliced and aggregated with their
 channels); integer buffers are never aggregated and are skipped.
+
+A run that diverged (run.json status, or non-finite values in a state it saved) or never trained
+a round after the warm-up round t0 = ``hasfl.warmup`` cannot show Proposition 3: it is *left out*
+of this table's display, of Table 4b's and of F5 (:func:`left_out_reason`). Its row stays in the
+Parquet file with the reason as its ``status`` (every other row: ``completed``), so F5 reads it from
+the table and names it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,7 +35,11 @@ from hasfl.models import coverage_mask
 from hasfl.models.bn import split_state
 from hasfl.models.family import ModelFamily
 
-__all__ = ["COLUMNS", "check_shapes", "load_state", "max_trained_width", "prop3_run"]
+__all__ = ["COLUMNS", "COMPLETED", "check_shapes", "left_out_reason", "load_state", "max_trained_width",
+           "non_finite", "prop3_run"]
+
+#: The status of a run these tables (and F5) read; any other status is the reason it is left out.
+COMPLETED = "completed"
 
 COLUMNS = ["dataset", "method", "seed", "status", "p_hi", "capped", "n_coords", "n_never_covered",
            "frac_never_covered", "n_never_covered_changed", "max_abs_change_never_covered", "prop3_holds",
@@ -100,6 +110,42 @@ def prop3_run(init: Mapping[str, Tensor], final: Mapping[str, Tensor], family: M
         "n_covered_changed": n_cov_changed,
         "frac_covered_changed": n_cov_changed / n_cov if n_cov else math.nan,
     }
+
+
+def non_finite(states: Mapping[str, Mapping[str, Tensor]]) -> list[str]:
+    """The names (e.g. ``final.pt``) of the ``states`` with a NaN or infinite float value."""
+    return [name for name, st in states.items()
+            if any(v.is_floating_point() and not bool(torch.isfinite(v).all()) for v in st.values())]
+
+
+def left_out_reason(summary: Mapping[str, Any], *, bad_files: Sequence[str] = (),
+                    trained_after_t0: bool | None = None) -> str | None:
+    """Why a run cannot show Proposition 3 (it is left out of its tables' display and of F5), else None.
+
+    ``summary`` is run.json: a ``status`` other than completed (``diverged``: the loss or the
+    parameters became non-finite, in round ``diverged_round``); or fewer than ``t0 + 2`` rounds
+    (``rounds_completed``; rounds 0 .. t0 are the warm-up, so no round after t0 = ``hasfl.warmup``
+    was trained: warmup.pt is final.pt and every coordinate looks "untrained after t0"). Where
+    run.json lacks ``rounds_completed``, ``trained_after_t0`` (whether any client trained after t0)
+    decides. ``bad_files``: saved states with non-finite values (:func:`non_finite`), a divergence
+    the engine's flag did not see; a NaN never counts as a moved coordinate.
+    """
+    status = str(summary.get("status", COMPLETED))
+    if status == "diverged" or bad_files:
+        r = summary.get("diverged_round")
+        where = f"diverged in round {int(r)}" if r is not None and status == "diverged" else "diverged"
+        return where + (f" (non-finite values in {', '.join(bad_files)})" if bad_files else "")
+    if status != COMPLETED:
+        return status
+    t0, done = summary.get("t0"), summary.get("rounds_completed")
+    if t0 is None:
+        return None
+    if done is not None:
+        if int(done) <= int(t0) + 1:
+            return f"never passed t0 = {int(t0)} ({int(done)} round{'' if int(done) == 1 else 's'})"
+    elif trained_after_t0 is False:
+        return f"never passed t0 = {int(t0)} (no client trained after it)"
+    return None
 
 
 def check_shapes(state: Mapping[str, Tensor], family: ModelFamily) -> None:

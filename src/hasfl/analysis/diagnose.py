@@ -20,6 +20,14 @@ it does not but capacity explains the estimate (the interval of r(estimate, capa
 or the capacity groups explain a significant share of the variance); ``inconclusive`` otherwise.
 Without a truth the check can only say how much capacity explains (``confounded`` or
 ``inconclusive``). ``hasfl diagnose`` prints it; the workflow's Table 8 calls the same functions.
+
+Every statistic above is invariant under ``x -> a x + b`` (a > 0) of the estimate, of the truth and
+of a numeric capacity, so :func:`diagnose` first standardises each of them (:func:`standardise`:
+centred on its mean, divided by its standard deviation, computed after an exact power-of-two
+rescaling): an estimate in any unit (x 1e-150 or x 1e155) gives the same verdict and the same
+statistics, to rounding. A constant estimate (spread <= 1e-12 of its magnitude) is ``inconclusive``
+with that reason; a constant truth or capacity is kept as it is (the statistics it enters are
+undefined, NaN).
 """
 
 from __future__ import annotations
@@ -37,7 +45,10 @@ import scipy.stats as sps
 from hasfl.analysis.stats import fisher_pool, partial_corr, pearson
 from hasfl.errors import HasflError
 
-__all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "within_group_r"]
+__all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "standardise", "within_group_r"]
+
+#: A column whose spread (max - min) is at most this share of its largest magnitude is constant.
+CONSTANT_REL = 1e-12
 
 VERDICTS = ("confounded", "data signal", "inconclusive")
 
@@ -99,6 +110,25 @@ def _column(df: pd.DataFrame, name: str, what: str) -> np.ndarray:
         raise DiagnoseError(f"{what} column '{name}' has NaN or infinite values "
                             f"({int((~np.isfinite(out)).sum())} of {len(out)} rows)")
     return out
+
+
+def is_constant(x: np.ndarray) -> bool:
+    """Whether ``x`` has no spread relative to its own magnitude (scale invariant, unlike an absolute bound)."""
+    return bool(np.ptp(x) <= CONSTANT_REL * float(np.abs(x).max())) if x.size else True
+
+
+def standardise(x: np.ndarray) -> np.ndarray:
+    """``(x - mean) / sd`` of finite ``x`` (population sd), without overflow or underflow at any magnitude:
+    ``x`` is first multiplied by the power of two that brings its largest magnitude into [0.5, 1) (exact),
+    so ``standardise(a * x + b)`` equals ``standardise(x)`` to rounding for every a > 0. A constant ``x``
+    (:func:`is_constant`) is returned unchanged."""
+    x = np.asarray(x, dtype=np.float64)
+    if is_constant(x):
+        return x
+    _, exp = np.frexp(float(np.abs(x).max()))
+    y = np.ldexp(x, -int(exp))
+    y = y - y.mean()
+    return y / math.sqrt(float(y @ y) / len(y))
 
 
 def within_group_r(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarray) -> tuple[float, int, Any]:
@@ -197,6 +227,11 @@ def diagnose(df: pd.DataFrame, estimate: str, capacity: str, truth: str | None =
                             "explain anything; use a table with clients of several capacities")
     if len(e) < 4:
         raise DiagnoseError(f"{len(e)} rows: at least 4 clients are needed")
+    tv_raw = _column(df, truth, "truth") if truth is not None else None
+    if is_constant(e):
+        return _constant_estimate(len(e), n_groups, alpha, permutations if truth is not None else None)
+    # every statistic below is invariant under x -> a x + b (a > 0): computed on the standardised columns
+    e, cap = standardise(e), standardise(cap)
     r_cap = pearson(e, cap)
     z_half = float(sps.norm.ppf(1 - alpha / 2)) / math.sqrt(max(len(e) - 3, 1))
     r_cap_ci = ((math.tanh(math.atanh(max(min(r_cap, 1 - 1e-12), -1 + 1e-12)) - z_half),
@@ -214,7 +249,7 @@ def diagnose(df: pd.DataFrame, estimate: str, capacity: str, truth: str | None =
                   "column nothing more can be said")
         return Diagnosis(len(e), n_groups, r_cap, r_cap_ci, adj_cap, f_p, math.nan, math.nan, math.nan, math.nan,
                          math.nan, nan2, 0, math.nan, 0, alpha, verdict, reason)
-    tv = _column(df, truth, "truth")
+    tv = standardise(tv_raw)
     adj_truth = _adj_r2(e, [tv])
     adj_both = _adj_r2(e, [*_dummies(groups), tv])
     r_truth = pearson(e, tv)
@@ -239,6 +274,16 @@ def diagnose(df: pd.DataFrame, estimate: str, capacity: str, truth: str | None =
                   f"(pooled r = {within:.2f}, permutation p = {perm_p:.3g}) explains the estimate at alpha = {alpha}")
     return Diagnosis(len(e), n_groups, r_cap, r_cap_ci, adj_cap, f_p, adj_truth, adj_both, r_truth, partial, within,
                      within_ci, n_within, perm_p, int(permutations), alpha, verdict, reason)
+
+
+def _constant_estimate(n: int, n_groups: int, alpha: float, permutations: int | None) -> Diagnosis:
+    """The diagnosis of an estimate with no spread (``permutations``: None without a truth): nothing can
+    explain it, every statistic is undefined."""
+    nan2 = (math.nan, math.nan)
+    return Diagnosis(n, n_groups, math.nan, nan2, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                     math.nan, nan2, 0, math.nan, int(permutations or 0), alpha, "inconclusive",
+                     "the estimate is constant (zero variance): neither capacity nor "
+                     + ("the truth" if permutations is not None else "anything else") + " can explain it")
 
 
 def render(d: Diagnosis, estimate: str, capacity: str, truth: str | None) -> str:

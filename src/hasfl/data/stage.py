@@ -94,8 +94,10 @@ def dataset_summary(bundle: DatasetBundle, n_clients: int) -> dict[str, Any]:
     }
 
 
-def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
-    """Write partition.parquet, clients.parquet and manifest.json for one dataset x seed."""
+def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path,
+                   identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write partition.parquet, clients.parquet and manifest.json for one dataset x seed; ``identity``
+    (:func:`hasfl.identity.data_identity`: config slice, raw sha256, code) goes into the manifest."""
     out = Path(out_dir)
     partition, clients = build_tables(bundle, data_cfg, seed)
     files = {"partition.parquet": partition, "clients.parquet": clients}
@@ -105,17 +107,20 @@ def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int
         digests[name] = {"sha256": sha256_file(out / name), "rows": int(len(df))}
     manifest = {"seed": int(seed), "files": digests, "summary": dataset_summary(bundle, len(clients)),
                 "data_config": dict(data_cfg)}
+    if identity is not None:
+        manifest["identity"] = dict(identity)
     write_json(out / "manifest.json", manifest)
     return manifest
 
 
-def stage_job(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
-    """The data_stage job: load the dataset of ``data_cfg``, write its tables."""
+def stage_job(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path,
+              identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The data_stage job: load the dataset of ``data_cfg``, write its tables and ``identity``."""
     import logging
 
     from hasfl.data import load_dataset
 
     bundle = load_dataset(data_cfg["dataset"], data_cfg["data_dir"], data_cfg["dataset_params"])
-    manifest = run_data_stage(bundle, data_cfg, int(seed), out_dir)
+    manifest = run_data_stage(bundle, data_cfg, int(seed), out_dir, identity)
     logging.getLogger("hasfl.data").info("wrote %s", manifest)
     return manifest

@@ -69,17 +69,24 @@ def save_state(state: Mapping[str, torch.Tensor], path: str | Path) -> None:
 DATA_TABLES = ("partition.parquet", "clients.parquet")
 
 
-def read_data_stage(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+def read_data_stage(data_dir: Path, dataset: str | None = None,
+                    seed: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
     """partition.parquet and clients.parquet, checked against the data stage's manifest.json,
-    and their sha256s."""
+    and their sha256s. ``dataset`` / ``seed``: the run's; a data stage of another one is refused."""
     manifest_path = data_dir / "manifest.json"
     if not manifest_path.is_file():
         raise InputFileError(f"input file '{manifest_path}' does not exist; run the data stage first")
     try:
-        files = json.loads(manifest_path.read_text())["files"]
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
         digests = {name: str(files[name]["sha256"]) for name in DATA_TABLES}
     except (ValueError, KeyError, TypeError) as exc:
         raise InputFileError(f"input file '{manifest_path}' is not a data-stage manifest ({exc})") from exc
+    there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
+    for what, want, have in (("dataset", dataset, there[0]), ("seed", seed, there[1])):
+        if want is not None and have != want:
+            raise InputFileError(f"data stage '{data_dir}' is of {what} {have!r}, but the run is of {what} {want!r}; "
+                                 f"give the data stage of the same dataset and seed")
     partition, clients = (read_parquet(data_dir / name, digests[name]) for name in DATA_TABLES)
     return partition, clients, digests
 
@@ -93,9 +100,11 @@ def table_digest(df: pd.DataFrame) -> str:
     return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
-def read_budget_run(run_json: str | Path, method: str = "hasfl") -> tuple[float, bool, dict[str, Any]]:
+def read_budget_run(run_json: str | Path, method: str = "hasfl", dataset: str | None = None,
+                    seed: int | None = None) -> tuple[float, bool, dict[str, Any]]:
     """The measured average p of a finished ``method`` run (a random-budget control's target),
-    whether it diverged, and what of it enters this run's identity."""
+    whether it diverged, and what of it enters this run's identity. ``dataset`` / ``seed``: the
+    control's; a run of another dataset or seed is refused (its budget is not this one's)."""
     path = Path(run_json)
     if not path.is_file():
         raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
@@ -103,6 +112,12 @@ def read_budget_run(run_json: str | Path, method: str = "hasfl") -> tuple[float,
     if summary.get("method") != method:
         raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
     manifest = read_manifest(path.parent)
+    recorded = (manifest or {}).get("identity", {}).get("config") or {}
+    for what, want in (("dataset", dataset), ("seed", seed)):
+        have = recorded.get(what, summary.get(what))
+        if want is not None and have != want:
+            raise ValueError(f"'{run_json}' is a {method} run of {what} {have!r}, but the control is of {what} "
+                             f"{want!r}; give the {method} run of the same dataset and seed")
     identity = (manifest or {}).get("identity", {}).get("digest")
     return float(summary["avg_p"]), summary.get("status") == "diverged", {
         "method": method, "avg_p": float(summary["avg_p"]), "identity": identity}
@@ -161,7 +176,7 @@ def train_job(
     dataset, method, seed = run_cfg["dataset"], run_cfg["method"], int(run_cfg["seed"])
     bundle = load_dataset(dataset, data_cfg["data_dir"], data_cfg["dataset_params"])
     if data_dir is not None:
-        partition, clients, inputs = read_data_stage(Path(data_dir))
+        partition, clients, inputs = read_data_stage(Path(data_dir), dataset, seed)
     else:
         partition, clients = build_tables(bundle, data_cfg, seed)
         inputs = {"partition.parquet": table_digest(partition), "clients.parquet": table_digest(clients)}
@@ -170,7 +185,7 @@ def train_job(
     if budget_of is not None:
         if hasfl_run is None:
             raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
-        target, target_diverged, budget = read_budget_run(hasfl_run, budget_of)
+        target, target_diverged, budget = read_budget_run(hasfl_run, budget_of, dataset, seed)
     identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=training_code_digest(method, dataset),
                             budget=budget, device_class=device_class(run_cfg))
     check_out_dir(out, identity, overwrite)

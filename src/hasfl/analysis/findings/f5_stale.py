@@ -3,10 +3,18 @@
 On every capped run, the coordinates no participant trained are unchanged (|change| <=
 ``f5_atol``): never covered -> init.pt = final.pt; untrained after t0 -> warmup.pt = final.pt
 (units: runs; exact, no sampling). A pipeline check: the outcome follows from the construction.
+
+Runs that cannot show it are left out, counted and named in the reason: a run whose ``status``
+in either table is not completed (the tables write why: diverged, never passed t0 =
+``hasfl.warmup``; :func:`hasfl.analysis.coverage.left_out_reason`), one of Table 4b with no client
+trained after t0 (``p_hi_after_t0 = 0``: warmup.pt is final.pt), and one whose compared coordinates
+have a non-finite change (a NaN is never a moved coordinate). With every run left out F5 is
+inconclusive, with that reason.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +22,7 @@ import pandas as pd
 
 from hasfl.analysis.findings.kernel import (
     ALL,
+    COMPLETED,
     CONTRADICTED,
     P3,
     PIPELINE_CHECK,
@@ -34,11 +43,28 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     after t0); every run is a unit whatever its dataset (``datasets`` is not used)."""
     p3, t4b = t[P3], t[T4B]
     runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    left: dict[tuple[str, str, int], list[str]] = {}  # run -> why it is left out
+
+    def key_of(r: Mapping[str, Any]) -> tuple[str, str, int]:
+        return str(r["dataset"]), str(r["method"]), int(r["seed"])
 
     def unit(r: Mapping[str, Any]) -> dict[str, Any]:
-        key = (str(r["dataset"]), str(r["method"]), int(r["seed"]))
+        key = key_of(r)
         return runs.setdefault(key, {"unit": f"{key[0]}/{key[1]}/seed{key[2]}", "n": 1, "checks": [], "mde": None})
 
+    def leave_out(r: Mapping[str, Any], why: str) -> None:
+        reasons = left.setdefault(key_of(r), [])
+        if why not in reasons:
+            reasons.append(why)
+
+    for df in (p3, t4b):
+        for r in df.to_dict("records") if len(df) and "status" in df.columns else []:
+            if str(r["status"]) != COMPLETED:
+                leave_out(r, str(r["status"]))
+    for r in t4b.to_dict("records") if len(t4b) else []:
+        # nobody trained after t0 (tables written before the status said so): the check from t0 is vacuous
+        if key_of(r) not in left and num(r.get("p_hi_after_t0")) <= 0.0:
+            leave_out(r, f"never passed t0 = {fmt(num(r.get('t0')))} (no client trained after it)")
     for r in (p3[p3["capped"].astype(bool)] if len(p3) else p3).to_dict("records"):
         unit(r)["checks"].append({
             "check": "never covered: init.pt -> final.pt", "p_hi": num(r["p_hi"]),
@@ -49,8 +75,15 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             "check": f"untrained after t0 = {int(r['t0'])}: warmup.pt -> final.pt", "p_hi": num(r["p_hi_after_t0"]),
             "n_coords": int(r["n_stale"]), "n_changed": int(r["n_stale_changed"]),
             "max_abs_change": num(r["max_abs_change_stale"])})
+    for key, u in runs.items():  # a NaN (or infinite) change is no evidence that a coordinate moved
+        for c in u["checks"]:
+            if key not in left and c["n_coords"] > 0 and not math.isfinite(c["max_abs_change"]):
+                leave_out({"dataset": key[0], "method": key[1], "seed": key[2]},
+                          f"non-finite values ({c['check'].split(':')[0]})")
     units = []
     for key in sorted(runs):
+        if key in left:
+            continue
         u = runs[key]
         moved = [c for c in u["checks"] if c["n_changed"] > 0]
         u["estimate"] = sum(c["n_changed"] for c in u["checks"])
@@ -62,7 +95,9 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             u.update(verdict=SUPPORTED, reason="; ".join(f"{c['check']}: all {c['n_coords']} unchanged"
                                                          for c in u["checks"]))
         units.append(u)
-    return [finding(
+    names = "; ".join(f"{d}/{m}/seed{s}: {', '.join(left[(d, m, s)])}" for d, m, s in sorted(left))
+    note = f"{len(left)} run(s) left out (they cannot show Proposition 3): {names}"
+    out = finding(
         F5, claim="Proposition 3: coordinates no participant trains stay at the value they had when training on them "
                   "stopped (at init.pt if never covered)", source="Section 3.3, Proposition 3; Section 4.3",
         scope=ALL, statistic="coordinates outside the largest trained width whose value changed (|change| > f5_atol), "
@@ -72,7 +107,21 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         files=[f"tables/{P3}.parquet", f"tables/{T4B}.parquet"],
         mde_meaning="none: an exact, deterministic check (no sampling error)",
         not_run="no run capped every client below full width", kind=PIPELINE_CHECK,
-        conjunction=True)]  # one moved coordinate contradicts it
+        conjunction=True)  # one moved coordinate contradicts it
+    if left:  # only then: findings.json is unchanged when every run is read
+        out["left_out"] = [{"unit": f"{d}/{m}/seed{s}", "reason": ", ".join(left[(d, m, s)])}
+                           for d, m, s in sorted(left)]
+        if not _all_runs(t) - left.keys():
+            out["reason"] = f"every run is left out, so none can show Proposition 3: {note}"
+        else:
+            out["reason"] += f"; {note}"
+    return [out]
+
+
+def _all_runs(t: Mapping[str, pd.DataFrame]) -> set[tuple[str, str, int]]:
+    """Every run of the two tables."""
+    return {(str(r["dataset"]), str(r["method"]), int(r["seed"])) for name in (P3, T4B) if len(t[name])
+            for r in t[name][["dataset", "method", "seed"]].to_dict("records")}
 
 
 #: No methods: F5 is structural (coordinates vs init), accuracy does not enter it.

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -12,12 +12,12 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis.artifacts import ARTIFACTS, STD_NOTE
-from hasfl.analysis.labels import method_label
+from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import md_table, render_parts
 from hasfl.registry import METHODS
 
-__all__ = ["ReportContext", "capped_only", "display_parts", "module_of", "preamble", "refuse_unnested",
-           "table_markdown"]
+__all__ = ["ReportContext", "capped_only", "display_parts", "left_out", "module_of", "preamble", "refuse_unnested",
+           "table_markdown", "without_left_out"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,34 @@ def capped_only(df: pd.DataFrame, flag: str) -> tuple[pd.DataFrame, str]:
     what = ("reached full width (p_hi = 1): no coordinate was left untrained, nothing to check" if flag == "capped"
             else "trained full width after t0: no stale coordinate, nothing to evaluate")
     return capped, (f"{len(capped)} of {len(df)} runs are capped; the other {len(rest)} {what} ({by}).")
+
+
+def left_out(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of a Proposition 3 table (Proposition 3, Table 4b) whose run is read (``status`` completed)
+    and one line naming the others with their reason (their ``status``: diverged, never passed t0;
+    :func:`hasfl.analysis.coverage.left_out_reason`), or "" when no run is left out."""
+    if "status" not in df.columns:
+        return df, ""
+    out = df["status"].astype(str) != "completed"
+    if not out.any():
+        return df, ""
+    names = "; ".join(f"{dataset_label(str(r['dataset']))} / {method_label(str(r['method']))} seed {int(r['seed'])}: "
+                      f"{r['status']}" for r in df[out].to_dict("records"))
+    return df[~out], (f"{int(out.sum())} of {len(df)} runs left out (they cannot show Proposition 3, and F5 does "
+                      f"not read them): {names}.")
+
+
+def without_left_out(df: pd.DataFrame, show: Callable[[pd.DataFrame], tuple[pd.DataFrame, str]]
+                     ) -> list[tuple[str, Any]]:
+    """``show`` (e.g. :func:`capped_only`) of the runs read, then the line naming the runs left out (if any)."""
+    kept, line = left_out(df)
+    if not line:
+        shown, text = show(df)
+        return [("", shown), ("", text)]
+    if kept.empty:
+        return [("", line)]
+    shown, text = show(kept)
+    return [("", shown), ("", text), ("", line)]
 
 
 def refuse_unnested(table: str, runs: Mapping[tuple[str, str, int], Any]) -> None:

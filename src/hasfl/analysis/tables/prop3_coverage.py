@@ -12,15 +12,21 @@ import pandas as pd
 from hasfl.analysis.inputs import preset_models
 from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import group_run_files, read_json
-from hasfl.analysis.tables.base import capped_only, refuse_unnested, table_markdown
+from hasfl.analysis.tables.base import capped_only, refuse_unnested, table_markdown, without_left_out
 from hasfl.io import write_parquet
 
 PathLike = str | Path
 
 
+#: clients.parquet's largest width trained after t0 (:data:`hasfl.analysis.stale.AFTER_WARMUP_COLUMN`).
+AFTER = "p_max_trained_after_warmup"
+
+
 def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
               atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
-    """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json)."""
+    """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json); a run that
+    diverged or never passed t0 keeps its row with the reason as ``status``
+    (:func:`hasfl.analysis.coverage.left_out_reason`) and is left out of the display and of F5."""
     from hasfl.analysis import coverage
     from hasfl.models import family_from_config
 
@@ -35,9 +41,14 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
             families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
         clients = pd.read_parquet(f["clients.parquet"])
         p_hi = coverage.max_trained_width(clients)
-        res = coverage.prop3_run(coverage.load_state(str(f["init.pt"])), coverage.load_state(str(f["final.pt"])),
-                                 families[dataset], p_hi, atol)
-        status = str(read_json(f["run.json"]).get("status", "completed"))
+        init, final = coverage.load_state(str(f["init.pt"])), coverage.load_state(str(f["final.pt"]))
+        res = coverage.prop3_run(init, final, families[dataset], p_hi, atol)
+        summary = read_json(f["run.json"])
+        after = (bool((pd.to_numeric(clients[AFTER], errors="coerce") > 0).any()) if AFTER in clients.columns
+                 else None)
+        why = coverage.left_out_reason(summary, bad_files=coverage.non_finite({"final.pt": final}),
+                                       trained_after_t0=after)
+        status = why or str(summary.get("status", coverage.COMPLETED))  # a left-out run: the reason (F5 reads it)
         rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status, **res})
     df = pd.DataFrame.from_records(rows, columns=coverage.COLUMNS)
     df = df.astype({"seed": "int64", "capped": "bool", "prop3_holds": "bool", "n_coords": "int64",
@@ -55,8 +66,7 @@ def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], par
 
 
 def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
-    """Only the capped runs, and one line counting the others."""
+    """Only the capped runs, one line counting the others and one naming the runs left out (if any)."""
     if "capped" not in df.columns:
         return [("", df)]
-    shown, line = capped_only(df, "capped")
-    return [("", shown), ("", line)]
+    return without_left_out(df, lambda kept: capped_only(kept, "capped"))

@@ -17,7 +17,14 @@ from hasfl.analysis.inputs import dataset_floors, preset_models
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import group_run_files, read_json
-from hasfl.analysis.tables.base import ReportContext, capped_only, refuse_unnested, table_markdown
+from hasfl.analysis.tables.base import (
+    ReportContext,
+    capped_only,
+    left_out,
+    refuse_unnested,
+    table_markdown,
+    without_left_out,
+)
 from hasfl.io import write_parquet
 
 PathLike = str | Path
@@ -32,10 +39,12 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
 
     Needs, per run, clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt,
     final.pt and run.json (with ``t0``); raises a ValueError naming the file (and column) a
-    run lacks.
+    run lacks. A run that diverged or never trained a round after t0 keeps its row with the reason
+    as ``status`` (:func:`hasfl.analysis.coverage.left_out_reason`), is not evaluated and is left out
+    of the display, the summary and F5.
     """
     from hasfl.analysis import stale
-    from hasfl.analysis.coverage import load_global_state, load_state
+    from hasfl.analysis.coverage import COMPLETED, left_out_reason, load_global_state, load_state, non_finite
     from hasfl.data import load_dataset
     from hasfl.models import family_from_config
     from hasfl.models.bn import split_state
@@ -61,12 +70,16 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
                              "predates the warm-up checkpoint -- rerun its training job")
         p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]),
                                                     f["clients.parquet"].as_posix())
-        status = str(summary.get("status", "completed"))
-        evaluate = p_hi < 1.0 and status == "completed"
+        final, final_bn = split_state(load_global_state(str(f["final.pt"])))
+        warmup = load_state(str(f["warmup.pt"]))
+        # diverged or never passed t0: kept with the reason as its status, not evaluated, left out of F5
+        why = left_out_reason(summary, bad_files=non_finite({"warmup.pt": warmup, "final.pt": {**final, **final_bn}}),
+                              trained_after_t0=p_hi > 0.0)
+        status = why or str(summary.get("status", COMPLETED))
+        evaluate = p_hi < 1.0 and status == COMPLETED
         if evaluate and dataset not in bundles:
             bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
-        final, final_bn = split_state(load_global_state(str(f["final.pt"])))
-        res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=load_state(str(f["warmup.pt"])),
+        res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=warmup,
                               final=final, family=families[dataset], p_hi_after_t0=p_hi,
                               bundle=bundles.get(dataset), evaluate=evaluate, atol=atol, final_bn=final_bn,
                               bn_mode=specs[dataset]["model"].get("bn_stats", "per_width"))
@@ -95,20 +108,25 @@ def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], par
 
 
 def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
-    """Only the runs capped after t0, and one line counting the others."""
+    """Only the runs capped after t0, one line counting the others and one naming the runs left out (if any)."""
     if "capped_after_t0" not in df.columns:
         return [("", df)]
-    shown, line = capped_only(df, "capped_after_t0")
-    return [("", shown), ("", line)]
+    return without_left_out(df, lambda kept: capped_only(kept, "capped_after_t0"))
 
 
 def stale_summary(df: pd.DataFrame) -> str:
     """What Table 4b implies for Section 4.3's explanation, from the table's numbers (or why there are none)."""
     if df is None or df.empty:
         return "No run in this preset (Table 4b is empty).\n"
+    _, left = left_out(df)
+    note = f"{left}\n\n" if left else ""
     capped = df[df["capped_after_t0"].astype(bool) & (df["status"] == "completed")]
     if capped.empty:
-        return "No completed run was capped below full width after the warm-up round t0.\n"
+        return note + "No completed run was capped below full width after the warm-up round t0.\n"
+    return note + _capped_summary(capped)
+
+
+def _capped_summary(capped: pd.DataFrame) -> str:
     lines = []
     for (dataset, method), g in capped.groupby(["dataset", "method"], sort=True):
         lines.append(f"- {dataset_label(dataset)} / {method_label(method)}: {len(g)} capped "

@@ -1,0 +1,300 @@
+"""Identity in one place: what each output of a preset should be, and one check of every present one.
+
+Three output kinds, each with one identity computed from the preset alone (no torch, no data loaded):
+
+* **data stage** (``data/<dataset>/seed<s>``): the dataset and seed, its canonical config slice
+  (:func:`data_slice`: :func:`hasfl.config.data_config` without ``data_dir`` -- where the raw files
+  live changes no byte; their sha256 do), the sha256 of its raw files and the data-stage code digest
+  (:func:`data_code_digest`);
+* **run** (``runs/<dataset>/<method>/seed<s>``): its canonical config slice
+  (:func:`hasfl.config.run_config`), the sha256 of the data-stage tables it read (the chain raw ->
+  data stage -> run), the identity digest of the run whose budget it matches (-> budget run) and the
+  training code (:func:`hasfl.integrity.training_code_digest`);
+* **analysis**: the runs' identity digests (``verify_runs.json``) and the analysis code, checked by
+  Snakemake's params and :mod:`hasfl.analysis.manifest`.
+
+:func:`audit` compares every present, finished data-stage and run folder of a preset with what the
+preset would make there. The Snakefile runs it when the DAG is built and reruns every output that
+differs (a content change Snakemake's own triggers would miss: folders copied in without its
+metadata, a data stage swapped underneath finished runs); ``hasfl verify --config`` prints the same
+findings. A folder that holds another job's output (another seed's run, say) is never rerun -- that
+would delete a correct run -- but named in a clear error.
+
+Canonical slices (:func:`canonical`: sorted keys, plain JSON values) are also the rules' params, so two
+configs equal up to key order or the spelling of ``data_dir`` never rerun anything.
+
+Torch-free: the Snakefile imports this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hasfl.config import data_config, run_config
+from hasfl.integrity import PACKAGE, IntegrityError, read_manifest, stale_part, training_code_digest
+from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
+
+__all__ = ["Audit", "audit", "audit_chain", "canonical", "data_code_digest", "data_identity", "data_slice", "raw_digests",
+           "run_slice"]
+
+#: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
+DATA_CODE: tuple[str, ...] = ("data", "io.py")
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain JSON values with every mapping's keys sorted: two configs equal up to key
+    order (a YAML file written by ``hasfl config --yaml``, say) give equal slices, params and digests."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def digest(value: Any) -> str:
+    """sha256 of ``value``'s canonical JSON."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def data_slice(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """The config slice a data stage's bytes depend on: :func:`hasfl.config.data_config` without
+    ``data_dir`` (the raw files are identified by their sha256), canonical."""
+    return canonical({k: v for k, v in data_config(config, dataset).items() if k != "data_dir"})
+
+
+def run_slice(config: Mapping[str, Any], dataset: str, method: str, seed: int) -> dict[str, Any]:
+    """A run's config slice (:func:`hasfl.config.run_config`), canonical."""
+    return canonical(run_config(config, dataset, method, int(seed)))
+
+
+def data_code_digest(root: Path = PACKAGE, extra: tuple[Path, ...] = ()) -> str:
+    """The data-stage code identity: the loaders, the partitioner and :mod:`hasfl.io` under ``root``
+    (the ``hasfl`` package folder), ``extra`` files (the DAG's glue script) and the registry's dataset
+    facts (not its method list: adding a method repartitions nothing)."""
+    h = hashlib.sha256()
+    for rel in DATA_CODE:
+        target = root / rel
+        for f in [target] if target.is_file() else sorted(target.rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    for f in extra:
+        h.update(f.name.encode())
+        h.update(Path(f).read_bytes())
+    h.update(json.dumps({"datasets": {d: i.training_fields() for d, i in DATASETS.items()},
+                         "data_files": list(DATA_FILES)}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+_RAW_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def raw_digests(dataset: str, data_dir: str | Path, params: Mapping[str, Any]) -> dict[str, str]:
+    """sha256 of each raw file of ``dataset`` (by its path relative to ``data_dir``); a missing file is
+    left out (the fetch rule makes it). Hashed once per (path, size, mtime) in a process."""
+    out = {}
+    for path in map(Path, raw_files(dataset, data_dir, params)):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _RAW_CACHE:
+            h = hashlib.sha256()
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            _RAW_CACHE[key] = h.hexdigest()
+        out[path.relative_to(data_dir).as_posix()] = _RAW_CACHE[key]
+    return out
+
+
+def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str, Any]:
+    """What the data stage of ``data_cfg`` (:func:`hasfl.config.data_config`) x ``seed`` is: written into its
+    manifest (``identity``) by the job and compared by :func:`audit`."""
+    cfg = dict(data_cfg)
+    return {"dataset": cfg["dataset"], "seed": int(seed),
+            "config": canonical({k: v for k, v in cfg.items() if k != "data_dir"}),
+            "raw": raw_digests(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"]), "code": code}
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys at which two canonical values differ."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [k for key in sorted(set(a) | set(b))
+                for k in _diff_keys(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))]
+    return [] if a == b else [prefix or "<all>"]
+
+
+@dataclass
+class Audit:
+    """What :func:`audit` found. ``rerun``: output folder (relative to the results folder) -> why it is
+    not what the preset would make (Snakemake reruns it); ``errors``: folders that hold another job's
+    output (never rerun); ``current``: folders that are what the preset would make."""
+
+    rerun: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    current: list[str] = field(default_factory=list)
+
+    def raise_errors(self) -> None:
+        """One :class:`IntegrityError` listing every folder that holds another job's output."""
+        if self.errors:
+            raise IntegrityError("present outputs hold other jobs' results (nothing was deleted):\n  - "
+                                 + "\n  - ".join(self.errors))
+
+    def lines(self) -> list[str]:
+        """One line per output to rerun, for the DAG's console."""
+        return [f"{folder}: {why}" for folder, why in sorted(self.rerun.items())]
+
+
+def _manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(folder)
+    except IntegrityError:
+        return None  # unreadable: verify_results names it
+
+
+def audit(config: Mapping[str, Any], results: Path, *, data_code: str, train_code: Any = None,
+          root: Path = PACKAGE) -> Audit:
+    """Compare every finished data-stage and run folder of ``config``'s jobs under ``results`` with the
+    identity the preset would give it (module docstring). ``data_code``: the data-stage code digest the
+    DAG uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
+    engine's of ``root``, without glue)."""
+    found = Audit()
+    codes: dict[tuple[str, str], str] = {}
+
+    def code_of(m: str, d: str) -> str:
+        if (m, d) not in codes:
+            codes[m, d] = train_code(m, d) if train_code is not None else training_code_digest(m, d, root)
+        return codes[m, d]
+
+    data_files: dict[tuple[str, int], dict[str, str]] = {}
+    stale_data: set[tuple[str, int]] = set()
+    for d in config["datasets"]:
+        for sd in map(int, config["seeds"]):
+            rel = f"data/{d}/seed{sd}"
+            manifest = _manifest(results / rel)
+            if manifest is None:
+                continue
+            data_files[d, sd] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
+            cfg = manifest.get("data_config") or {}
+            there = (cfg.get("dataset"), manifest.get("seed"))
+            if there != (d, sd):
+                found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}; move it back or "
+                                    f"delete the folder")
+                continue
+            want = data_identity(data_config(config, d), sd, data_code)
+            have = manifest.get("identity")
+            if have is None:
+                why = "written before data-stage identities were recorded"
+            elif have.get("config") != want["config"]:
+                why = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
+            elif have.get("raw") != want["raw"]:
+                why = "raw files (" + ", ".join(_diff_keys(have.get("raw"), want["raw"])) + ")"
+            elif have.get("code") != want["code"]:
+                why = "data-stage code"
+            else:
+                found.current.append(rel)
+                continue
+            found.rerun[rel] = why
+            stale_data.add((d, sd))
+    run_digests: dict[str, str | None] = {}
+    for d in config["datasets"]:
+        for sd in map(int, config["seeds"]):
+            # budget runs first: a control's chain reads its budget run's digest
+            for m in sorted(config["methods"], key=lambda m: METHODS[m].budget_of is not None):
+                rel = f"runs/{d}/{m}/seed{sd}"
+                manifest = _manifest(results / rel)
+                if manifest is None:
+                    continue
+                identity = manifest.get("identity") or {}
+                cfg = identity.get("config") or {}
+                there = (cfg.get("dataset"), cfg.get("method"), cfg.get("seed"))
+                if there != (d, m, sd):
+                    found.errors.append(f"{rel} holds the run of {there[0]} / {there[1]} / seed {there[2]}; move it "
+                                        f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
+                    continue
+                run_digests[rel] = identity.get("digest")
+                want = run_slice(config, d, m, sd)
+                stale = stale_part(identity, want, code_of(m, d))
+                budget_of = METHODS[m].budget_of
+                budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
+                if stale == "config":
+                    why = "config (" + ", ".join(_diff_keys(cfg, want)) + ")"
+                elif stale == "code":
+                    why = "training code"
+                elif (d, sd) in stale_data:
+                    why = f"its data stage data/{d}/seed{sd} is rerun"
+                elif (d, sd) in data_files and identity.get("inputs") != {
+                        n: data_files[d, sd].get(n) for n in identity.get("inputs", {})}:
+                    why = f"data-stage files (it was trained on other tables than data/{d}/seed{sd}'s)"
+                elif budget_rel is not None and budget_rel in found.rerun:
+                    why = f"its budget run {budget_rel} is rerun"
+                elif budget_rel is not None and budget_rel in run_digests and (
+                        (identity.get("budget") or {}).get("identity") != run_digests[budget_rel]):
+                    why = f"budget run (it matched another run than {budget_rel})"
+                else:
+                    found.current.append(rel)
+                    continue
+                found.rerun[rel] = why
+    return found
+
+
+def audit_chain(results: Path) -> Audit:
+    """What can be checked of a results folder without its preset: each finished folder holds the job its
+    path names, each run was trained on the tables its data-stage folder holds now, each random-budget
+    control matched the run in its budget folder. ``rerun`` lists the runs whose chain is broken."""
+    found = Audit()
+    tables: dict[str, dict[str, str]] = {}
+    for folder in sorted(results.glob("data/*/seed*")):
+        manifest = _manifest(folder)
+        if manifest is None:
+            continue
+        rel = folder.relative_to(results).as_posix()
+        d, sd = folder.parent.name, folder.name.removeprefix("seed")
+        there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
+        if there != (d, int(sd) if sd.isdigit() else sd):
+            found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}")
+            continue
+        tables[rel] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
+        found.current.append(rel)
+    runs = sorted(results.glob("runs/*/*/seed*"),
+                  key=lambda f: (METHODS[f.parent.name].budget_of is not None) if f.parent.name in METHODS else True)
+    digests: dict[str, Any] = {}
+    for folder in runs:
+        manifest = _manifest(folder)
+        if manifest is None:
+            continue
+        rel = folder.relative_to(results).as_posix()
+        d, m, sd = folder.parent.parent.name, folder.parent.name, folder.name.removeprefix("seed")
+        identity = manifest.get("identity") or {}
+        cfg = identity.get("config") or {}
+        if (cfg.get("dataset"), cfg.get("method"), cfg.get("seed")) != (d, m, int(sd) if sd.isdigit() else sd):
+            found.errors.append(f"{rel} holds the run of {cfg.get('dataset')} / {cfg.get('method')} / "
+                                f"seed {cfg.get('seed')}")
+            continue
+        digests[rel] = identity.get("digest")
+        data_rel = f"data/{d}/seed{sd}"
+        inputs = identity.get("inputs") or {}
+        budget_of = METHODS[m].budget_of if m in METHODS else None
+        budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
+        if data_rel in tables and inputs != {n: tables[data_rel].get(n) for n in inputs}:
+            found.rerun[rel] = f"data-stage files (it was trained on other tables than {data_rel}'s)"
+        elif budget_rel in digests and (identity.get("budget") or {}).get("identity") != digests[budget_rel]:
+            found.rerun[rel] = f"budget run (it matched another run than {budget_rel})"
+        else:
+            found.current.append(rel)
+    return found
+
+
+def writable_results(results: Path) -> str | None:
+    """Why the results folder cannot be written (None if it can): checked before any job."""
+    probe = Path(results)
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"'{probe}' is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"'{probe}' is not writable by this user"
+    return None

@@ -1,0 +1,265 @@
+"""Issue 26: identity in one place (hasfl.identity). Each test reproduces one item of the issue's hostile
+trial on a finished tiny DAG (digits, hasfl + random_budget + fedprox, seeds 42 and 43, 2 rounds) and
+checks what happens now: the output is rerun, or a clear error names it, and no finished run is lost.
+
+Each test failed on 7ac45b9 (the commit before issue 26) -- noted per test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.dag
+
+SEEDS = [42, 43]
+METHODS = ["hasfl", "random_budget", "fedprox"]
+
+
+def _hasfl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hasfl.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (to show nothing was deleted or changed)."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and ".hasfl.lock" not in p.name}
+
+
+@pytest.fixture(scope="module")
+def world(snakemake, tiny_preset, repo, tmp_path_factory) -> dict[str, Path]:
+    """A finished tiny DAG under ``<tmp>/results/tiny`` (run from the repository, with its default
+    workflow profile), its overlay and a stand-alone preset of the same config for the CLI."""
+    tmp = tmp_path_factory.mktemp("identity")
+    kw = {"methods": METHODS, "seeds": SEEDS, "rounds": 2, "threads_per_job": 1}
+    overlay = tiny_preset(tmp, "tiny", results_dir="results", data_dir=None, **kw)
+    standalone = tiny_preset(tmp, "tiny-standalone", results_dir="results", data_dir=None, standalone=True, **kw)
+    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", overlay, timeout=1500)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return {"tmp": tmp, "overlay": overlay, "standalone": standalone, "results": tmp / "results" / "tiny"}
+
+
+def _copy(world: dict[str, Path], name: str, **changes) -> tuple[Path, Path]:
+    """``cp -a results/tiny results/<name>`` and an overlay naming it (plus ``changes``)."""
+    dst = world["results"].parent / name
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(world["results"], dst, symlinks=True)
+    overlay = yaml.safe_load(world["overlay"].read_text())
+    overlay["name"] = name
+    for dotted, value in changes.items():
+        node = overlay
+        *parents, last = dotted.split("__")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    path = world["tmp"] / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    return dst, path
+
+
+def _plan(snakemake, job_counts, *configfiles: Path | str, extra: tuple[str, ...] = ()):
+    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", *map(str, configfiles), *extra)
+    return res, job_counts(res.stdout + res.stderr)
+
+
+def test_nothing_to_do_after_the_run(world, snakemake, job_counts) -> None:
+    res, jobs = _plan(snakemake, job_counts, world["overlay"])
+    assert res.returncode == 0 and jobs == {}, res.stderr[-2000:]
+
+
+# --- 3. cp -a results/quick results/quick-mu05, then another FedProx mu --------------------------
+def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, snakemake, job_counts) -> None:
+    """Before: "Nothing to be done", verify passed, the runs kept mu = 1.0."""
+    copy, overlay = _copy(world, "tiny-mu05", method_params__fedprox__mu=0.5)
+    res, jobs = _plan(snakemake, job_counts, overlay)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs.get("train") == 2 and jobs.get("identity_rerun") == 2 and "data_stage" not in jobs, jobs
+    assert "runs/digits/fedprox/seed42: config (method_params.mu)" in res.stderr
+    preset = yaml.safe_load(world["standalone"].read_text())
+    preset["method_params"] = {"fedprox": {"mu": 0.5}}
+    (world["tmp"] / "mu05-standalone.yaml").write_text(yaml.safe_dump(preset))
+    cli = _hasfl("verify", copy, "--config", world["tmp"] / "mu05-standalone.yaml")
+    assert cli.returncode == 2 and "method_params.mu" in cli.stderr and "Traceback" not in cli.stderr, cli.stderr
+    assert _hasfl("verify", copy).returncode == 0  # without a preset: the chain itself is intact
+
+
+# --- 2. a data stage of another config copied under finished runs ---------------------------------
+def test_2_a_swapped_data_stage_is_found_and_rerun(world, snakemake, job_counts) -> None:
+    """Before: the runs trained on the copied partition, `hasfl verify` said unchanged, `hasfl data --out` overwrote."""
+    other = world["tmp"] / "alpha100"
+    preset = yaml.safe_load(world["standalone"].read_text())
+    preset["partition"] = {"alpha": 100.0}
+    (world["tmp"] / "alpha100.yaml").write_text(yaml.safe_dump(preset))
+    made = _hasfl("data", "--config", world["tmp"] / "alpha100.yaml", "--dataset", "digits", "--seed", "42",
+                  "--out", other)
+    assert made.returncode == 0, made.stderr
+    copy, overlay = _copy(world, "tiny-swapped-data")
+    target = copy / "data/digits/seed42"
+    for f in other.iterdir():
+        shutil.copy2(f, target / f.name)
+    cli = _hasfl("verify", copy)
+    assert cli.returncode == 2 and "data-stage files" in cli.stderr and "runs/digits/hasfl/seed42" in cli.stderr
+    res, jobs = _plan(snakemake, job_counts, overlay)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "data/digits/seed42: config (partition.alpha)" in res.stderr
+    assert jobs.get("data_stage") == 1 and jobs.get("train") == 3, jobs  # seed 42's data stage and its runs
+    # the CLI never writes into a results folder, nor over a data stage of another identity
+    before = _files(world["results"])
+    into = _hasfl("data", "--config", world["standalone"], "--dataset", "digits", "--seed", "42", "--out",
+                  world["results"] / "data/digits/seed42")
+    assert into.returncode == 2 and "inside the results folder" in into.stderr, into.stderr
+    over = _hasfl("data", "--config", world["standalone"], "--dataset", "digits", "--seed", "42", "--out", other)
+    assert over.returncode == 2 and "another identity" in over.stderr and "config" in over.stderr, over.stderr
+    assert _files(world["results"]) == before
+
+
+# --- 4. a budget run or a data stage of another seed given to `hasfl train` -----------------------
+def test_4_hasfl_train_refuses_another_seeds_inputs(world, tmp_path) -> None:
+    """Before: both exited 0."""
+    r = world["results"]
+    budget = _hasfl("train", "--config", world["standalone"], "--dataset", "digits", "--method", "random_budget",
+                    "--seed", "43", "--data", r / "data/digits/seed43", "--hasfl-run",
+                    r / "runs/digits/hasfl/seed42/run.json", "--out", tmp_path / "rb43")
+    assert budget.returncode == 2 and "seed 42" in budget.stderr and "Traceback" not in budget.stderr, budget.stderr
+    data = _hasfl("train", "--config", world["standalone"], "--dataset", "digits", "--method", "fedprox",
+                  "--seed", "43", "--data", r / "data/digits/seed42", "--out", tmp_path / "fp43")
+    assert data.returncode == 2 and "seed 42" in data.stderr, data.stderr
+    assert not (tmp_path / "rb43" / "manifest.json").exists() and not (tmp_path / "fp43" / "manifest.json").exists()
+
+
+# --- 5. a YAML key given twice ------------------------------------------------------------------------
+def test_5_a_duplicate_key_is_refused(world, snakemake, tmp_path) -> None:
+    """Before: the first `federation:` block was dropped silently (200 rounds)."""
+    bad = tmp_path / "dup.yaml"
+    bad.write_text(world["overlay"].read_text() + "federation:\n  clients_per_round: 5\n")
+    cli = _hasfl("config", "--config", bad)
+    assert cli.returncode == 2 and "'federation' is given twice" in cli.stderr, cli.stderr
+    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", bad)
+    assert res.returncode == 1 and "'federation' is given twice" in res.stderr and "Traceback" not in res.stderr
+
+
+# --- 7. `hasfl results-page` pointed into a results folder ---------------------------------------------
+def test_7_results_page_never_writes_into_a_results_folder(world) -> None:
+    """Before: the run file (or the figures) was overwritten."""
+    r = world["results"]
+    before = _files(r)
+    for out in (r / "runs/digits/hasfl/seed42/run.json", r / "page.md", r / "figures" / "x.md"):
+        cli = _hasfl("results-page", r, out)
+        assert cli.returncode == 2 and "Traceback" not in cli.stderr, (out, cli.stderr)
+        assert "results folder" in cli.stderr or "ending in .md" in cli.stderr, cli.stderr
+    assert _files(r) == before
+
+
+# --- 8. two seeds' run folders swapped -------------------------------------------------------------------
+def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, snakemake) -> None:
+    """Before: the correct random-budget run was deleted and retrained against the wrong budget."""
+    copy, overlay = _copy(world, "tiny-swapped-runs")
+    runs = copy / "runs/digits/hasfl"
+    (runs / "seed42").rename(runs / "tmp")
+    (runs / "seed43").rename(runs / "seed42")
+    (runs / "tmp").rename(runs / "seed43")
+    before = _files(copy)
+    for args in (("-n", "all"), ("--cores", "1", "all")):
+        res = snakemake(*args, "--configfile", "presets/quick.yaml", overlay)
+        assert res.returncode == 1, res.stderr[-2000:]
+        assert "runs/digits/hasfl/seed42 holds the run of digits / hasfl / seed 43" in res.stderr
+        assert "nothing was deleted" in res.stderr and "Traceback" not in res.stderr
+        assert _files(copy) == before
+
+
+# --- 9 and 10. another spelling of data_dir, another key order, touch ------------------------------------
+def test_9_10_equal_configs_and_touch_rerun_nothing(world, snakemake, job_counts, tmp_path) -> None:
+    """Before: `data_dir: ./data` and a reordered config reran all training; touch on a data-stage
+    Parquet retrained."""
+    spelled = yaml.safe_load(world["overlay"].read_text())
+    spelled["data_dir"] = "./data"
+    (tmp_path / "spelled.yaml").write_text(yaml.safe_dump(spelled))
+    res, jobs = _plan(snakemake, job_counts, tmp_path / "spelled.yaml")
+    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+
+    full = _hasfl("config", "--config", world["standalone"], "--yaml")
+    assert full.returncode == 0, full.stderr
+
+    def reverse(value):
+        return {k: reverse(value[k]) for k in reversed(list(value))} if isinstance(value, dict) else value
+
+    (tmp_path / "reordered.yaml").write_text(yaml.safe_dump(reverse(yaml.safe_load(full.stdout)), sort_keys=False))
+    res, jobs = _plan(snakemake, job_counts, tmp_path / "reordered.yaml")
+    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+
+    for f in [*world["results"].glob("data/*/*/*.parquet"), *world["results"].glob("runs/*/*/*/*")]:
+        f.touch()
+    res, jobs = _plan(snakemake, job_counts, world["overlay"])
+    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+
+
+# --- 12 (and 1's config rule). named before the pre-flight, never a traceback ------------------------------
+@pytest.mark.parametrize(("change", "message"), [
+    ({"seeds": [2**63]}, "config key 'seeds[0]': must be <= 4294967295"),
+    ({"dataset_params": {"digits": {"model": {"pool_after": [0, 1, 2, 3]}}}},
+     "4 2x2 max-pools shrink digits's 8x8 input to nothing"),
+    ({"datasets": ["shakespeare"], "dataset_params": {"shakespeare": {"seq_len": 500}}},
+     "config key 'dataset_params.shakespeare.seq_len': 500-character windows do not fit"),
+    ({"federation": {"rounds": 10}, "hasfl": {"warmup": 10}}, "config key 'hasfl.warmup'"),
+    ({"federation": {"rounds": 10}, "hasfl": {"warmup": 9}}, "leaves no round after t0"),
+])
+def test_12_bad_presets_are_named_before_the_preflight(world, snakemake, tmp_path, change, message) -> None:
+    """Before: each ran (or failed with a traceback after the pre-flight, some after all training)."""
+    from hasfl.config import deep_merge
+
+    overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), change)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(overlay))
+    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", tmp_path / "bad.yaml")
+    assert res.returncode == 1 and message in res.stderr, res.stderr[-2000:]
+    assert "pre-flight" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, snakemake, tmp_path) -> None:
+    """Before: `device: cuda` without a GPU started the run (the pre-flight only noticed); a results folder
+    that cannot be written ended in a traceback."""
+    cuda = yaml.safe_load(world["overlay"].read_text()) | {"device": "cuda", "name": "tiny-cuda",
+                                                          "precision": "fp32"}
+    (tmp_path / "cuda.yaml").write_text(yaml.safe_dump(cuda))
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    res = snakemake("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "cuda.yaml")
+    assert res.returncode == 1 and "'device' is 'cuda' but this machine has no GPU" in res.stderr, res.stderr[-2000:]
+    assert not (world["results"].parent / "tiny-cuda" / "logs").exists()  # no job started
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    unwritable = yaml.safe_load(world["overlay"].read_text()) | {"results_dir": str(blocker)}
+    (tmp_path / "unwritable.yaml").write_text(yaml.safe_dump(unwritable))
+    res = snakemake("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "unwritable.yaml")
+    assert res.returncode == 1 and "cannot be written" in res.stderr and "is a file" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+
+
+def test_12_seeds_on_the_command_line_are_integers(world, snakemake, job_counts) -> None:
+    res, jobs = _plan(snakemake, job_counts, world["overlay"], extra=("--config", "seeds=[42,43,44]"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs.get("train") == len(METHODS) and jobs.get("data_stage") == 1, jobs  # only seed 44's jobs
+
+
+def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> None:
+    """hasfl.identity.audit_chain on a folder: a run moved into another method's folder is named."""
+    from hasfl.identity import audit_chain
+
+    copy = tmp_path / "moved"
+    shutil.copytree(world["results"], copy)
+    shutil.rmtree(copy / "runs/digits/fedprox/seed42")
+    shutil.copytree(copy / "runs/digits/hasfl/seed42", copy / "runs/digits/fedprox/seed42")
+    found = audit_chain(copy)
+    assert found.errors == ["runs/digits/fedprox/seed42 holds the run of digits / hasfl / seed 42"]
+    assert json.loads((copy / "runs/digits/fedprox/seed42/run.json").read_text())["method"] == "hasfl"
