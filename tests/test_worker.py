@@ -52,9 +52,12 @@ def server(jobdir: Path):
     worker.stop_server(path)
 
 
-def _job(jobdir: Path, call_args: str, socket: str | None, **popen) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != worker.ENV_SOCKET}
+def _job(jobdir: Path, call_args: str, socket: str | None, ack_timeout_s: float | None = None,
+         **popen) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in (worker.ENV_SOCKET, worker.ENV_ACK_TIMEOUT)}
     env["WTEST"] = "from-the-job"
+    if ack_timeout_s is not None:
+        env[worker.ENV_ACK_TIMEOUT] = str(ack_timeout_s)
     if socket:
         env[worker.ENV_SOCKET] = socket
     code = f"from hasfl.worker import call; call({call_args})"
@@ -121,3 +124,192 @@ def test_stop_and_parent_exit_end_the_worker(jobdir: Path) -> None:
         time.sleep(0.1)
     # jobs started after that run in their own processes
     assert worker._connect(path2) is None and not worker._wait_for(path2, timeout_s=1)
+
+
+# --------------------------------------------------------------------------- a worker that does not answer
+def _pid_of(path: str) -> int:
+    return int(Path(path).with_name("pid").read_text())
+
+
+def _ended(pid: int, timeout_s: float) -> bool:
+    """``pid`` has exited within ``timeout_s`` (reaped here if it is our child; else gone or a zombie)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return True
+        except ChildProcessError:
+            if not worker._alive(pid) or worker._state(pid) in ("Z", "X"):
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def _stop(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until it is stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5
+    while worker._state(pid) != "T":
+        assert time.monotonic() < deadline, "SIGSTOP did not stop the worker"
+        time.sleep(0.01)
+
+
+def _kill(pid: int) -> None:
+    for sig in (signal.SIGKILL, signal.SIGCONT):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_stopped_worker_is_bypassed_and_the_job_runs_in_its_own_process(jobdir: Path, server: str) -> None:
+    """Issue 26 item 11: a SIGSTOPped worker blocked every job forever."""
+    out, log = jobdir / "out.txt", jobdir / "job.log"
+    pid = _pid_of(server)
+    _stop(pid)
+    try:
+        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'hi'}}, {str(log)!r}", server,
+                 ack_timeout_s=2)
+        _stdout, stderr = p.communicate(timeout=20)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert p.returncode == 0, stderr
+    assert out.read_text().split("|")[:2] == ["hi", str(p.pid)]
+    text = log.read_text()
+    assert f"the warm worker (pid {pid}) is stopped (process state T); the job runs in this process" in text
+    assert "its own process" in text and "is stopped" in stderr
+
+
+def test_a_worker_that_never_answers_is_bypassed_after_the_timeout(jobdir: Path) -> None:
+    """A socket that accepts connections but never takes the job: the job runs here after the timeout."""
+    import socket
+
+    out, log = jobdir / "out.txt", jobdir / "job.log"
+    path = str(jobdir / "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    with listener:
+        tic = time.monotonic()
+        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'late'}}, {str(log)!r}", path,
+                 ack_timeout_s=1)
+        _stdout, stderr = p.communicate(timeout=20)
+        took = time.monotonic() - tic
+    assert p.returncode == 0, stderr
+    assert out.read_text().split("|")[:2] == ["late", str(p.pid)]
+    assert "hasfl worker: the warm worker did not answer within 1 s; the job runs in this process" in log.read_text()
+    assert took < 10, took
+
+
+def test_a_job_given_up_on_is_never_run_by_the_worker_and_the_worker_serves_on(jobdir: Path, server: str) -> None:
+    """The worker takes a job only on the job process's go-ahead: the connection a job gave up on
+    (here: a stopped worker whose pid file is hidden, so only the timeout notices) is dropped when
+    the worker runs again, and the worker then serves the next job as before."""
+    out, log = jobdir / "out.txt", jobdir / "job.log"
+    pid, pid_file = _pid_of(server), Path(server).with_name("pid")
+    pid_file.rename(pid_file.with_name("pid.hidden"))
+    _stop(pid)
+    try:
+        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'once'}}, {str(log)!r}", server,
+                 ack_timeout_s=1)
+        _stdout, stderr = p.communicate(timeout=20)
+    finally:
+        pid_file.with_name("pid.hidden").rename(pid_file)
+        os.kill(pid, signal.SIGCONT)
+    assert p.returncode == 0, stderr
+    assert "did not answer within 1 s" in log.read_text()
+    time.sleep(1.5)  # the worker, running again, finds the job's connection closed
+    assert out.read_text().split("|")[:2] == ["once", str(p.pid)]
+    out2 = jobdir / "out2.txt"
+    q = _job(jobdir, f"'wjob:write', {{'path': {str(out2)!r}, 'text': 'next'}}, None", server, ack_timeout_s=5)
+    assert q.wait(timeout=30) == 0
+    text, child, *_ = out2.read_text().split("|")
+    assert text == "next" and int(child) != q.pid
+
+
+def test_a_signal_while_waiting_for_the_worker_ends_the_job_at_once(jobdir: Path) -> None:
+    """SIGTERM (Snakemake's Ctrl-C handling) before any child runs the job: exit 143 now, no run."""
+    import socket
+
+    out = jobdir / "never.txt"
+    path = str(jobdir / "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    listener.settimeout(20)
+    with listener:
+        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'x'}}, None", path, ack_timeout_s=60)
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(20)
+            assert conn.recv(4)  # the job's request: it waits for the answer now
+            tic = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=10) == 128 + signal.SIGTERM
+            assert time.monotonic() - tic < 5
+    assert not out.exists()
+
+
+def test_sigterm_ends_an_idle_worker_at_once(jobdir: Path) -> None:
+    path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
+    assert worker._wait_for(path, timeout_s=60)
+    pid = _pid_of(path)
+    try:
+        tic = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        assert _ended(pid, 5), "the idle worker ignored SIGTERM"
+        assert time.monotonic() - tic < 2
+        assert not Path(path).parent.exists()
+    finally:
+        _kill(pid)
+
+
+def test_sigterm_to_a_busy_worker_ends_its_jobs_and_leaves_no_process(jobdir: Path) -> None:
+    out, log = jobdir / "never.txt", jobdir / "job.log"
+    path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
+    assert worker._wait_for(path, timeout_s=60)
+    pid = _pid_of(path)
+    try:
+        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'x', 'sleep': 20.0}}, {str(log)!r}", path)
+        assert p.stdout is not None and p.stdout.readline() == "to stdout\n"  # the child is running the job
+        child = int(log.read_text().split(" in process ")[1].split()[0])
+        assert child != p.pid
+        os.kill(pid, signal.SIGTERM)
+        assert p.wait(timeout=10) == 128 + signal.SIGTERM  # the child ended and said so
+        assert _ended(pid, 5) and _ended(child, 1)
+        assert not out.exists() and not Path(path).parent.exists()
+    finally:
+        _kill(pid)
+
+
+def test_stop_server_ends_a_stopped_worker(jobdir: Path) -> None:
+    """Snakemake's shutdown (stop_server) must not leave a SIGSTOPped worker behind."""
+    path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
+    assert worker._wait_for(path, timeout_s=60)
+    pid = _pid_of(path)
+    try:
+        _stop(pid)
+        tic = time.monotonic()
+        worker.stop_server(path)
+        assert time.monotonic() - tic < 5
+        assert _ended(pid, 2), "a stopped worker outlived stop_server"
+        assert not Path(path).parent.exists()
+    finally:
+        _kill(pid)
+
+
+def test_a_stopped_worker_whose_snakemake_is_gone_is_ended_at_the_next_start(jobdir: Path) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    path = worker.start_server(parent_pid=parent.pid, idle_s=120)
+    assert worker._wait_for(path, timeout_s=60)
+    pid = _pid_of(path)
+    try:
+        _stop(pid)
+        parent.kill()
+        parent.wait()
+        worker.remove_stale_folders(str(Path(path).parent.parent))
+        assert _ended(pid, 5), "a stopped worker of a gone Snakemake was left running"
+    finally:
+        _kill(pid)
+        parent.kill()
