@@ -253,13 +253,14 @@ def test_12_seeds_on_the_command_line_are_integers(world, snakemake, job_counts)
 
 
 def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> None:
-    """hasfl.identity.audit_chain on a folder: a run moved into another method's folder is named."""
-    from hasfl.identity import audit_chain
+    """hasfl.identity.audit without a preset: a run moved into another method's folder is named."""
+    from hasfl.identity import audit
 
     copy = tmp_path / "moved"
     shutil.copytree(world["results"], copy)
     shutil.rmtree(copy / "runs/digits/fedprox/seed42")
     shutil.copytree(copy / "runs/digits/hasfl/seed42", copy / "runs/digits/fedprox/seed42")
-    found = audit_chain(copy)
-    assert found.errors == ["runs/digits/fedprox/seed42 holds the run of digits / hasfl / seed 42"]
+    found = audit(None, copy)
+    assert len(found.errors) == 1
+    assert found.errors[0].startswith("runs/digits/fedprox/seed42 holds the run of digits / hasfl / seed 42; move it")
     assert json.loads((copy / "runs/digits/fedprox/seed42/run.json").read_text())["method"] == "hasfl"

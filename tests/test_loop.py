@@ -296,7 +296,7 @@ def test_a_method_is_added_in_one_place(engine_cfg, federate, monkeypatch) -> No
         return methods.Method(UniformPolicy(ctx.pmax, ctx.params["p"]), LocalSGD(ctx.optim, ctx.inputs))
 
     monkeypatch.setitem(registry.METHODS, "half_width", registry.MethodInfo(half_width, "Half width", "fixed"))
-    cfg = engine_cfg(2)
+    cfg = engine_cfg(2, warmup=0)  # hasfl.warmup <= federation.rounds - 2
     cfg["methods"] = ["hasfl", "half_width"]
     cfg["method_params"]["half_width"] = {"p": 0.5}
     validate_config(cfg)

@@ -98,9 +98,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.identity import audit, audit_chain, data_code_digest
+    from hasfl.identity import audit, data_code_digest
 
-    found = audit_chain(args.results)
+    found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"
     if args.config is not None or args.set:
         config = load_config(args.config, args.base, args.set)

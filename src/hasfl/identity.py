@@ -40,7 +40,7 @@ from hasfl.config import data_config, run_config
 from hasfl.integrity import PACKAGE, IntegrityError, read_manifest, stale_part, training_code_digest
 from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
-__all__ = ["Audit", "audit", "audit_chain", "canonical", "data_code_digest", "data_identity", "data_slice", "raw_digests",
+__all__ = ["Audit", "audit", "write_rerun_token", "writable_results", "canonical", "data_code_digest", "data_identity", "data_slice", "raw_digests",
            "run_slice"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
@@ -155,11 +155,32 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
         return None  # unreadable: verify_results names it
 
 
-def audit(config: Mapping[str, Any], results: Path, *, data_code: str, train_code: Any = None,
+def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list[tuple[str, int]],
+                                                                          list[tuple[str, str, int]]]:
+    """The data stages (dataset, seed) and runs (dataset, method, seed) to check: the preset's jobs, or
+    without a preset every folder under ``results`` whose path names a job."""
+    if config is not None:
+        seeds = [int(s) for s in config["seeds"]]
+        return ([(d, s) for d in config["datasets"] for s in seeds],
+                [(d, m, s) for d in config["datasets"] for s in seeds for m in config["methods"]])
+    def seed(folder: Path) -> int | None:
+        tail = folder.name.removeprefix("seed")
+        return int(tail) if tail.isdigit() else None
+    data = [(f.parent.name, seed(f)) for f in sorted(results.glob("data/*/seed*")) if seed(f) is not None]
+    runs = [(f.parent.parent.name, f.parent.name, seed(f)) for f in sorted(results.glob("runs/*/*/seed*"))
+            if seed(f) is not None and f.parent.name in METHODS]
+    return data, runs  # type: ignore[return-value]
+
+
+def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
           root: Path = PACKAGE) -> Audit:
-    """Compare every finished data-stage and run folder of ``config``'s jobs under ``results`` with the
-    identity the preset would give it (module docstring). ``data_code``: the data-stage code digest the
-    DAG uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
+    """Compare every finished data-stage and run folder under ``results`` with what it should be.
+
+    Always: each folder holds the job its path names (else an error: it is never rerun), each run was
+    trained on the tables its data-stage folder holds now and each random-budget control matched the run
+    in its budget folder (the sha256 chain). With a preset ``config`` (its jobs only): also the identity
+    the preset would give each folder (module docstring). ``data_code``: the data-stage code digest the DAG
+    uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
     engine's of ``root``, without glue)."""
     found = Audit()
     codes: dict[tuple[str, str], str] = {}
@@ -169,22 +190,22 @@ def audit(config: Mapping[str, Any], results: Path, *, data_code: str, train_cod
             codes[m, d] = train_code(m, d) if train_code is not None else training_code_digest(m, d, root)
         return codes[m, d]
 
-    data_files: dict[tuple[str, int], dict[str, str]] = {}
-    stale_data: set[tuple[str, int]] = set()
-    for d in config["datasets"]:
-        for sd in map(int, config["seeds"]):
-            rel = f"data/{d}/seed{sd}"
-            manifest = _manifest(results / rel)
-            if manifest is None:
-                continue
-            data_files[d, sd] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
-            cfg = manifest.get("data_config") or {}
-            there = (cfg.get("dataset"), manifest.get("seed"))
-            if there != (d, sd):
-                found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}; move it back or "
-                                    f"delete the folder")
-                continue
-            want = data_identity(data_config(config, d), sd, data_code)
+    data_jobs, run_jobs = _present_jobs(config, results)
+    tables: dict[str, dict[str, str]] = {}
+    for d, sd in data_jobs:
+        rel = f"data/{d}/seed{sd}"
+        manifest = _manifest(results / rel)
+        if manifest is None:
+            continue
+        there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
+        if there != (d, sd):
+            found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}; move it back or "
+                                "delete the folder")
+            continue
+        tables[rel] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
+        why = None
+        if config is not None:
+            want = data_identity(data_config(config, d), sd, str(data_code))
             have = manifest.get("identity")
             if have is None:
                 why = "written before data-stage identities were recorded"
@@ -194,98 +215,61 @@ def audit(config: Mapping[str, Any], results: Path, *, data_code: str, train_cod
                 why = "raw files (" + ", ".join(_diff_keys(have.get("raw"), want["raw"])) + ")"
             elif have.get("code") != want["code"]:
                 why = "data-stage code"
-            else:
-                found.current.append(rel)
-                continue
+        if why is None:
+            found.current.append(rel)
+        else:
             found.rerun[rel] = why
-            stale_data.add((d, sd))
-    run_digests: dict[str, str | None] = {}
-    for d in config["datasets"]:
-        for sd in map(int, config["seeds"]):
-            # budget runs first: a control's chain reads its budget run's digest
-            for m in sorted(config["methods"], key=lambda m: METHODS[m].budget_of is not None):
-                rel = f"runs/{d}/{m}/seed{sd}"
-                manifest = _manifest(results / rel)
-                if manifest is None:
-                    continue
-                identity = manifest.get("identity") or {}
-                cfg = identity.get("config") or {}
-                there = (cfg.get("dataset"), cfg.get("method"), cfg.get("seed"))
-                if there != (d, m, sd):
-                    found.errors.append(f"{rel} holds the run of {there[0]} / {there[1]} / seed {there[2]}; move it "
-                                        f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
-                    continue
-                run_digests[rel] = identity.get("digest")
-                want = run_slice(config, d, m, sd)
-                stale = stale_part(identity, want, code_of(m, d))
-                budget_of = METHODS[m].budget_of
-                budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
-                if stale == "config":
-                    why = "config (" + ", ".join(_diff_keys(cfg, want)) + ")"
-                elif stale == "code":
-                    why = "training code"
-                elif (d, sd) in stale_data:
-                    why = f"its data stage data/{d}/seed{sd} is rerun"
-                elif (d, sd) in data_files and identity.get("inputs") != {
-                        n: data_files[d, sd].get(n) for n in identity.get("inputs", {})}:
-                    why = f"data-stage files (it was trained on other tables than data/{d}/seed{sd}'s)"
-                elif budget_rel is not None and budget_rel in found.rerun:
-                    why = f"its budget run {budget_rel} is rerun"
-                elif budget_rel is not None and budget_rel in run_digests and (
-                        (identity.get("budget") or {}).get("identity") != run_digests[budget_rel]):
-                    why = f"budget run (it matched another run than {budget_rel})"
-                else:
-                    found.current.append(rel)
-                    continue
-                found.rerun[rel] = why
-    return found
-
-
-def audit_chain(results: Path) -> Audit:
-    """What can be checked of a results folder without its preset: each finished folder holds the job its
-    path names, each run was trained on the tables its data-stage folder holds now, each random-budget
-    control matched the run in its budget folder. ``rerun`` lists the runs whose chain is broken."""
-    found = Audit()
-    tables: dict[str, dict[str, str]] = {}
-    for folder in sorted(results.glob("data/*/seed*")):
-        manifest = _manifest(folder)
-        if manifest is None:
-            continue
-        rel = folder.relative_to(results).as_posix()
-        d, sd = folder.parent.name, folder.name.removeprefix("seed")
-        there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
-        if there != (d, int(sd) if sd.isdigit() else sd):
-            found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}")
-            continue
-        tables[rel] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
-        found.current.append(rel)
-    runs = sorted(results.glob("runs/*/*/seed*"),
-                  key=lambda f: (METHODS[f.parent.name].budget_of is not None) if f.parent.name in METHODS else True)
     digests: dict[str, Any] = {}
-    for folder in runs:
-        manifest = _manifest(folder)
+    # budget runs first: a control's chain reads its budget run's digest
+    for d, m, sd in sorted(run_jobs, key=lambda job: METHODS[job[1]].budget_of is not None):
+        rel = f"runs/{d}/{m}/seed{sd}"
+        manifest = _manifest(results / rel)
         if manifest is None:
             continue
-        rel = folder.relative_to(results).as_posix()
-        d, m, sd = folder.parent.parent.name, folder.parent.name, folder.name.removeprefix("seed")
         identity = manifest.get("identity") or {}
         cfg = identity.get("config") or {}
-        if (cfg.get("dataset"), cfg.get("method"), cfg.get("seed")) != (d, m, int(sd) if sd.isdigit() else sd):
-            found.errors.append(f"{rel} holds the run of {cfg.get('dataset')} / {cfg.get('method')} / "
-                                f"seed {cfg.get('seed')}")
+        there = (cfg.get("dataset"), cfg.get("method"), cfg.get("seed"))
+        if there != (d, m, sd):
+            found.errors.append(f"{rel} holds the run of {there[0]} / {there[1]} / seed {there[2]}; move it "
+                                f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
             continue
         digests[rel] = identity.get("digest")
         data_rel = f"data/{d}/seed{sd}"
-        inputs = identity.get("inputs") or {}
-        budget_of = METHODS[m].budget_of if m in METHODS else None
+        budget_of = METHODS[m].budget_of
         budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
-        if data_rel in tables and inputs != {n: tables[data_rel].get(n) for n in inputs}:
-            found.rerun[rel] = f"data-stage files (it was trained on other tables than {data_rel}'s)"
-        elif budget_rel in digests and (identity.get("budget") or {}).get("identity") != digests[budget_rel]:
-            found.rerun[rel] = f"budget run (it matched another run than {budget_rel})"
-        else:
+        inputs = identity.get("inputs") or {}
+        why = None
+        if config is not None:
+            want = run_slice(config, d, m, sd)
+            stale = stale_part(identity, want, code_of(m, d))
+            if stale == "config":
+                why = "config (" + ", ".join(_diff_keys(cfg, want)) + ")"
+            elif stale == "code":
+                why = "training code"
+            elif data_rel in found.rerun:
+                why = f"its data stage {data_rel} is rerun"
+            elif budget_rel in found.rerun:
+                why = f"its budget run {budget_rel} is rerun"
+        if why is None and data_rel in tables and inputs != {n: tables[data_rel].get(n) for n in inputs}:
+            why = f"data-stage files (it was trained on other tables than {data_rel}'s)"
+        if why is None and budget_rel in digests and (identity.get("budget") or {}).get("identity") != digests[
+                budget_rel]:
+            why = f"budget run (it matched another run than {budget_rel})"
+        if why is None:
             found.current.append(rel)
+        else:
+            found.rerun[rel] = why
     return found
+
+
+def write_rerun_token(path: str | Path, folder: str, why: str, stamp: int) -> None:
+    """The rerun token of one stale output (rule ``identity_rerun``): which folder, why, which DAG build."""
+    import logging
+
+    from hasfl.io import write_json
+
+    logging.getLogger("hasfl.identity").info("rerun %s: %s", folder, why)
+    write_json(path, {"folder": folder, "why": why, "stamp": int(stamp)})
 
 
 def writable_results(results: Path) -> str | None:

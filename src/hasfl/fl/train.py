@@ -169,7 +169,9 @@ def train_job(
     they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
     run.json of the run whose budget a random-budget control matches.
     ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder that
-    holds a finished run of another identity is refused unless ``overwrite``.
+    holds a finished run of another identity is refused unless ``overwrite``. SIGTERM / SIGINT end
+    the job (``SystemExit(128 + signum)`` after logging where it stopped); from the first one on, both
+    are ignored in this process, which is ending.
     """
     torch.set_num_threads(int(run_cfg["threads"]))
     out = Path(out_dir)
@@ -203,6 +205,11 @@ def train_job(
         bar.refresh()
 
     def on_signal(signum: int, _frame: Any) -> None:
+        # One stop is enough: a second signal (the job's process and the warm worker both relay one) is
+        # ignored from here to the process's end, so it never lands in a cleanup (e.g. tqdm's __del__).
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        previous.clear()  # not restored: the job ends
         raise Terminated(signum)
 
     checkpointer = Checkpointer(out / CHECKPOINT, int(checkpoint_every), identity)
@@ -220,9 +227,9 @@ def train_job(
                   "no checkpoint yet: rerunning the job starts from round 0")
         raise SystemExit(128 + stop.signum) from None
     finally:
+        bar.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
-    bar.close()
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")
     save_state(result.init_state, out / "init.pt")
