@@ -76,17 +76,19 @@ def main() -> int:
         ds, method = runs[0].parts[-4], runs[0].parts[-3]
         seeds = sorted({int(p.parts[-2].removeprefix("seed")) for p in runs})
 
-        def overlay(name: str, **extra) -> Path:
-            path = work / f"{name}.yaml"
-            path.write_text(yaml.safe_dump({**preset, "results_dir": str(results.parent), **extra}))
+        def overlay(file: str, **extra) -> Path:
+            path = work / f"{file}.yaml"
+            # the results folder spelled as given (Snakemake's metadata is keyed by the path's spelling)
+            path.write_text(yaml.safe_dump({**preset, "results_dir": str(args.results.parent), **extra}))
             return path
 
         same = overlay("same", name=results.name)
         res = snakemake("-n", "all", "--configfile", str(args.preset), str(same))
         out["0 nothing changed"] = {"rc": res.returncode, "jobs": planned(res)}
 
-        res = hasfl("results-page", results, runs[0])
-        out["7 results-page onto a run file"] = {"rc": res.returncode, "msg": res.stderr.strip()[:300]}
+        for label, target in (("a run file", runs[0]), ("a page inside the results folder", results / "page.md")):
+            res = hasfl("results-page", results, target)
+            out[f"7 results-page onto {label}"] = {"rc": res.returncode, "msg": res.stderr.strip()[:300]}
 
         for f in results.glob("data/*/*/*.parquet"):
             f.touch()
@@ -99,7 +101,8 @@ def main() -> int:
             return {k: reverse(v[k]) for k in reversed(list(v))} if isinstance(v, dict) else v
 
         reordered = work / "reordered.yaml"
-        reordered.write_text(yaml.safe_dump(reverse({**full, "results_dir": str(results.parent)}), sort_keys=False))
+        reordered.write_text(yaml.safe_dump(reverse({**full, "results_dir": str(args.results.parent)}),
+                                            sort_keys=False))
         res = snakemake("-n", "all", "--configfile", str(reordered))
         out["10 the same config in another key order"] = {"rc": res.returncode, "jobs": planned(res)}
 
