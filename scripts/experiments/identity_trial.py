@@ -59,11 +59,11 @@ def last_message(res: subprocess.CompletedProcess[str]) -> str:
     return " | ".join(lines[-3:])[:400]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="a finished preset's results folder, e.g. results/quick")
     ap.add_argument("--preset", type=Path, required=True, help="its preset file, e.g. presets/quick.yaml")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     results = args.results.resolve()
     preset = yaml.safe_load(args.preset.read_text())
     before = files(results)
