@@ -153,6 +153,7 @@ if workflow.is_main_process:
         config,
         Path(RESULTS),
         data_code=SRC_DATA,
+        analysis_code=SRC_ANALYSIS,
         train_code=lambda m, d: training_code_digest(
             m, d, Path(workflow.basedir) / "src" / "hasfl"
         ),
@@ -195,4 +196,4 @@ rule runs:
     input:
         data_outputs(),
         train_outputs(),
-        rerun_tokens(),
+        rerun_tokens("data", "runs"),

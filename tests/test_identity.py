@@ -82,7 +82,8 @@ def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, snakemak
     copy, overlay = _copy(world, "tiny-mu05", method_params__fedprox__mu=0.5)
     res, jobs = _plan(snakemake, job_counts, overlay)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert jobs.get("train") == 2 and jobs.get("identity_rerun") == 2 and "data_stage" not in jobs, jobs
+    # the two FedProx runs, and the analysis (another name: the report names its preset)
+    assert jobs.get("train") == 2 and jobs.get("identity_rerun") == 3 and "data_stage" not in jobs, jobs
     assert "runs/digits/fedprox/seed42: config (method_params.mu)" in res.stderr
     preset = yaml.safe_load(world["standalone"].read_text())
     preset["method_params"] = {"fedprox": {"mu": 0.5}}
@@ -90,6 +91,17 @@ def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, snakemak
     cli = _hasfl("verify", copy, "--config", world["tmp"] / "mu05-standalone.yaml")
     assert cli.returncode == 2 and "method_params.mu" in cli.stderr and "Traceback" not in cli.stderr, cli.stderr
     assert _hasfl("verify", copy).returncode == 0  # without a preset: the chain itself is intact
+
+
+def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, snakemake, job_counts) -> None:
+    """The same for the analysis: a copied folder and another `analysis.ci_level` rerun the analysis, not
+    a single training job (the analysis manifest records the analysis's config and code)."""
+    _copy_, overlay = _copy(world, "tiny-ci90", analysis__ci_level=0.9)
+    res, jobs = _plan(snakemake, job_counts, overlay)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "analysis: config (analysis.ci_level, name)" in res.stderr
+    assert jobs.get("identity_rerun") == 1 and jobs.get("verify_runs") == 1 and jobs.get("analysis_findings") == 1
+    assert "train" not in jobs and "data_stage" not in jobs, jobs
 
 
 # --- 2. a data stage of another config copied under finished runs ---------------------------------

@@ -98,17 +98,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.identity import audit, data_code_digest
+    from hasfl.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest
 
     found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"
     if args.config is not None or args.set:
         config = load_config(args.config, args.base, args.set)
         preset = audit(config, args.results,
-                       data_code=data_code_digest(extra=(REPO_ROOT / "workflow/scripts/data_stage.py",)))
+                       data_code=data_code_digest(extra=(REPO_ROOT / "workflow/scripts/data_stage.py",)),
+                       analysis_code=source_digest(REPO_ROOT, *ANALYSIS_CODE))
         found.errors += [e for e in preset.errors if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
-        scope += f", and what preset '{config['name']}' would make (config slices, raw files, code)"
+        scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"
     else:
         scope += " (give --config PRESET to compare with what a preset would make)"
     if found.errors or found.rerun:

@@ -10,8 +10,9 @@ Three output kinds, each with one identity computed from the preset alone (no to
   (:func:`hasfl.config.run_config`), the sha256 of the data-stage tables it read (the chain raw ->
   data stage -> run), the identity digest of the run whose budget it matches (-> budget run) and the
   training code (:func:`hasfl.integrity.training_code_digest`);
-* **analysis**: the runs' identity digests (``verify_runs.json``) and the analysis code, checked by
-  Snakemake's params and :mod:`hasfl.analysis.manifest`.
+* **analysis** (:func:`analysis_identity`): the config (without where files live and how jobs run) and
+  the analysis code, written into ``analysis.manifest.json`` beside the identity digests of the runs it
+  read (:mod:`hasfl.analysis.manifest`).
 
 :func:`audit` compares every present, finished data-stage and run folder of a preset with what the
 preset would make there. The Snakefile runs it when the DAG is built and reruns every output that
@@ -119,6 +120,34 @@ def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str
             "raw": raw_digests(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"]), "code": code}
 
 
+def source_digest(base: Path, *paths: str) -> str:
+    """sha256 over the contents of the Python files under ``paths`` (relative to ``base``, the checkout):
+    the code digests the rules carry as params (a content change reruns them, a ``touch`` does not)."""
+    h = hashlib.sha256()
+    for rel in paths:
+        root = Path(base) / rel
+        for f in [root] if root.is_file() else sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(base)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+#: The code the analysis depends on, relative to the checkout (``SRC_ANALYSIS`` of the DAG).
+ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis", "src/hasfl/models", "src/hasfl/io.py", "src/hasfl/registry.py",
+                                  "workflow/scripts/artifact.py", "workflow/scripts/findings.py",
+                                  "workflow/scripts/report.py")
+#: Config keys no analysis byte depends on (where files live, how jobs are run).
+NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "warm_worker", "checkpoint_every", "max_cpu_wall_hours")
+
+
+def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
+    """What the analysis of ``config`` is, besides the runs it reads (their identities are in the analysis
+    manifest already): the config without the keys of :data:`NOT_ANALYSIS_KEYS` (conservative: a key the
+    analysis does not read reruns it too) and the analysis code digest ``code``."""
+    cfg = canonical({k: v for k, v in config.items() if k not in NOT_ANALYSIS_KEYS})
+    return {"config": cfg, "code": code, "digest": digest({"config": cfg, "code": code})}
+
+
 def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     """Dotted keys at which two canonical values differ."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -173,7 +202,7 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
 
 
 def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
-          root: Path = PACKAGE) -> Audit:
+          analysis_code: str | None = None, root: Path = PACKAGE) -> Audit:
     """Compare every finished data-stage and run folder under ``results`` with what it should be.
 
     Always: each folder holds the job its path names (else an error: it is never rerun), each run was
@@ -181,7 +210,8 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     in its budget folder (the sha256 chain). With a preset ``config`` (its jobs only): also the identity
     the preset would give each folder (module docstring). ``data_code``: the data-stage code digest the DAG
     uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
-    engine's of ``root``, without glue)."""
+    engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
+    analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``)."""
     found = Audit()
     codes: dict[tuple[str, str], str] = {}
 
@@ -259,7 +289,26 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
             found.current.append(rel)
         else:
             found.rerun[rel] = why
+    if config is not None and analysis_code is not None:
+        manifest = _manifest_json(results / "analysis.manifest.json")
+        if manifest is not None:
+            want, have = analysis_identity(config, analysis_code), manifest.get("identity")
+            if have is None:
+                found.rerun["analysis"] = "written before analysis identities were recorded"
+            elif have.get("config") != want["config"]:
+                found.rerun["analysis"] = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
+            elif have.get("code") != want["code"]:
+                found.rerun["analysis"] = "analysis code"
+            else:
+                found.current.append("analysis")
     return found
+
+
+def _manifest_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None  # unreadable: hasfl verify names it
 
 
 def write_rerun_token(path: str | Path, folder: str, why: str, stamp: int) -> None:

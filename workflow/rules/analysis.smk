@@ -23,7 +23,7 @@ from hasfl.analysis.specs import (
     resolve_thresholds,
 )
 from hasfl.config import load_config
-from hasfl.identity import canonical
+from hasfl.identity import analysis_identity, canonical
 import os
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
@@ -253,6 +253,7 @@ rule verify_runs:
     """
     input:
         manifests=[f"{d}/manifest.json" for d in run_dirs()],
+        rerun=lambda wc: rerun_input("analysis").get("rerun", []),
     output:
         VERIFIED,
     log:
@@ -362,6 +363,9 @@ rule analysis_report:
 
 
 ANALYSIS_MANIFEST = f"{RESULTS}/analysis.manifest.json"
+# The analysis's own identity (config without where files live, analysis code): recorded in the
+# manifest and compared by the identity check when the DAG is built (hasfl.identity.audit).
+ANALYSIS_IDENTITY = analysis_identity(config, SRC_ANALYSIS)
 
 
 rule analysis_manifest:
@@ -376,5 +380,7 @@ rule analysis_manifest:
         ANALYSIS_MANIFEST,
     log:
         f"{RESULTS}/logs/analysis/analysis_manifest.log",
+    params:
+        identity=ANALYSIS_IDENTITY,
     script:
         "../scripts/analysis_manifest.py"

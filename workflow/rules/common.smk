@@ -4,7 +4,8 @@
 
 from pathlib import Path
 
-from hasfl.identity import data_code_digest, data_slice, run_slice
+from hasfl.identity import ANALYSIS_CODE, data_code_digest, data_slice, run_slice
+from hasfl.identity import source_digest as identity_source_digest
 from hasfl.integrity import training_code_digest
 from hasfl.registry import (
     DATA_FILES,
@@ -60,36 +61,19 @@ def source_digest(*paths):
     Rules pass it as a param: Snakemake reruns a job when its params change, so a
     content change in a module reruns exactly the rules that declare that module, while
     `touch` (mtime only) reruns nothing. Imported modules are invisible to Snakemake's
-    own code trigger, hence this.
+    own code trigger, hence this (hasfl.identity.source_digest).
     """
-    h = hashlib.sha256()
-    base = Path(workflow.basedir)
-    for rel in paths:
-        root = base / rel
-        files = [root] if root.is_file() else sorted(root.rglob("*.py"))
-        for f in files:
-            h.update(str(f.relative_to(base)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
+    return identity_source_digest(Path(workflow.basedir), *paths)
 
 
 # Source files each stage depends on (see README "What reruns when").
-ANALYSIS_SCRIPTS = [
-    f"workflow/scripts/{name}.py" for name in ("artifact", "findings", "report")
-]
 # The data stage: the loaders and partitioner, the glue and the registry's dataset facts
 # (hasfl.identity.data_code_digest; not the method list: adding a method repartitions nothing).
 SRC_DATA = data_code_digest(
     Path(workflow.basedir) / "src" / "hasfl",
     extra=(Path(workflow.basedir) / "workflow/scripts/data_stage.py",),
 )
-SRC_ANALYSIS = source_digest(
-    "src/hasfl/analysis",
-    "src/hasfl/models",
-    "src/hasfl/io.py",
-    "src/hasfl/registry.py",
-    *ANALYSIS_SCRIPTS,
-)
+SRC_ANALYSIS = source_digest(*ANALYSIS_CODE)
 TRAIN_GLUE = source_digest("src/hasfl/integrity.py", "workflow/scripts/train.py")
 
 

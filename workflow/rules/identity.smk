@@ -17,12 +17,13 @@ def schedule_reruns(stale):
         RERUNS[folder] = (f"{RERUN_DIR}/{folder}.{stamp}.json", why)
 
 
-def rerun_tokens(kind=None):
-    """The rerun tokens of this DAG build (of ``data`` folders only, or all)."""
+def rerun_tokens(*kinds):
+    """The rerun tokens of this DAG build: of the folders of ``kinds`` (``data``, ``runs``, ``analysis``),
+    or all."""
     return [
         token
         for folder, (token, _) in sorted(RERUNS.items())
-        if kind is None or folder.startswith(f"{kind}/")
+        if not kinds or folder.split("/")[0] in kinds
     ]
 
 
@@ -33,7 +34,7 @@ rule identity_rerun:
     log:
         f"{RESULTS}/logs/identity/{{folder}}.{{stamp}}.log",
     wildcard_constraints:
-        folder=r"(data|runs)/.+",
+        folder=r"(data|runs)/.+|analysis",
         stamp=r"\d+",
     priority: 100
     localrule: True

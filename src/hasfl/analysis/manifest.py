@@ -32,14 +32,18 @@ def _relative(path: str | os.PathLike[str], root: Path) -> str:
 
 
 def write_analysis_manifest(results: str | os.PathLike[str], files: Sequence[str],
-                            verified_json: str | os.PathLike[str]) -> dict[str, Any]:
-    """Write ``results/analysis.manifest.json``: the sha256 of the analysis outputs ``files`` and
-    the identity digest of each run they were computed from (``verified_json``, written by the
-    gate :func:`hasfl.integrity.verify_runs_job`), paths relative to ``results``."""
+                            verified_json: str | os.PathLike[str],
+                            identity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``results/analysis.manifest.json``: the sha256 of the analysis outputs ``files``, the
+    identity digest of each run they were computed from (``verified_json``, written by the
+    gate :func:`hasfl.integrity.verify_runs_job`), paths relative to ``results``, and the analysis's
+    own ``identity`` (:func:`hasfl.identity.analysis_identity`: config and code)."""
     results = Path(results)
     runs = json.loads(Path(verified_json).read_text())
     manifest = {"files": {_relative(f, results): {"sha256": sha256_file(Path(f))} for f in sorted(files)},
                 "runs": {_relative(folder, results): digest for folder, digest in sorted(runs.items())}}
+    if identity is not None:
+        manifest["identity"] = dict(identity)
     write_json(results / ANALYSIS_MANIFEST, manifest)
     return manifest
 
