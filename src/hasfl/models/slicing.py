@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["SliceRule", "width", "region", "extract", "coverage_mask"]
+__all__ = ["SliceRule", "width", "rolling_window", "window_indices", "region", "extract", "coverage_mask"]
 
 
 def width(p: float, size: int) -> int:
@@ -40,6 +40,32 @@ def width(p: float, size: int) -> int:
     at least one unit is always kept.
     """
     return max(1, math.ceil(p * size - 1e-9))
+
+
+def rolling_window(size: int, p: float, t: int) -> tuple[slice, ...]:
+    """FedRolex's rolling window (Alam et al., 2022) of a width-``p`` sub-model in round ``t`` along a
+    dimension of ``size`` units: the ``width(p, size)`` consecutive units starting at
+    ``(size - t mod size) mod size``, wrapping around -- one slice, or two (the tail, then the head)
+    when the window wraps.
+
+    The official code (``AIoT-MLSys-Lab/FedRolex``, ``resnet_server.py``, ``split_model``, default
+    ``--algo roll``) takes ``torch.roll(torch.arange(size), t % size)[:ceil(size * p)]``: rolling by
+    ``t`` moves the window back by one unit a round, so every unit is trained within ``size`` rounds
+    at any width. The units are in that order (the tail first), as the official index tensor.
+    """
+    if size < 1:
+        raise ValueError(f"rolling_window: size must be >= 1, got {size}")
+    w = width(p, size)
+    start = (size - int(t) % size) % size
+    end = start + w
+    if end <= size:
+        return (slice(start, end),)
+    return slice(start, size), slice(0, end - size)
+
+
+def window_indices(window: tuple[slice, ...]) -> Tensor:
+    """The unit indices of a window (:func:`rolling_window`) in order, as an int64 tensor."""
+    return torch.cat([torch.arange(s.start, s.stop, dtype=torch.int64) for s in window])
 
 
 @dataclass(frozen=True)
