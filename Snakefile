@@ -75,26 +75,6 @@ if workflow.is_main_process:
         verify_results(Path(config["results_dir"]) / config["name"])
     except IntegrityError as exc:
         stop(exc)
-    # Pre-flight: what this run costs on this machine; a run far too long for a CPU stops here.
-    _manifests = {
-        d: json.loads(m.read_text())
-        for d in config["datasets"]
-        for m in sorted(
-            (Path(config["results_dir"]) / config["name"] / "data" / d).glob(
-                "seed*/manifest.json"
-            )
-        )[:1]
-    }
-    _block, PREFLIGHT_STOP = preflight.check(
-        config,
-        int(workflow._cores or 1),
-        _manifests,
-        preflight.finished_jobs(config, Path(workflow.basedir) / "src" / "hasfl"),
-        local=bool(workflow.local_exec),
-    )
-    print(_block, file=sys.stderr)
-    if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
-        print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
 
 
 # Local runs: one warm process (torch imported) forks the train and data-stage jobs
@@ -172,6 +152,23 @@ if workflow.is_main_process:
             file=sys.stderr,
         )
         schedule_reruns(_audit.rerun)
+    # Pre-flight (after the identity check, whose current folders are what is reused): what this run
+    # costs on this machine; a run far too long for a CPU stops here.
+    _manifests = {
+        d: json.loads(m.read_text())
+        for d in config["datasets"]
+        for m in sorted((Path(RESULTS) / "data" / d).glob("seed*/manifest.json"))[:1]
+    }
+    _block, PREFLIGHT_STOP = preflight.check(
+        config,
+        int(workflow._cores or 1),
+        _manifests,
+        preflight.reused(_audit.current),
+        local=bool(workflow.local_exec),
+    )
+    print(_block, file=sys.stderr)
+    if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
+        print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
 
 
 rule all:

@@ -41,8 +41,8 @@ from hasfl.config import data_config, run_config
 from hasfl.integrity import PACKAGE, IntegrityError, read_manifest, stale_part, training_code_digest
 from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
-__all__ = ["Audit", "audit", "write_rerun_token", "writable_results", "canonical", "data_code_digest", "data_identity", "data_slice", "raw_digests",
-           "run_slice"]
+__all__ = ["ANALYSIS_CODE", "Audit", "analysis_identity", "audit", "canonical", "data_code_digest", "data_identity",
+           "data_slice", "digest", "raw_digests", "run_slice", "source_digest", "writable_results", "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
 DATA_CODE: tuple[str, ...] = ("data", "io.py")
@@ -62,7 +62,12 @@ def digest(value: Any) -> str:
 def data_slice(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
     """The config slice a data stage's bytes depend on: :func:`hasfl.config.data_config` without
     ``data_dir`` (the raw files are identified by their sha256), canonical."""
-    return canonical({k: v for k, v in data_config(config, dataset).items() if k != "data_dir"})
+    return _located_nowhere(data_config(config, dataset))
+
+
+def _located_nowhere(data_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A data-stage config slice without ``data_dir`` (where the raw files live is no identity), canonical."""
+    return canonical({k: v for k, v in data_cfg.items() if k != "data_dir"})
 
 
 def run_slice(config: Mapping[str, Any], dataset: str, method: str, seed: int) -> dict[str, Any]:
@@ -74,12 +79,7 @@ def data_code_digest(root: Path = PACKAGE, extra: tuple[Path, ...] = ()) -> str:
     """The data-stage code identity: the loaders, the partitioner and :mod:`hasfl.io` under ``root``
     (the ``hasfl`` package folder), ``extra`` files (the DAG's glue script) and the registry's dataset
     facts (not its method list: adding a method repartitions nothing)."""
-    h = hashlib.sha256()
-    for rel in DATA_CODE:
-        target = root / rel
-        for f in [target] if target.is_file() else sorted(target.rglob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode())
-            h.update(f.read_bytes())
+    h = hashlib.sha256(source_digest(root, *DATA_CODE).encode())
     for f in extra:
         h.update(f.name.encode())
         h.update(Path(f).read_bytes())
@@ -116,7 +116,7 @@ def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str
     manifest (``identity``) by the job and compared by :func:`audit`."""
     cfg = dict(data_cfg)
     return {"dataset": cfg["dataset"], "seed": int(seed),
-            "config": canonical({k: v for k, v in cfg.items() if k != "data_dir"}),
+            "config": _located_nowhere(cfg),
             "raw": raw_digests(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"]), "code": code}
 
 

@@ -28,14 +28,14 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "seed_hours", "throughput"]
+__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
@@ -257,37 +257,39 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
     return "\n".join(lines)
 
 
-def finished_jobs(config: Mapping[str, Any], root: Path | None = None) -> dict[str, set[Any]]:
-    """The jobs of ``config`` a DAG run will reuse: run folders whose manifest holds this preset's config
-    slice and the installed training code (the checks of the DAG's ``verify_runs``), data-stage folders
-    with a manifest. ``root``: the ``hasfl`` package whose code the runs must match (the installed one)."""
-    from hasfl.config import run_config
-    from hasfl.integrity import PACKAGE, read_manifest, stale_part, training_code_digest
+def reused(current: Iterable[str]) -> dict[str, set[Any]]:
+    """The jobs a DAG run reuses, from the folders :func:`hasfl.identity.audit` found current (``runs/<d>/<m>/
+    seed<s>``, ``data/<d>/seed<s>``): ``{"runs": {(d, m, s)}, "data": {(d, s)}}``."""
+    runs, data = set(), set()
+    for rel in current:
+        parts = rel.split("/")
+        if parts[0] == "runs" and len(parts) == 4:
+            runs.add((parts[1], parts[2], int(parts[3].removeprefix("seed"))))
+        elif parts[0] == "data" and len(parts) == 3:
+            data.add((parts[1], int(parts[2].removeprefix("seed"))))
+    return {"runs": runs, "data": data}
+
+
+def finished_jobs(config: Mapping[str, Any], root: Path | None = None,
+                  data_code: str | None = None) -> dict[str, set[Any]]:
+    """The jobs of ``config`` a DAG run will reuse (:func:`reused` of the identity check
+    :func:`hasfl.identity.audit`): runs of this preset's config slice, training code (of the ``hasfl``
+    package ``root``, the installed one by default) and sha256 chain; data stages of its identity (with
+    ``data_code``, the data-stage code digest; without it none counts as reused). The Snakefile passes
+    the audit it runs anyway to :func:`reused` instead."""
+    from hasfl.identity import audit
+    from hasfl.integrity import PACKAGE, training_code_digest
 
     results = Path(config["results_dir"]) / str(config["name"])
-    runs, data, codes = set(), set(), {}
-    for d in config["datasets"]:
-        for sd in config["seeds"]:
-            if (results / "data" / d / f"seed{sd}" / "manifest.json").is_file():
-                data.add((d, int(sd)))
-            for m in config["methods"]:
-                try:
-                    manifest = read_manifest(results / "runs" / d / m / f"seed{sd}")
-                except Exception:  # noqa: BLE001 - unreadable: verify_results names it; priced as to run
-                    manifest = None
-                identity = (manifest or {}).get("identity", {})
-                if not identity:
-                    continue
-                code = codes.setdefault((m, d), training_code_digest(m, d, root or PACKAGE))
-                if stale_part(identity, run_config(config, d, m, int(sd)), code) is None:
-                    runs.add((d, m, int(sd)))
-    return {"runs": runs, "data": data}
+    found = audit(config, results, data_code=data_code,
+                  train_code=lambda m, d: training_code_digest(m, d, root or PACKAGE))
+    return reused(found.current)
 
 
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
           finished: Mapping[str, Any] | None = None, local: bool = True) -> tuple[str, str | None]:
     """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
-    (:func:`finished_jobs`): what is reused and so not priced. ``local``: the jobs run on this machine
+    (:func:`reused`): what is reused and so not priced. ``local``: the jobs run on this machine
     (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here."""
     hw = hardware()
     device = config["device"]
