@@ -120,6 +120,11 @@ METHODS: dict[str, MethodInfo] = {
                                  allocation_rule=True),
     "random_budget_reported": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (reported)",
                                          "allocation_rule_covered", budget_of="hasfl_reported"),
+    # issue 27: sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
+    "fedrolex": MethodInfo(f"{_M}.fedrolex:fedrolex", "FedRolex", "capacity", nested=False, color="#17becf",
+                           marker="*"),
+    "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
+                                  nested=False, color="#aa40fc", marker="h"),
 }
 
 
@@ -202,7 +207,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 DATA_FILES: tuple[str, ...] = ("partition.parquet", "clients.parquet", "manifest.json")
 
 #: Files of one training-run folder ``runs/<dataset>/<method>/seed<s>/`` (manifest.json written last).
-RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
+RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
                               "timings.json", "manifest.json")
 
 

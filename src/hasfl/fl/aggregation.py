@@ -6,8 +6,9 @@ participants' updates over exactly the participants whose sub-model contains j:
     [Delta_bar]_j = sum_i n_i [m_i]_j [Delta_i]_j / sum_i n_i [m_i]_j   if covered, else 0.
 
 Updates arrive as physically small sub-model tensors and are scattered into
-full-size accumulators through :func:`hasfl.models.slicing.region` views, so no
-mask is ever materialised.
+full-size accumulators through :func:`hasfl.models.slicing.scatter_add_` (one
+view per rule, or one per block of a wrapped rolling window), so no mask is ever
+materialised.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch import Tensor
 
-from hasfl.models.slicing import SliceRule, region
+from hasfl.models.slicing import SliceRule, add_scalar_, scatter_add_
 
 
 class CoordinateAggregator:
@@ -36,9 +37,8 @@ class CoordinateAggregator:
         for k in self.keys:
             if k in left_out:
                 continue
-            acc = region(self._sum[k], rules[k])
-            acc.add_(delta[k].view(acc.shape), alpha=float(n_samples))
-            region(self._weight[k], rules[k]).add_(float(n_samples))
+            scatter_add_(self._sum[k], rules[k], delta[k], alpha=float(n_samples))
+            add_scalar_(self._weight[k], rules[k], float(n_samples))
 
     def mean(self) -> dict[str, Tensor]:
         """The aggregated update Delta_bar (full shapes); uncovered coordinates are 0."""

@@ -19,6 +19,11 @@ client compute beyond the one local training it does anyway:
   one it made: A - (1 - d) * m = r_end - d * r_start - (1 - d) * m. The mixed set exists from the
   first round in which some client trains a layer below full width; until then it equals the
   full-width set exactly.
+
+Under a rolling window (FedRolex, :class:`hasfl.models.slicing.Window`) a sub-model's channel j is a
+different global channel every round, so a width's set is kept in global channel coordinates (full
+size, each channel moved by the clients that trained it at that width) instead of the sub-model's; the
+channels of every client are read off its slice rules, as its parameters are.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from hasfl.models.bn import STATS, bn_layers, counts_key, mixed_key, width_key
+from hasfl.models.slicing import SliceRule, add_scalar_, assign_, gather, scatter_add_
 
 __all__ = ["WidthStatistics"]
 
@@ -37,8 +43,9 @@ __all__ = ["WidthStatistics"]
 class WidthStatistics:
     """The per-width and mixed BN statistics of one run (see the module doc)."""
 
-    def __init__(self, global_model: nn.Module) -> None:
+    def __init__(self, global_model: nn.Module, nested: bool = True) -> None:
         self.full = bn_layers(global_model)  # layer prefix -> full channel count C
+        self.nested = nested  # False: the sub-width sets are in global channel coordinates (rolling windows)
         self.momentum: dict[str, float] = {}
         for name, m in global_model.named_modules():
             if name in self.full:
@@ -69,8 +76,9 @@ class WidthStatistics:
         return [f"{layer}.{s}" for layer, c in bn_layers(module).items() if c < self.full[layer] for s in STATS]
 
     @torch.no_grad()
-    def prepare(self, module: nn.Module) -> None:
-        """Give a client's freshly loaded ``module`` the statistics of its own widths (Algorithm 1 line 8)."""
+    def prepare(self, module: nn.Module, rules: Mapping[str, SliceRule]) -> None:
+        """Give a client's freshly loaded ``module`` (slice ``rules``) the statistics of its own widths (Algorithm 1
+        line 8)."""
         for name, m in module.named_modules():
             if name not in self.full or not m.track_running_stats:
                 continue
@@ -81,28 +89,43 @@ class WidthStatistics:
                 if mean is None:  # nobody trained at this width yet: the initial statistics
                     m.running_mean.zero_()
                     m.running_var.fill_(1.0)
-                else:
+                elif self.nested:
                     m.running_mean.copy_(mean)
                     m.running_var.copy_(var)
+                else:  # its channels of the width's set
+                    assign_(m.running_mean, mean, rules[f"{name}.running_mean"])
+                    assign_(m.running_var, var, rules[f"{name}.running_var"])
 
     @torch.no_grad()
-    def add(self, module: nn.Module, n_samples: float, global_state: Mapping[str, Tensor]) -> None:
-        """Record one client's statistics after its local training (weight ``n_samples``); the global
+    def add(self, module: nn.Module, rules: Mapping[str, SliceRule], n_samples: float,
+            global_state: Mapping[str, Tensor]) -> None:
+        """Record one client's statistics after its local training (weight ``n_samples``, slice ``rules``); the global
         state is still w(t), as the client received it."""
         for name, m in module.named_modules():
             if name not in self.full or not m.track_running_stats:
                 continue
             c, full = int(m.num_features), self.full[name]
+            rule = rules[f"{name}.running_mean"]  # its channels (both statistics share them)
             self.trained[name].add(c)
             steps = int(m.num_batches_tracked) - self._start.get(name, 0)
-            if c < full:
+            ends = [m.running_mean, m.running_var]
+            if c < full and self.nested:
                 start = self.width.get((name, c))
-                ends = [m.running_mean, m.running_var]
                 starts = start if start is not None else [torch.zeros_like(ends[0]), torch.ones_like(ends[1])]
                 acc = self._acc.setdefault((name, c), [torch.zeros_like(ends[0]), torch.zeros_like(ends[1]), 0.0])
                 for j in range(2):
                     acc[j].add_(ends[j] - starts[j], alpha=float(n_samples))
                 acc[2] += float(n_samples)
+            elif c < full:  # global channel coordinates; the weight is per channel
+                start = self.width.get((name, c))
+                starts = ([gather(start[0], rule), gather(start[1], rule)] if start is not None
+                          else [torch.zeros_like(ends[0]), torch.ones_like(ends[1])])
+                shape = (full,)
+                acc = self._acc.setdefault((name, c), [ends[0].new_zeros(shape), ends[1].new_zeros(shape),
+                                                       ends[0].new_zeros(shape)])
+                for j in range(2):
+                    scatter_add_(acc[j], rule, ends[j] - starts[j], alpha=float(n_samples))
+                add_scalar_(acc[2], rule, float(n_samples))
             else:
                 starts = [global_state[f"{name}.{s}"] for s in STATS]
             if name in self.mixed:
@@ -110,10 +133,10 @@ class WidthStatistics:
                 macc = self._mixed_acc.setdefault(name, [torch.zeros_like(self.mixed[name][0]),
                                                          torch.zeros_like(self.mixed[name][1]),
                                                          torch.zeros_like(self.mixed[name][0])])
-                for j, end in enumerate((m.running_mean, m.running_var)):
-                    change = end - d * starts[j] - (1.0 - d) * self.mixed[name][j][:c]
-                    macc[j][:c].add_(change, alpha=float(n_samples))
-                macc[2][:c].add_(float(n_samples))
+                for j, end in enumerate(ends):
+                    change = end - d * starts[j] - (1.0 - d) * gather(self.mixed[name][j], rule)
+                    scatter_add_(macc[j], rule, change, alpha=float(n_samples))
+                add_scalar_(macc[2], rule, float(n_samples))
 
     @torch.no_grad()
     def finish_round(self, global_lr: float) -> None:
@@ -123,6 +146,11 @@ class WidthStatistics:
             if cur is None:
                 cur = [torch.zeros_like(s_mean), torch.ones_like(s_var)]
                 self.width[(layer, c)] = cur
+            if isinstance(weight, Tensor):  # global channel coordinates: only the channels trained this round move
+                covered = weight > 0
+                for j, s in enumerate((s_mean, s_var)):
+                    cur[j].add_(torch.where(covered, s / weight.clamp_min(1e-30), torch.zeros_like(s)), alpha=global_lr)
+                continue
             cur[0].add_(s_mean / weight, alpha=global_lr)
             cur[1].add_(s_var / weight, alpha=global_lr)
         for layer, (s_mean, s_var, weight) in sorted(self._mixed_acc.items()):

@@ -1,8 +1,8 @@
 """The federated round loop: paper Algorithm 1, line by line.
 
 :func:`run_federation` reads top to bottom next to the paper: initialise (lines 1-3);
-every round sample S(t) (line 5), extract each participant's nested sub-model (lines 7-8,
-Algorithm 2), train it locally (lines 9-13), take its update (line 14), aggregate
+every round sample S(t) (line 5), extract each participant's sub-model (lines 7-8,
+Algorithm 2: the units of the method's window for the round, the leading ones for every nested method), train it locally (lines 9-13), take its update (line 14), aggregate
 coordinate-wise (lines 17-18), apply the update (line 19), and at adaptation rounds
 estimate heterogeneity (Eq. 4, line 22), smooth it (Eq. 5, line 23) and let the policy
 re-allocate widths (Eq. 6 and the coverage guarantee, lines 25-29); every T_norm rounds
@@ -84,7 +84,6 @@ def run_federation(
     init_state = {k: v.detach().cpu().clone() for k, v in w.items()}
     float_keys = [k for k, v in w.items() if v.is_floating_point()]
     param_keys = [k for k, _ in global_model.named_parameters()]
-    bn = WidthStatistics(global_model)  # BN running statistics per width and mixed (hasfl.fl.bn_stats)
     full_widths = repr(family.widths(1.0))
     schedule = participant_schedule(seed, n_clients, int(fed["clients_per_round"]), rounds)
     rng = policy_rng(seed)
@@ -92,6 +91,9 @@ def run_federation(
         pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=rng, family=family, optim=optim,
         inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p, hasfl_diverged=hasfl_diverged))
     method.client.autocast = numerics.autocast
+    # BN running statistics per width and mixed (hasfl.fl.bn_stats), in global channel coordinates when the
+    # method's windows roll
+    bn = WidthStatistics(global_model, nested=method.nested_in(rounds))
     est = run_cfg["estimators"]  # line 2: H~(0) = 1, and the capacity-separable E1-E3 beside it
     estimates = Estimates(n_clients, h["beta"], h["t_norm"], pmax, reported_tv(
         {i: d.y[d.index].cpu().numpy() for i, d in data.items()}, n_clients, bundle.num_classes,
@@ -120,12 +122,14 @@ def run_federation(
         for t in range(record.next_round, rounds):
             participants = schedule[t]                                    # line 5: S(t)
             widths = method.policy.widths(t, participants, rng)          # p_i(t)
+            window = method.window(t)                                     # which units: the method's answer
             trained = method.policy.trained_widths(participants, widths)
             lr = optim.lr_at(t)
             adapting = t >= int(h["warmup"]) and t % int(h["t_adapt"]) == 0  # line 20
             if adapting:  # E2: probes of one width from w(t), before anyone trains
                 with clock.phase("probe"):
-                    h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys)
+                    h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys,
+                                                window)
             agg = CoordinateAggregator(w, float_keys)
             method.server.begin_round()
             bn.begin_round(w, any(repr(family.widths(q)) != full_widths for q in trained.tolist()))
@@ -136,16 +140,17 @@ def run_federation(
                 record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb + probe_mb,  # what it pays
                                       method.client.forward_macs(costs, p, p_trained) + probe_macs)  # (Table 1)
                 with clock.phase("slicing"):
-                    module, rules = submodels.extract(p_trained, w)       # lines 7-8
-                    bn.prepare(module)                                    # its widths' BN statistics
+                    module, rules = submodels.extract(p_trained, w, window)  # lines 7-8
+                    bn.prepare(module, rules)                             # its widths' BN statistics
                 with clock.phase("local_sgd"):                            # lines 9-13
                     res = method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
                 with clock.phase("aggregation"):
                     delta = SubModels.delta(module, rules, w, float_keys)  # lines 14-15: Delta_i
                     agg.add(delta, rules, method.server.client_weight(n_train[i]),  # line 18: n_i
                             skip=bn.sub_width_keys(module))
-                    bn.add(module, method.server.client_weight(n_train[i]), w)
+                    bn.add(module, rules, method.server.client_weight(n_train[i]), w)
                 updates[i] = (delta, rules)
+                record.client_done(t, i, p, p_trained, window, int(n_train[i]), res.steps, res.loss)
                 losses.append(res.loss)
                 finite &= res.finite
             with clock.phase("aggregation"):
@@ -153,6 +158,7 @@ def run_federation(
                 method.server.step(w, delta_bar, float_keys)              # line 19: w(t+1)
                 bn.finish_round(method.server.global_lr())
             finite &= all(bool(torch.isfinite(w[k]).all()) for k in param_keys)
+            h_hat = None
             if adapting:                                                  # line 20
                 with clock.phase("estimation"):
                     h_hat = np.array([divergence(updates[i][0], delta_bar, updates[i][1], param_keys, h["epsilon"])
@@ -160,6 +166,8 @@ def run_federation(
                 estimates.observe(participants, h_hat, h_probe)           # line 23: Eq. 5 (E0 and E2)
                 method.policy.adapt(estimates.values()[method.policy.estimator])  # lines 25-29: Eq. 6 + coverage
             estimates.normalize_if_due(t)                                 # Section 3.2: every T_norm
+            record.round_estimated(None if h_hat is None else dict(zip(participants.tolist(), h_hat.tolist())),
+                                   estimates.update.h_tilde)
 
             record.round_trained(participants, widths, trained,
                                  probe_gmacs=costs(probe.width).macs * probe.samples / 1e9 if adapting else 0.0)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hasfl.models.slicing import SliceRule, region
+from hasfl.models.slicing import SliceRule, gather
 
 
 def divergence(delta: Mapping[str, Tensor], delta_bar: Mapping[str, Tensor], rules: Mapping[str, SliceRule],
@@ -31,7 +31,7 @@ def divergence(delta: Mapping[str, Tensor], delta_bar: Mapping[str, Tensor], rul
     num = torch.zeros((), dtype=torch.float64, device=device)
     den = torch.zeros((), dtype=torch.float64, device=device)
     for k in keys:
-        bar = region(delta_bar[k], rules[k])
+        bar = gather(delta_bar[k], rules[k])
         d = delta[k].view(bar.shape)
         num += (d - bar).double().pow(2).sum()
         den += bar.double().pow(2).sum()

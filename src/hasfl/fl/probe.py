@@ -26,6 +26,7 @@ from hasfl.fl.client import ClientData, LocalSGD, OptimConfig
 from hasfl.fl.estimator import divergence
 from hasfl.fl.runtime import SubModels
 from hasfl.fl.sampling import STREAM_PROBE, stream_generator
+from hasfl.models.slicing import PREFIX, Window
 
 __all__ = ["Probe"]
 
@@ -55,14 +56,16 @@ class Probe:
         return ClientData(data.client_id, data.index[pick], data.x, data.y)
 
     def divergences(self, t: int, participants: Sequence[int], w: Mapping[str, Tensor], data: Mapping[int, ClientData],
-                    n_train: np.ndarray, lr: float, float_keys: list[str], param_keys: list[str]) -> np.ndarray:
-        """Eq. 4 of each participant's probe update against the probes' sample-weighted mean."""
+                    n_train: np.ndarray, lr: float, float_keys: list[str], param_keys: list[str],
+                    window: Window = PREFIX) -> np.ndarray:
+        """Eq. 4 of each participant's probe update against the probes' sample-weighted mean; the probes hold the
+        units of the round's ``window`` (the method's), as its clients' sub-models do."""
         agg = CoordinateAggregator(w, float_keys)
         deltas = {}
         self.samples, self.samples_of = 0, {}
         with torch.random.fork_rng(devices=[]):  # building a probe module draws no number of the run
             for i in participants:
-                module, rules = self.submodels.extract(self.width, w)
+                module, rules = self.submodels.extract(self.width, w, window)
                 subset = self._subset(data[i], t)
                 self.sgd.train(module, subset, lr, stream_generator(self.seed, STREAM_PROBE, t, i, 1))
                 deltas[i] = (SubModels.delta(module, rules, w, float_keys), rules)

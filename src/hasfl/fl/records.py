@@ -1,8 +1,9 @@
 """What the round loop records, and the run files it becomes (see :mod:`hasfl.fl.train`).
 
-:class:`RunRecord` accumulates, round by round, the evaluated rows of ``rounds.parquet``
-and the per-client counters of ``clients.parquet``; it is part of every checkpoint, so a
-resumed run continues the same record. :meth:`RunRecord.result` turns it into the
+:class:`RunRecord` accumulates, round by round, the evaluated rows of ``rounds.parquet``,
+the per-client counters of ``clients.parquet`` and the per-client, per-round ledger of
+``participation.parquet`` (who trained which coordinates when); it is part of every
+checkpoint, so a resumed run continues the same record. :meth:`RunRecord.result` turns it into the
 :class:`RunResult` the training job writes.
 """
 
@@ -21,7 +22,7 @@ from torch import Tensor
 from hasfl.models.cost import Cost
 from hasfl.models.family import ModelFamily
 
-__all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
+__all__ = ["PARTICIPATION_COLUMNS", "ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
 
 #: Columns of ``rounds.parquet``, one row per evaluated round. ``avg_p`` is the mean allocated
 #: width of the round's participants (Tables 3, 6, 7), ``avg_p_trained`` the mean width of the
@@ -33,6 +34,18 @@ __all__ = ["ROUND_COLUMNS", "RunRecord", "RunResult", "WidthCosts"]
 #: its forward MACs, spread over the client's local samples, to ``train_mmacs``.
 ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs",
                  "probe_gmacs", "mean_h_tilde", "n_participants", "train_loss")
+
+
+#: Columns of ``participation.parquet``, one row per participant of every round: ``round`` (1-based, as in
+#: rounds.parquet: the round t = round - 1 of Algorithm 1), ``client_id``, ``p`` (allocated width), ``p_trained``
+#: (width of the module trained and uploaded), ``window`` and ``window_shift`` (its units: ``prefix``, the leading
+#: ones, or ``rolling`` by ``window_shift``: in a layer of C units the window starts at (C - shift mod C) mod C;
+#: :class:`hasfl.models.slicing.Window`), ``samples`` (n_i, its aggregation weight), ``steps`` (local SGD steps),
+#: ``local_loss`` (mean training loss of its local steps), ``upload_mb`` and ``train_mmacs`` (what it paid, as in
+#: rounds.parquet), ``h_hat`` (its Eq. 4 estimate of the round; NaN outside adaptation rounds) and ``h_tilde``
+#: (its Eq. 5 estimate after the round).
+PARTICIPATION_COLUMNS = ("round", "client_id", "p", "p_trained", "window", "window_shift", "samples", "steps",
+                         "local_loss", "upload_mb", "train_mmacs", "h_hat", "h_tilde")
 
 
 class WidthCosts:
@@ -58,6 +71,7 @@ class RunResult:
 
     rounds: pd.DataFrame
     clients: pd.DataFrame
+    participation: pd.DataFrame
     init_state: dict[str, Tensor]
     final_state: dict[str, Tensor]
     summary: dict[str, Any]
@@ -92,6 +106,8 @@ class RunRecord:
     status: str = "completed"
     diverged_round: int | None = None
     _paid: list[tuple[float, float]] = field(default_factory=list)  # this round's (upload MB, MACs) per client
+    ledger: list[tuple[Any, ...]] = field(default_factory=list)  # participation.parquet rows
+    _round_rows: list[list[Any]] = field(default_factory=list)  # this round's ledger rows, estimates still to come
 
     def __post_init__(self) -> None:
         n = self.n_clients
@@ -107,6 +123,26 @@ class RunRecord:
         self.p_hi_trained[client] = max(self.p_hi_trained[client], p_trained)
         if t > self.t0:
             self.p_hi_trained_after[client] = max(self.p_hi_trained_after[client], p_trained)
+
+    def client_done(self, t: int, client: int, p: float, p_trained: float, window: Any, samples: int, steps: int,
+                    local_loss: float) -> None:
+        """The ledger row of ``client`` in round ``t``: its widths, its window (a
+        :class:`hasfl.models.slicing.Window`), its samples and local steps and loss, and what it paid (the last
+        :meth:`client_trained`); its estimates follow at :meth:`round_estimated`."""
+        upload_mb, macs = self._paid[-1]
+        self._round_rows.append([t + 1, int(client), float(p), float(p_trained), str(window.kind), int(window.shift),
+                                 int(samples), int(steps), float(local_loss), upload_mb, macs / 1e6, math.nan, math.nan])
+
+    def round_estimated(self, h_hat: Mapping[int, float] | None, h_tilde: np.ndarray) -> None:
+        """Close this round's ledger rows: each participant's Eq. 4 estimate (None: not an adaptation round) and
+        Eq. 5 estimate after the round."""
+        for row in self._round_rows:
+            client = row[1]
+            if h_hat is not None:
+                row[11] = float(h_hat[client])
+            row[12] = float(h_tilde[client])
+            self.ledger.append(tuple(row))
+        self._round_rows = []
 
     def round_trained(self, participants: np.ndarray, widths: np.ndarray, trained: np.ndarray,
                       probe_gmacs: float = 0.0) -> None:
@@ -178,4 +214,9 @@ class RunRecord:
             "target_from_diverged_run": bool(hasfl_diverged) if hasfl_avg_p is not None else None,
         }
         warmup = self.warmup_state if self.warmup_state is not None else final_state
-        return RunResult(rounds_df, clients_df, init_state, final_state, summary, timings, warmup)
+        ledger = pd.DataFrame.from_records(self.ledger, columns=list(PARTICIPATION_COLUMNS))
+        ledger = ledger.astype({"round": "int64", "client_id": "int64", "p": "float64", "p_trained": "float64",
+                                "window": "object", "window_shift": "int64", "samples": "int64", "steps": "int64",
+                                "local_loss": "float64", "upload_mb": "float64", "train_mmacs": "float64",
+                                "h_hat": "float64", "h_tilde": "float64"})
+        return RunResult(rounds_df, clients_df, ledger, init_state, final_state, summary, timings, warmup)

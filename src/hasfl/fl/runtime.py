@@ -29,7 +29,7 @@ from hasfl.models import family_from_config
 from hasfl.models.bn import state_for_mode
 from hasfl.models.family import ModelFamily
 from hasfl.models.lstm import LSTMFamily
-from hasfl.models.slicing import SliceRule, region
+from hasfl.models.slicing import PREFIX, SliceRule, Window, assign_, gather
 from hasfl.registry import PRECISIONS
 
 __all__ = ["Evaluator", "Numerics", "PhaseClock", "SubModels", "evaluate", "family_for", "resolve_device"]
@@ -126,7 +126,8 @@ class Numerics:
 
 
 class SubModels:
-    """One physically sliced module per distinct width (cached), loaded from the global state."""
+    """One physically sliced module per distinct width (cached), loaded from the global state at the units of the
+    round's :class:`~hasfl.models.slicing.Window` (the method's answer; the leading units by default)."""
 
     def __init__(self, family: ModelFamily, numerics: Numerics) -> None:
         self.family, self.numerics = family, numerics
@@ -139,9 +140,12 @@ class SubModels:
             self._cache[key] = (self.numerics.prepare(self.family.build(p)), self.family.slice_rules(p))
         return self._cache[key]
 
-    def extract(self, p: float, global_state: Mapping[str, Tensor]) -> tuple[nn.Module, dict[str, SliceRule]]:
-        """Algorithm 1 lines 7-8 (Algorithm 2): the width-``p`` sub-model holding w(t)'s coordinates."""
+    def extract(self, p: float, global_state: Mapping[str, Tensor],
+                window: Window = PREFIX) -> tuple[nn.Module, dict[str, SliceRule]]:
+        """Algorithm 1 lines 7-8 (Algorithm 2): the width-``p`` sub-model holding w(t)'s coordinates of ``window``."""
         module, rules = self.get(p)
+        if not window.nested:
+            rules = self.family.slice_rules(p, window)
         self.load(module, rules, global_state)
         return module, rules
 
@@ -150,8 +154,7 @@ class SubModels:
     def load(module: nn.Module, rules: Mapping[str, SliceRule], global_state: Mapping[str, Tensor]) -> None:
         """Copy the sub-model's coordinates out of the global state (Algorithm 2)."""
         for k, t in module.state_dict().items():
-            src = region(global_state[k], rules[k])
-            t.view(src.shape).copy_(src)
+            assign_(t, global_state[k], rules[k])
 
     @staticmethod
     @torch.no_grad()
@@ -159,8 +162,11 @@ class SubModels:
               keys: list[str]) -> dict[str, Tensor]:
         """Algorithm 1 line 14: Delta_i = w_i(t, K) - m_i * w(t), in the sub-model's own shapes."""
         state = module.state_dict()
-        return {k: state[k].view(region(global_state[k], rules[k]).shape) - region(global_state[k], rules[k])
-                for k in keys}
+        out = {}
+        for k in keys:
+            src = gather(global_state[k], rules[k])
+            out[k] = state[k].view(src.shape) - src
+        return out
 
 
 @torch.inference_mode()

@@ -11,6 +11,9 @@ Files in the run folder (names in :data:`hasfl.registry.RUN_FILES`):
   p_max_allocated (largest width allocated), p_max_trained (largest width of the module
   it trained and uploaded; differs from the allocation only for FjORD),
   p_max_trained_after_warmup (the same over rounds t > t0). 0 = never sampled.
+* ``participation.parquet`` -- one row per participant of every round:
+  :data:`hasfl.fl.records.PARTICIPATION_COLUMNS` (widths allocated and trained, window and its
+  shift, samples, local steps and loss, upload MB, MACs, the round's estimates).
 * ``init.pt`` / ``final.pt`` -- the global state_dict at round 0 and at the end.
 * ``warmup.pt``       -- the global state_dict at the end of round t0 = ``hasfl.warmup`` (the
   first adaptation round; Proposition 3 is checked from there on).
@@ -232,6 +235,7 @@ def train_job(
             signal.signal(s, handler)
     write_parquet(result.rounds, out / "rounds.parquet")
     write_parquet(result.clients, out / "clients.parquet")
+    write_parquet(result.participation, out / "participation.parquet")
     save_state(result.init_state, out / "init.pt")
     save_state(result.warmup_state if result.warmup_state is not None else result.final_state, out / "warmup.pt")
     save_state(result.final_state, out / "final.pt")

@@ -159,7 +159,9 @@ def state_for_mode(state: Mapping[str, Tensor], family: ModelFamily, p: float, m
             raise ValueError(f"bn statistics: '{counts_key(layer)}' lists width {use} but the state has no "
                              f"'{width_key(layer, use, 'running_mean')}'")
         mean, var = torch.zeros(count, dtype=stats[0].dtype), torch.ones(count, dtype=stats[1].dtype)
-        k = min(count, use)
+        # a set of ``use`` entries is in the sub-model's coordinates (nested windows); a full-size one in global
+        # channel coordinates (rolling windows, hasfl.fl.bn_stats), so it holds every channel asked for
+        k = count if stats[0].numel() == full else min(count, use)
         mean[:k], var[:k] = stats[0][:k], stats[1][:k]
         sub[f"{layer}.running_mean"], sub[f"{layer}.running_var"] = mean, var
     return sub

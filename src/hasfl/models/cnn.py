@@ -6,7 +6,9 @@ Architecture: ``Conv3x3(pad 1, bias) -> BatchNorm2d -> ReLU`` per entry of
 -> ReLU -> Linear(hidden, num_classes)``.
 
 Width ``p`` keeps the leading ``ceil(p * C)`` channels of every conv layer and
-the leading ``ceil(p * hidden)`` hidden units, plus their input connections.
+the leading ``ceil(p * hidden)`` hidden units, plus their input connections
+(under a rolling :class:`~hasfl.models.slicing.Window`, that many consecutive units from the
+round's offset, wrapping around; each layer's inputs are the previous layer's kept outputs).
 Input channels and classes are never sliced.  Flattening is channel-major, so
 the first linear layer's inputs for the leading ``k`` channels are its leading
 ``k * pool_out^2`` columns.  BatchNorm weight, bias and running statistics are
@@ -25,7 +27,7 @@ from torch import Tensor, nn
 from hasfl.models.bn import BN_MODES, check_mode
 from hasfl.models.cost import conv_linear_macs
 from hasfl.models.family import ModelFamily
-from hasfl.models.slicing import SliceRule, width
+from hasfl.models.slicing import SliceRule, Span, Window, width
 
 __all__ = ["CNN", "CNNFamily"]
 
@@ -103,12 +105,12 @@ class CNNFamily(ModelFamily):
         return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes,
                    track_running_stats=self.bn_stats != "batch")
 
-    def _make_rules(self, p: float) -> dict[str, SliceRule]:
+    def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]:
         w = self.widths(p)
         rules: dict[str, SliceRule] = {}
-        keep_in = _ALL  # input image channels are never sliced
+        keep_in: Span = _ALL  # input image channels are never sliced
         for i, c in enumerate(w["channels"]):
-            keep = slice(0, c)
+            keep = window.span(self.channels[i], c)
             rules[f"convs.{i}.weight"] = SliceRule(None, (keep, keep_in))
             rules[f"convs.{i}.bias"] = SliceRule(None, (keep,))
             for name in ("weight", "bias"):
@@ -118,8 +120,8 @@ class CNNFamily(ModelFamily):
                     rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
                 rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
             keep_in = keep
-        h = slice(0, w["hidden"])
-        flat = slice(0, w["channels"][-1] * self.pool_out**2)  # channel-major flatten
+        h = window.span(self.hidden, w["hidden"])
+        flat = _flat(keep_in, self.pool_out**2)  # channel-major flatten
         rules["fc1.weight"] = SliceRule(None, (h, flat))
         rules["fc1.bias"] = SliceRule(None, (h,))
         rules["fc2.weight"] = SliceRule(None, (_ALL, h))  # every class row kept
@@ -128,3 +130,11 @@ class CNNFamily(ModelFamily):
 
     def _macs(self, p: float, module: nn.Module) -> int:
         return conv_linear_macs(module, torch.zeros(1, *self.in_shape))
+
+
+def _flat(channels: Span, per_channel: int) -> Span:
+    """The first linear layer's input columns of the kept last-layer ``channels`` (flattening is channel-major:
+    channel k is columns ``[k * per_channel, (k + 1) * per_channel)``)."""
+    pieces = channels if isinstance(channels, tuple) else (channels,)
+    cols = tuple(slice(s.start * per_channel, s.stop * per_channel) for s in pieces)
+    return cols[0] if len(cols) == 1 else cols

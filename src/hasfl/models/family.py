@@ -2,8 +2,10 @@
 
 A family knows how to build the global model (``p = 1``), a physically
 width-``p`` sub-model, and the :class:`~hasfl.models.slicing.SliceRule` of every
-state-dict key that maps the sub-model into the global one.  Rules, sub-model
-shapes and costs are cached per ``p``.
+state-dict key that maps the sub-model into the global one, for a
+:class:`~hasfl.models.slicing.Window` (the leading units by default; FedRolex's rolling
+window). The module and its costs depend on ``p`` only, never on the window. Rules of the
+nested window, sub-model shapes and costs are cached per ``p``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from hasfl.models.cost import Cost
-from hasfl.models.slicing import SliceRule, extract
+from hasfl.models.slicing import PREFIX, SliceRule, Window, extract
 
 __all__ = ["ModelFamily"]
 
@@ -41,17 +43,20 @@ class ModelFamily(ABC):
         """Kept sizes of every sliced dimension at width ``p``."""
 
     @abstractmethod
-    def _make_rules(self, p: float) -> dict[str, SliceRule]: ...
+    def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]: ...
 
     @abstractmethod
     def _macs(self, p: float, module: nn.Module) -> int: ...
 
     # --- shared, cached -------------------------------------------------------
-    def slice_rules(self, p: float) -> dict[str, SliceRule]:
-        """Rule for every state-dict key (parameters and buffers) of ``build(1.0)``."""
+    def slice_rules(self, p: float, window: Window = PREFIX) -> dict[str, SliceRule]:
+        """Rule for every state-dict key (parameters and buffers) of ``build(1.0)`` when the width-``p`` sub-model
+        holds the units of ``window`` (cached for the nested window; a rolling one changes every round)."""
         p = _check_p(p)
+        if not window.nested:
+            return self._make_rules(p, window)
         if p not in self._rules:
-            self._rules[p] = self._make_rules(p)
+            self._rules[p] = self._make_rules(p, window)
         return self._rules[p]
 
     def sub_shapes(self, p: float) -> dict[str, torch.Size]:
@@ -61,9 +66,9 @@ class ModelFamily(ABC):
             self._shapes[p] = {k: v.shape for k, v in self.build(p).state_dict().items()}
         return self._shapes[p]
 
-    def extract(self, full_state: dict[str, Tensor], p: float) -> dict[str, Tensor]:
-        """Width-``p`` state dict copied out of a global state dict (Algorithm 2)."""
-        return extract(full_state, self.slice_rules(p), self.sub_shapes(p))
+    def extract(self, full_state: dict[str, Tensor], p: float, window: Window = PREFIX) -> dict[str, Tensor]:
+        """Width-``p`` state dict copied out of a global state dict (Algorithm 2; ``window``'s units)."""
+        return extract(full_state, self.slice_rules(p, window), self.sub_shapes(p))
 
     def cost(self, p: float) -> Cost:
         """Parameters, per-sample MACs and float32 upload size at width ``p`` (Table 1)."""

@@ -3,7 +3,9 @@
 Architecture: ``Embedding(vocab, embed_dim) -> LSTM(layers, hidden, batch_first)
 -> Linear(hidden, vocab)`` applied to the last time step.
 
-Width ``p`` keeps the leading ``h = ceil(p * hidden)`` units of every layer.
+Width ``p`` keeps the leading ``h = ceil(p * hidden)`` units of every layer (under a rolling
+:class:`~hasfl.models.slicing.Window`, ``h`` consecutive units from the round's offset, the same
+units in every gate and layer).
 PyTorch stacks the gates ``(i, f, g, o)`` along dim 0 of ``weight_ih``,
 ``weight_hh`` and both biases, so a rule views each as ``(4, hidden, ...)`` and
 keeps rows ``[g*hidden, g*hidden + h)`` of every gate ``g`` -- never the first
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 
 from hasfl.models.cost import lstm_macs
 from hasfl.models.family import ModelFamily
-from hasfl.models.slicing import SliceRule, width
+from hasfl.models.slicing import SliceRule, Span, Window, width
 
 __all__ = ["CharLSTM", "LSTMFamily"]
 
@@ -71,11 +73,12 @@ class LSTMFamily(ModelFamily):
     def build(self, p: float = 1.0) -> CharLSTM:
         return CharLSTM(self.vocab, self.embed_dim, self.widths(p)["hidden"], self.layers)
 
-    def _make_rules(self, p: float) -> dict[str, SliceRule]:
+    def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]:
         H = self.hidden
-        h = slice(0, self.widths(p)["hidden"])
+        h = window.span(H, self.widths(p)["hidden"])
         rules = {"embed.weight": SliceRule(None, (_ALL,))}
         for layer in range(self.layers):
+            keep_in: Span
             in_full, keep_in = (self.embed_dim, _ALL) if layer == 0 else (H, h)
             rules[f"lstm.weight_ih_l{layer}"] = SliceRule((4, H, in_full), (_ALL, h, keep_in))
             rules[f"lstm.weight_hh_l{layer}"] = SliceRule((4, H, H), (_ALL, h, h))

@@ -20,17 +20,27 @@ Three operations cover the whole protocol:
   client tensor back in place.
 * :func:`coverage_mask` -- the boolean mask ``m`` of Algorithm 2, for tests,
   coverage accounting and the divergence estimator of Eq. 4.
+
+Which units a sub-model holds along a dimension is its :class:`Window`: the leading ones
+(``PREFIX``, Algorithm 2) or, for FedRolex (Alam et al., 2022), a window that rolls by one unit
+a round (:func:`rolling`). A window that does not wrap is still one basic slice; one that wraps is
+two (tail, then head), and a rule holding such a *span* maps its sub-tensor block by block
+(:func:`blocks`): :func:`gather`, :func:`scatter_add_`, :func:`fill_` and :func:`assign_` take
+either kind of rule and do, for a rule of basic slices, exactly what :func:`region` does.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["SliceRule", "width", "rolling_window", "window_indices", "region", "extract", "coverage_mask"]
+__all__ = ["PREFIX", "SliceRule", "Span", "Window", "add_scalar_", "assign_", "blocks", "coverage_mask", "extract", "fill_", "gather",
+           "is_basic", "nested", "region", "region_shape", "rolling", "rolling_window", "scatter_add_", "span_indices",
+           "width", "window_indices"]
 
 
 def width(p: float, size: int) -> int:
@@ -55,12 +65,75 @@ def rolling_window(size: int, p: float, t: int) -> tuple[slice, ...]:
     """
     if size < 1:
         raise ValueError(f"rolling_window: size must be >= 1, got {size}")
-    w = width(p, size)
+    return _rolled(size, width(p, size), t)
+
+
+def _rolled(size: int, kept: int, t: int) -> tuple[slice, ...]:
+    """The ``kept`` units of :func:`rolling_window` in round ``t`` (one slice, or tail and head)."""
     start = (size - int(t) % size) % size
-    end = start + w
+    end = start + kept
     if end <= size:
         return (slice(start, end),)
     return slice(start, size), slice(0, end - size)
+
+
+#: What a rule keeps along one dimension: a basic slice, or the pieces of a wrapped window in order
+Span = slice | tuple[slice, ...]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which units of each sliced dimension a sub-model of round ``shift`` holds.
+
+    ``prefix`` (Algorithm 2): the leading ``kept`` units, whatever the round (nested masks).
+    ``rolling`` (FedRolex, :func:`rolling_window`): the ``kept`` units starting at
+    ``(size - shift mod size) mod size``, wrapping around; ``shift`` is the round t. A window that
+    keeps every unit of a dimension is that dimension in its own order for both kinds (FedRolex's
+    index for it is a rotation, the same units: docs/decisions.md "FedRolex's rolling windows").
+    """
+
+    kind: str = "prefix"
+    shift: int = 0
+
+    KINDS = ("prefix", "rolling")
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise ValueError(f"Window: kind must be one of {', '.join(self.KINDS)}, got {self.kind!r}")
+        if self.kind == "prefix" and self.shift != 0:
+            raise ValueError(f"Window: a prefix window has no shift, got {self.shift}")
+
+    @property
+    def nested(self) -> bool:
+        """Whether sub-models of this window are nested prefixes (Algorithm 2)."""
+        return self.kind == "prefix"
+
+    def span(self, size: int, kept: int) -> Span:
+        """The units kept of a dimension of ``size`` units when ``kept`` of them are kept."""
+        if self.kind == "prefix" or kept >= size:
+            return slice(0, kept)
+        pieces = _rolled(size, kept, self.shift)
+        return pieces[0] if len(pieces) == 1 else pieces
+
+
+#: Algorithm 2's window: the leading units
+PREFIX = Window()
+
+
+def nested(t: int) -> Window:
+    """The window schedule of every nested-width method: the leading units in every round."""
+    return PREFIX
+
+
+def rolling(t: int) -> Window:
+    """FedRolex's window schedule: round ``t``'s window rolls by ``t`` (:func:`rolling_window`)."""
+    return Window("rolling", int(t))
+
+
+def span_indices(span: Span, size: int) -> Tensor:
+    """The unit indices a span keeps of a dimension of ``size`` units, in order (int64)."""
+    pieces = span if isinstance(span, tuple) else (span,)
+    return torch.cat([torch.arange(size, dtype=torch.int64)[s] for s in pieces])
 
 
 def window_indices(window: tuple[slice, ...]) -> Tensor:
@@ -73,21 +146,113 @@ class SliceRule:
     """Where a sub-model tensor lives inside its full-size counterpart.
 
     The sub-tensor is ``full.view(view)[index]`` (or ``full[index]`` when
-    ``view`` is None), reshaped to the sub-model's tensor shape.  ``index``
-    holds only :class:`slice` objects, so the result is always a strided view.
+    ``view`` is None), reshaped to the sub-model's tensor shape.  When ``index``
+    holds only :class:`slice` objects (every nested rule, and a rolling window that
+    does not wrap) the result is a strided view (:func:`region`). An entry may also be a
+    tuple of slices, the pieces of a wrapped window in order: the sub-tensor is then the
+    blocks of the pieces' product laid side by side (:func:`blocks`).
     ``view`` exists for stacked parameters such as LSTM gate blocks: viewing a
     ``(4H, ...)`` weight as ``(4, H, ...)`` turns "leading ``h`` rows of every
     gate" into one basic slice.
     """
 
     view: tuple[int, ...] | None
-    index: tuple[slice, ...]
+    index: tuple[Span, ...]
+
+
+def is_basic(rule: SliceRule) -> bool:
+    """Whether the rule is one basic slice per dimension (its region is a view)."""
+    return all(isinstance(s, slice) for s in rule.index)
+
+
+def _base(full: Tensor, rule: SliceRule) -> Tensor:
+    return full if rule.view is None else full.view(rule.view)
 
 
 def region(full: Tensor, rule: SliceRule) -> Tensor:
-    """A writable view of ``full`` covering exactly the rule's coordinates."""
-    base = full if rule.view is None else full.view(rule.view)
-    return base[rule.index]
+    """A writable view of ``full`` covering exactly the rule's coordinates (a rule of basic slices)."""
+    if not is_basic(rule):
+        raise ValueError("region: a wrapped window's coordinates are no single view; use gather / scatter_add_ / "
+                         "fill_ / assign_")
+    return _base(full, rule)[rule.index]
+
+
+def _dim_pieces(span: Span, size: int) -> list[tuple[slice, slice]]:
+    """(slice of the full dimension, slice of the sub-tensor's) for each piece of ``span``."""
+    pieces = span if isinstance(span, tuple) else (span,)
+    out, offset = [], 0
+    for s in pieces:
+        start, stop, step = s.indices(size)
+        if step != 1:
+            raise ValueError(f"slice rule: pieces must be contiguous, got step {step}")
+        n = max(0, stop - start)
+        out.append((slice(start, stop), slice(offset, offset + n)))
+        offset += n
+    return out
+
+
+def region_shape(full: Tensor, rule: SliceRule) -> torch.Size:
+    """Shape of the rule's coordinates inside ``full`` (viewed as ``rule.view``)."""
+    base = _base(full, rule)
+    dims = [sum(s.stop - s.start for s, _ in _dim_pieces(span, base.shape[d])) for d, span in enumerate(rule.index)]
+    return torch.Size([*dims, *base.shape[len(rule.index):]])
+
+
+def blocks(full: Tensor, rule: SliceRule) -> list[tuple[Tensor, tuple[slice, ...]]]:
+    """(view of ``full``, index into a tensor of :func:`region_shape`) for each block of the rule: one for a rule
+    of basic slices, the product of the pieces otherwise."""
+    base = _base(full, rule)
+    per_dim = [_dim_pieces(span, base.shape[d]) for d, span in enumerate(rule.index)]
+    return [(base[tuple(f for f, _ in combo)], tuple(s for _, s in combo)) for combo in itertools.product(*per_dim)]
+
+
+def gather(full: Tensor, rule: SliceRule) -> Tensor:
+    """The rule's coordinates of ``full`` in :func:`region_shape`: the view itself for a rule of basic slices, a new
+    tensor otherwise."""
+    if is_basic(rule):
+        return region(full, rule)
+    out = torch.empty(region_shape(full, rule), dtype=full.dtype, device=full.device)
+    for src, at in blocks(full, rule):
+        out[at] = src
+    return out
+
+
+@torch.no_grad()
+def scatter_add_(full: Tensor, rule: SliceRule, sub: Tensor, alpha: float = 1.0) -> None:
+    """``full[rule] += alpha * sub`` in place (``sub`` of the rule's element count, any shape)."""
+    if is_basic(rule):
+        acc = region(full, rule)
+        acc.add_(sub.view(acc.shape), alpha=alpha)
+        return
+    sub = sub.view(region_shape(full, rule))
+    for dst, at in blocks(full, rule):
+        dst.add_(sub[at], alpha=alpha)
+
+
+@torch.no_grad()
+def fill_(full: Tensor, rule: SliceRule, value: float | bool) -> None:
+    """Set the rule's coordinates of ``full`` to ``value`` in place."""
+    for dst, _ in blocks(full, rule):
+        dst.fill_(value)
+
+
+@torch.no_grad()
+def add_scalar_(full: Tensor, rule: SliceRule, value: float) -> None:
+    """``full[rule] += value`` in place."""
+    for dst, _ in blocks(full, rule):
+        dst.add_(value)
+
+
+@torch.no_grad()
+def assign_(sub: Tensor, full: Tensor, rule: SliceRule) -> None:
+    """Copy the rule's coordinates of ``full`` into ``sub`` (any shape of the rule's element count), in place."""
+    if is_basic(rule):
+        src = region(full, rule)
+        sub.view(src.shape).copy_(src)
+        return
+    target = sub.view(region_shape(full, rule))
+    for src, at in blocks(full, rule):
+        target[at].copy_(src)
 
 
 def extract(
@@ -102,7 +267,7 @@ def extract(
     """
     out: dict[str, Tensor] = {}
     for key, rule in rules.items():
-        sub = region(full_state[key], rule).clone(memory_format=torch.contiguous_format)
+        sub = gather(full_state[key], rule).clone(memory_format=torch.contiguous_format)
         out[key] = sub.view(sub_shapes[key])
     return out
 
@@ -112,6 +277,6 @@ def coverage_mask(full_state: dict[str, Tensor], rules: dict[str, SliceRule]) ->
     masks: dict[str, Tensor] = {}
     for key, rule in rules.items():
         mask = torch.zeros(full_state[key].shape, dtype=torch.bool, device=full_state[key].device)
-        region(mask, rule).fill_(True)
+        fill_(mask, rule, True)
         masks[key] = mask
     return masks

@@ -1,5 +1,6 @@
 """The methods of the paper (Section 4.1): each is an allocation policy, a local optimiser
-(the client) and a server step.
+(the client), a server step and a window schedule (which units of each layer a sub-model holds
+in round t: the leading ones, Algorithm 2, for every nested method; FedRolex's rolling window).
 
 The names, and which shared config each method reads, are in the registry
 (:data:`hasfl.registry.METHODS`); each entry names its builder, a function
@@ -13,7 +14,7 @@ editing a method retrains no other method's runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from hasfl.fl.client import LocalSGD, OptimConfig
 from hasfl.fl.policies import AllocationPolicy
 from hasfl.fl.server import ServerStep
 from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import Window, nested
 from hasfl.registry import METHODS, resolve
 
 __all__ = ["Method", "MethodContext", "build_method", "local_sgd"]
@@ -50,11 +52,18 @@ class MethodContext:
 
 @dataclass
 class Method:
-    """The three parts of a method the round loop calls."""
+    """The parts of a method the round loop calls. ``window(t)`` says which units of each layer a
+    width-p sub-model holds in round t (:class:`hasfl.models.slicing.Window`); slicing, aggregation,
+    the estimator's coordinates, the probe and the BN statistics all follow from it."""
 
     policy: AllocationPolicy
     client: LocalSGD
     server: ServerStep = field(default_factory=ServerStep)
+    window: Callable[[int], Window] = nested
+
+    def nested_in(self, rounds: int) -> bool:
+        """Whether every sub-model of a run of ``rounds`` rounds is a nested prefix (Algorithm 2)."""
+        return all(self.window(t).nested for t in range(rounds))
 
 
 def build_method(name: str, ctx: MethodContext) -> Method:
