@@ -62,7 +62,10 @@ def base_tables() -> dict[str, pd.DataFrame]:
     t3s = seeds("cifar10", "uniform", final=[60, 62, 61], decay=[20, 25, 30])
     t4s = (seeds("cifar10", "hasfl", final=[70, 71, 72], decay=[1, 2, 1])
            + seeds("cifar10", "hasfl_nocov", final=[20, 60, 90], decay=[20, 25, 30])
-           + seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1]))
+           + seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1])
+           + seeds("cifar10", "uniform_rolling", final=[70, 73, 72], decay=[1, 2, 1])  # F9: Uniform's widths (0.5)
+           + seeds("cifar10", "fedrolex", final=[78, 80, 79], decay=[1, 2, 1])
+           + seeds("shakespeare", "uniform_rolling", final=[38, 41, 40], decay=[0.1, 0.2, 0.1], p_trained=[0.44] * 3))
     t6s = seeds("cifar10", "fedavg", final=[88, 89, 87]) + seeds("cifar10", "hasfl", final=[74, 76, 73])
     t7s = (seeds("shakespeare", "hasfl", final=[25, 26, 27], p_trained=[0.53, 0.54, 0.52])
            + seeds("shakespeare", "fjord", final=[32, 33, 35], p_trained=[0.45, 0.47, 0.44])
@@ -245,6 +248,52 @@ def test_f2c(decline, verdict):
     f = evaluate(t)[F.F2C]
     assert f["verdict"] == verdict and f["margin"] == 6.0
     assert [u["unit"] for u in f["units"]] == ["shakespeare"]  # the paper's claim is about Shakespeare only
+
+
+# --- F9 (issue 27: rolling windows) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rolling", "verdict"), [([1, 2, 1], S),           # Uniform decays 20-30, rolling 1-2
+                                                  ([40, 48, 55], C),        # rolling decays more
+                                                  ([0, 40, 2], I)])
+def test_f9a_decay(rolling, verdict):
+    t = replace(base_tables(), F.T4S, "cifar10", "uniform_rolling",
+                seeds("cifar10", "uniform_rolling", final=[70, 73, 72], decay=rolling))
+    f = evaluate(t)[F.F9A]
+    assert f["verdict"] == verdict and f["kind"] == "extension"
+    assert [u["unit"] for u in f["units"]] == ["cifar10"]  # a decay claim: image datasets only, as F2b
+
+
+@pytest.mark.parametrize(("finals", "verdict"), [([70, 73, 72], S), ([30, 28, 31], C), ([55, 70, 62], I)])
+def test_f9b_final_accuracy(finals, verdict):
+    t = replace(base_tables(), F.T4S, "cifar10", "uniform_rolling",
+                seeds("cifar10", "uniform_rolling", final=finals, decay=[1, 2, 1]))
+    t = replace(t, F.T4S, "shakespeare", "uniform_rolling", [])
+    f = evaluate(t)[F.F9B]
+    assert f["verdict"] == verdict and [u["unit"] for u in f["units"]] == ["cifar10"]
+    assert unit(f, "cifar10")["final_uniform"] == [60.0, 62.0, 61.0]
+
+
+@pytest.mark.parametrize(("finals", "verdict"), [([78, 80, 79], S), ([70, 72, 71], C), ([60, 90, 76], I)])
+def test_f9c_fedrolex_vs_heterofl(finals, verdict):
+    t = replace(base_tables(), F.T4S, "cifar10", "fedrolex", seeds("cifar10", "fedrolex", final=finals))
+    assert evaluate(t)[F.F9C]["verdict"] == verdict
+
+
+def test_f9_needs_the_same_budget_and_the_methods():
+    """A rolling run at other widths than Uniform's is not the experiment: inconclusive, named; without the rolling
+    methods F9 is not run (inconclusive, with the reason)."""
+    t = replace(base_tables(), F.T4S, "cifar10", "uniform_rolling",
+                seeds("cifar10", "uniform_rolling", final=[70, 73, 72], decay=[1, 2, 1], p_trained=[0.6] * 3))
+    f = evaluate(t)
+    for fid in (F.F9A, F.F9B):
+        u = unit(f[fid], "cifar10")
+        assert u["verdict"] == I and "not the same budget" in u["reason"], fid
+    bare = dict(base_tables())
+    bare[F.T4S] = bare[F.T4S][~bare[F.T4S]["method"].isin(["uniform_rolling", "fedrolex"])]
+    f = evaluate(bare)
+    for fid in (F.F9A, F.F9B, F.F9C):
+        assert f[fid]["verdict"] == I and f[fid]["reason"].startswith("not run:"), fid
 
 
 # --- F3 ----------------------------------------------------------------------------------------

@@ -295,3 +295,35 @@ def test_the_participation_ledger(engine_cfg, federate, one_thread):
     rol = federate(cfg, "fedrolex").participation
     assert (rol["window"] == "rolling").all() and (rol["window_shift"] == rol["round"] - 1).all()
     assert isinstance(led, pd.DataFrame) and not math.isnan(float(led["h_tilde"].iloc[0]))
+
+
+def test_hasfl_diagnose_reads_the_ledger(engine_cfg, federate, one_thread, tmp_path, capsys, digits):
+    """`hasfl diagnose participation.parquet --join clients.parquet`: one row per client (its last round's estimate),
+    the columns of the joined per-client table; clear errors for a table it cannot join."""
+    from hasfl.analysis.diagnose import DiagnoseError, join_clients, per_client
+    from hasfl.cli import main
+    from hasfl.io import write_parquet
+
+    res = federate(engine_cfg(rounds=5, warmup=1), "hasfl")
+    led, clients = res.participation, digits.clients
+    write_parquet(led, tmp_path / "participation.parquet")
+    write_parquet(clients, tmp_path / "clients.parquet")
+    one = per_client(led, "last")
+    assert one["client_id"].is_unique and set(one["client_id"]) == set(led["client_id"])
+    for r in one.to_dict("records"):  # the row of the client's last round
+        rows = led[led["client_id"] == r["client_id"]]
+        assert r["round"] == rows["round"].max() and r["h_tilde"] == rows["h_tilde"].iloc[-1]
+    mean = per_client(led, "mean")
+    assert mean.set_index("client_id")["p"].to_dict() == pytest.approx(led.groupby("client_id")["p"].mean().to_dict())
+    joined = join_clients(one, clients, "clients.parquet")
+    assert (joined["pmax"].to_numpy() == clients.set_index("client_id").loc[joined["client_id"], "pmax"].to_numpy()).all()
+    assert main(["diagnose", str(tmp_path / "participation.parquet"), "--join", str(tmp_path / "clients.parquet"),
+                 "--estimate", "h_tilde", "--capacity", "pmax", "--truth", "tv", "--permutations", "200"]) == 0
+    out = capsys.readouterr().out
+    assert f"{one['client_id'].nunique()} clients" in out and "verdict:" in out
+    with pytest.raises(DiagnoseError, match="has no row for client"):
+        join_clients(one, clients[clients["client_id"] != int(one["client_id"].iloc[0])], "few.parquet")
+    with pytest.raises(DiagnoseError, match="several rows for a client"):
+        join_clients(one, led, "participation.parquet")
+    with pytest.raises(DiagnoseError, match="no 'client_id' column"):
+        join_clients(one, clients.drop(columns="client_id"), "bad.parquet")

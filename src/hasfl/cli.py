@@ -129,9 +129,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     """Capacity-grouped check of a per-client estimate from any framework's logs."""
-    from hasfl.analysis.diagnose import as_json, diagnose, plot, read_table, render
+    from hasfl.analysis.diagnose import as_json, diagnose, join_clients, per_client, plot, read_table, render
 
     df = read_table(args.table)
+    for other in args.join:
+        df = join_clients(df, read_table(other), str(other))
+    df = per_client(df, args.per_client)
     d = diagnose(df, args.estimate, args.capacity, args.truth, args.group, alpha=args.alpha,
                  permutations=args.permutations, seed=args.seed)
     if args.json:
@@ -314,7 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diagnose", help="is a per-client heterogeneity estimate capacity or data? (any framework's "
                                         "table; Section 5's capacity-grouped check)")
-    p.add_argument("table", type=Path, help="CSV or Parquet table, one row per client")
+    p.add_argument("table", type=Path, help="CSV or Parquet table, one row per client, or a per-round ledger (several "
+                                            "rows per client_id, e.g. a run's participation.parquet: see --per-client)")
+    p.add_argument("--join", type=Path, action="append", default=[], metavar="TABLE",
+                   help="add the columns of a per-client table matched on client_id (e.g. the run's or the data "
+                        "stage's clients.parquet for pmax and tv); repeatable")
+    p.add_argument("--per-client", choices=("last", "mean"), default="last",
+                   help="a ledger's rows per client: its last round's (default) or the mean over its rounds")
     p.add_argument("--estimate", required=True, help="column of the heterogeneity estimate")
     p.add_argument("--capacity", required=True, help="column of the client's capacity (e.g. pmax)")
     p.add_argument("--truth", default=None, help="column of the ground truth (e.g. TV of the label distribution)")

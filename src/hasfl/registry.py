@@ -122,9 +122,9 @@ METHODS: dict[str, MethodInfo] = {
                                          "allocation_rule_covered", budget_of="hasfl_reported"),
     # issue 27: sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
     "fedrolex": MethodInfo(f"{_M}.fedrolex:fedrolex", "FedRolex", "capacity", nested=False, color="#17becf",
-                           marker="*"),
+                           marker="*", shown_in=("table4_coverage",)),
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
-                                  nested=False, color="#aa40fc", marker="h"),
+                                  nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",)),
 }
 
 

@@ -45,7 +45,12 @@ import scipy.stats as sps
 from hasfl.analysis.stats import fisher_pool, partial_corr, pearson
 from hasfl.errors import HasflError
 
-__all__ = ["VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "read_table", "standardise", "within_group_r"]
+__all__ = ["PER_CLIENT", "VERDICTS", "DiagnoseError", "Diagnosis", "diagnose", "join_clients", "per_client", "read_table",
+           "standardise", "within_group_r"]
+
+#: How a per-round ledger (several rows per client, e.g. a run's participation.parquet) becomes one row per
+#: client: its last round's row, or the mean of every numeric column over its rounds.
+PER_CLIENT = ("last", "mean")
 
 #: A column whose spread (max - min) is at most this share of its largest magnitude is constant.
 CONSTANT_REL = 1e-12
@@ -95,6 +100,40 @@ def read_table(path: str | Path) -> pd.DataFrame:
     except Exception as exc:  # pandas / pyarrow raise many types
         raise DiagnoseError(f"table '{p}' is not a readable {'Parquet' if p.suffix == '.parquet' else 'CSV'} "
                             f"file ({type(exc).__name__}: {exc})") from exc
+
+
+def per_client(df: pd.DataFrame, how: str = "last", key: str = "client_id") -> pd.DataFrame:
+    """One row per client of a table with several rows per client (a per-round ledger such as a run's
+    ``participation.parquet``): each client's row of its last ``round`` (``how="last"``; file order without a
+    ``round`` column) or the mean of every numeric column over its rows (``"mean"``). A table with one row per
+    client is returned as it is."""
+    if how not in PER_CLIENT:
+        raise DiagnoseError(f"--per-client must be one of {', '.join(PER_CLIENT)}, got {how!r}")
+    if key not in df.columns or not df[key].duplicated().any():
+        return df
+    if how == "last":
+        order = df.sort_values("round", kind="stable") if "round" in df.columns else df
+        return order.groupby(key, sort=True).tail(1).sort_values(key).reset_index(drop=True)
+    numeric = [c for c in df.columns if c != key and pd.api.types.is_numeric_dtype(df[c])]
+    return df.groupby(key, sort=True)[numeric].mean().reset_index()
+
+
+def join_clients(df: pd.DataFrame, other: pd.DataFrame, name: str, key: str = "client_id") -> pd.DataFrame:
+    """``df`` with the columns of the per-client table ``other`` (file ``name``) it lacks, matched on ``key``
+    (e.g. a ledger joined with the run's or the data stage's clients.parquet for pmax and tv)."""
+    for frame, what in ((df, "the table"), (other, f"'{name}'")):
+        if key not in frame.columns:
+            raise DiagnoseError(f"--join: {what} has no '{key}' column to match clients on; columns: "
+                                f"{', '.join(map(str, frame.columns))}")
+    if other[key].duplicated().any():
+        raise DiagnoseError(f"--join: '{name}' has several rows for a client (e.g. {key} "
+                            f"{other[key][other[key].duplicated()].iloc[0]!r}); join a table of one row per client")
+    extra = [c for c in other.columns if c == key or c not in df.columns]
+    missing = ~df[key].isin(other[key])
+    if bool(missing.any()):
+        raise DiagnoseError(f"--join: '{name}' has no row for client(s) "
+                            f"{', '.join(map(str, sorted(df.loc[missing, key].unique())[:5]))}")
+    return df.merge(other[extra], on=key, how="left", validate="many_to_one")
 
 
 def _column(df: pd.DataFrame, name: str, what: str) -> np.ndarray:

@@ -33,6 +33,7 @@ __all__ = [
     "MarginSpec",
     "alpha_of",
     "floor_tolerance_pct",
+    "nested_scope_note",
     "resolve_thresholds",
 ]
 
@@ -152,6 +153,10 @@ MARGINS: dict[str, MarginSpec] = {
                    "F5: largest |change| allowed on a coordinate no participant trained (0 = bit-identical)"),
         MarginSpec("f6_min_r_h_tv", 0.0, -1.0, 1.0, True, True,
                    "F6: pooled r(H~, TV) of the fedavg runs must exceed this"),
+        MarginSpec("f9_min_decay_gap_pct", 0.0, -100.0, 100.0, False, False,
+                   "F9a: decay(uniform) - decay(uniform_rolling) must exceed this (points)"),
+        MarginSpec("f9_min_acc_gap_pct", 0.0, -100.0, 100.0, False, False,
+                   "F9b/F9c: final acc(rolling) - final acc(prefix) must exceed this (points)"),
         MarginSpec("f7_min_pr_e_tv", 0.36, 0.0, 1.0, True, True,
                    "F7: a usable data signal: pooled r(E, TV | pmax) of an estimator at least this (F1c's margin)"),
         MarginSpec("comparison_k_std", 2.0, 0.0, 10.0, True, False,
@@ -187,3 +192,16 @@ def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, 
 def alpha_of(thresholds: Mapping[str, float]) -> float:
     """The significance level of every finding: ``1 - ci_level``."""
     return 1.0 - float(thresholds["ci_level"])
+
+
+def nested_scope_note() -> str:
+    """What Proposition 3's checks (F5, the Proposition 3 table, Table 4b) leave out, from the registry: the methods
+    whose sub-models are not nested prefixes (:attr:`hasfl.registry.MethodInfo.nested`), e.g. rolling windows."""
+    from hasfl.registry import METHODS
+
+    labels = [f"{info.label} ({name})" for name, info in METHODS.items() if not info.nested]
+    if not labels:
+        return "Nested methods only (every method of the registry is nested)."
+    return (f"Nested methods only: {', '.join(labels)} train sub-models that are not prefixes (rolling windows), so a "
+            "coordinate outside a width mask may have been trained; their runs are not checked here (their coverage "
+            "per round is Table 4c).")

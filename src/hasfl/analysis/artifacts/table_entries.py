@@ -5,7 +5,7 @@ with its inputs, config values, title and note."""
 from __future__ import annotations
 
 from hasfl.analysis.artifacts.spec import Artifact, method_table_entry, table_entry
-from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS
+from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS, nested_scope_note
 
 __all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "TABLE_ENTRIES"]
 
@@ -85,7 +85,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         note=('Only runs capped below full width are shown: p_hi = largest width any client trained '
               '(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no '
               'client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and '
-              'nothing to check (counted below the table; every run is in the Parquet file).'),
+              'nothing to check (counted below the table; every run is in the Parquet file). ' + nested_scope_note()),
         all_methods=True,
         run_files=("clients.parquet", "init.pt", "final.pt", "run.json"),
         manifests="first",
@@ -104,7 +104,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
               'test accuracy (%) of the full final model, of the same model with the stale coordinates reset to '
               'init.pt, and of its sub-model at width p_hi_after_t0 (stale coordinates dropped); acc_logged_pct is '
               "the run's own final evaluation; final_at_floor: it is within the floor tolerance of the test set's "
-              'majority-class rate.'),
+              'majority-class rate. ' + nested_scope_note()),
         all_methods=True,
         run_files=("clients.parquet", "init.pt", "warmup.pt", "final.pt", "run.json"),
         manifests="first",

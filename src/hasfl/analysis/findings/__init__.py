@@ -17,6 +17,8 @@ derived. Paper sections in brackets; the statistics and margins are in each modu
 * :mod:`~hasfl.analysis.findings.f4_full_model` -- F4 [4.5, Table 6]: full-model training wins.
 * :mod:`~hasfl.analysis.findings.f5_stale` -- F5 [3.3, Proposition 3]: untrained coordinates stay put.
 * :mod:`~hasfl.analysis.findings.f6_control` -- F6 [4.7, this project's extension]: the positive control.
+* :mod:`~hasfl.analysis.findings.f9_rolling` -- F9a-F9c [4.2-4.3, this project's extension]: coverage
+  without nesting (rolling windows at Uniform's budget; FedRolex vs HeteroFL). Not run without those methods.
 
 The estimator findings (this project's extension of Section 5; ``optional``: evaluated when their
 tables, :data:`ESTIMATOR_TABLES`, are given -- the workflow always gives them):
@@ -45,6 +47,7 @@ from hasfl.analysis.findings import (
     f6_control,
     f7_estimators,
     f8_estimator_budget,
+    f9_rolling,
 )
 from hasfl.analysis.findings.f1_confound import F1A, F1B, F1C, F1D
 from hasfl.analysis.findings.f2_decay import F2A, F2A_SPREAD, F2B, F2C
@@ -54,6 +57,7 @@ from hasfl.analysis.findings.f5_stale import F5
 from hasfl.analysis.findings.f6_control import F6
 from hasfl.analysis.findings.f7_estimators import F7_IDS
 from hasfl.analysis.findings.f8_estimator_budget import F8_IDS
+from hasfl.analysis.findings.f9_rolling import F9A, F9B, F9C
 from hasfl.analysis.findings.kernel import (
     CONTRADICTED,
     EXTENSION,
@@ -105,6 +109,9 @@ __all__ = [
     "F6",
     "F7_IDS",
     "F8_IDS",
+    "F9A",
+    "F9B",
+    "F9C",
     "FINDINGS",
     "FINDING_METHODS",
     "FINDING_IDS",
@@ -144,6 +151,7 @@ FINDINGS: tuple[FindingSpec, ...] = (
     f4_full_model.SPEC,
     f5_stale.SPEC,
     f6_control.SPEC,
+    f9_rolling.SPEC,
     f7_estimators.SPEC,
     f8_estimator_budget.SPEC,
 )

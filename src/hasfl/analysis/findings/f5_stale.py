@@ -34,6 +34,7 @@ from hasfl.analysis.findings.kernel import (
     fmt,
     num,
 )
+from hasfl.analysis.specs import nested_scope_note
 
 F5 = "F5"
 
@@ -103,7 +104,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         scope=ALL, statistic="coordinates outside the largest trained width whose value changed (|change| > f5_atol), "
                              "per capped run",
         test="exact comparison of saved states on every capped run (max p_max_trained < 1: init.pt vs final.pt; "
-             "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt)", margin_key="f5_atol", st=st, units=units,
+             "max p_max_trained_after_warmup < 1: warmup.pt vs final.pt). " + nested_scope_note(),
+        margin_key="f5_atol", st=st, units=units,
         files=[f"tables/{P3}.parquet", f"tables/{T4B}.parquet"],
         mde_meaning="none: an exact, deterministic check (no sampling error)",
         not_run="no run capped every client below full width", kind=PIPELINE_CHECK,
