@@ -459,12 +459,12 @@ def test_registry_ids_are_unique_and_in_findings_json_order(tmp_path):
 def test_config_schema_analysis_block_matches_margins(repo):
     """workflow/schemas/config.schema.json's block ``analysis`` has the keys of MARGINS (same order), their
     bounds (open or closed), meaning and default."""
-    from hasfl.analysis.specs import MARGINS
+    from hasfl.analysis.specs import MARGINS, TABLE_SETTINGS
 
     block = json.loads((repo / "workflow" / "schemas" / "config.schema.json").read_text())["properties"]["analysis"]
     assert block["additionalProperties"] is False
     props = block["properties"]
-    assert list(props) == list(MARGINS)
+    assert list(props) == [*MARGINS, *TABLE_SETTINGS]  # the tables' integer settings: tests/test_table4c.py
     for key, m in MARGINS.items():
         p = props[key]
         assert p["type"] == "number", key

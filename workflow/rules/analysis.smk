@@ -20,6 +20,7 @@ from hasfl.analysis.specs import (
     ESTIMATOR_PAIRS,
     TABLE8_PERMUTATIONS,
     TABLE8_PERMUTATION_SEED,
+    resolve_table_settings,
     resolve_thresholds,
 )
 from hasfl.config import load_config
@@ -27,6 +28,8 @@ from hasfl.identity import analysis_identity, canonical
 import os
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
+# The tables' integer settings of the same block (hasfl.analysis.specs.TABLE_SETTINGS).
+TABLE_SETTINGS = resolve_table_settings(config.get("analysis", {}))
 # The numbers the figure captions quote (hasfl.analysis.artifacts.figure_caption): one caption
 # per figure, shown in Snakemake's HTML report (workflow/report/figure.rst renders
 # params.caption) and in report.md.
@@ -103,6 +106,8 @@ PARAMS = {
     "permutation_seed": TABLE8_PERMUTATION_SEED,
     "comparable": comparability_map(config, load_config()),
     "k_std": ANALYSIS_THRESHOLDS["comparison_k_std"],
+    # Table 4c: coverage over each run's last k rounds
+    "last_rounds": TABLE_SETTINGS["table4c_last_rounds"],
     **{
         k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
     },

@@ -11,6 +11,8 @@ rule file imports it while building the DAG.
   "at the floor" (:func:`floor_tolerance_pct`).
 * :data:`MARGINS` / :data:`DEFAULT_THRESHOLDS` -- every margin and test setting of the
   findings (config block ``analysis``) with its bounds.
+* :data:`TABLE_SETTINGS` -- the integer keys of the same block that a table reads, not a finding
+  (Table 4c's ``table4c_last_rounds``), resolved by :func:`resolve_table_settings`.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ __all__ = [
     "TABLE8_METHODS",
     "TABLE8_PERMUTATIONS",
     "TABLE8_PERMUTATION_SEED",
+    "TABLE_SETTINGS",
     "EstimatorSpec",
     "MarginSpec",
+    "TableSetting",
     "alpha_of",
     "floor_tolerance_pct",
     "nested_scope_note",
+    "resolve_table_settings",
     "resolve_thresholds",
 ]
 
@@ -168,8 +173,57 @@ MARGINS: dict[str, MarginSpec] = {
 DEFAULT_THRESHOLDS: dict[str, float] = {k: m.default for k, m in MARGINS.items()}
 
 
+@dataclass(frozen=True)
+class TableSetting:
+    """One integer key of the config block ``analysis`` that a table reads (not a finding's margin, so not in
+    findings.json's thresholds): default, smallest admissible value, meaning. The schema
+    (workflow/schemas/config.schema.json) carries the same type and bound."""
+
+    key: str
+    default: int
+    low: int
+    meaning: str
+
+    def check(self, value: Any) -> str | None:
+        """None when ``value`` is admissible (an integer >= ``low``; a bool is no integer), else the reason."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"expected an integer >= {self.low}, got {value!r}"
+        if value < self.low:
+            return f"must be >= {self.low}, got {value!r}"
+        return None
+
+
+#: The tables' keys of the config block ``analysis`` (after the margins in config.yaml and the schema).
+TABLE_SETTINGS: dict[str, TableSetting] = {
+    s.key: s
+    for s in (
+        TableSetting("table4c_last_rounds", 10, 1,
+                     "Table 4c (issue 27): its coverage columns count the coordinates trained in the last k rounds "
+                     "of each run (all rounds when a run has fewer)"),
+    )
+}
+
+
+def resolve_table_settings(block: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """The :data:`TABLE_SETTINGS` of the config's ``analysis`` block (``block``; its margins are ignored), with
+    their defaults where it has none.
+
+    Raises:
+        ValueError: naming the key of a value that is not an integer within its bound.
+    """
+    out = {k: s.default for k, s in TABLE_SETTINGS.items()}
+    for key, value in (block or {}).items():
+        if key in TABLE_SETTINGS:
+            problem = TABLE_SETTINGS[key].check(value)
+            if problem is not None:
+                raise ValueError(f"config key 'analysis.{key}': {problem}")
+            out[key] = int(value)
+    return out
+
+
 def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """:data:`DEFAULT_THRESHOLDS` updated by ``overrides`` (the config's ``analysis`` block).
+    """:data:`DEFAULT_THRESHOLDS` updated by ``overrides`` (the config's ``analysis`` block; its
+    :data:`TABLE_SETTINGS` are skipped, :func:`resolve_table_settings` resolves them).
 
     Raises:
         ValueError: naming an unknown key, a non-numeric value, a NaN / infinite value
@@ -177,8 +231,11 @@ def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, 
     """
     out = dict(DEFAULT_THRESHOLDS)
     for key, value in (overrides or {}).items():
+        if key in TABLE_SETTINGS:  # a table's setting, not a margin: resolve_table_settings checks it
+            continue
         if key not in MARGINS:
-            raise ValueError(f"unknown config key 'analysis.{key}'; allowed keys: {', '.join(sorted(MARGINS))}")
+            raise ValueError(f"unknown config key 'analysis.{key}'; allowed keys: "
+                             f"{', '.join(sorted([*MARGINS, *TABLE_SETTINGS]))}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"config key 'analysis.{key}': expected a number, got {value!r}")
         out[key] = float(value)

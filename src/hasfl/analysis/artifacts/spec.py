@@ -9,10 +9,11 @@ from typing import Any
 __all__ = ["PARAM_KEYS", "Artifact", "figure_entry", "method_table_entry", "table_entry"]
 
 #: The config values an artifact may take (``Artifact.params``); analysis.smk resolves each from the
-#: preset (thresholds from the config block ``analysis``).
+#: preset (thresholds from the config block ``analysis``; ``last_rounds``: its ``table4c_last_rounds``,
+#: :data:`hasfl.analysis.specs.TABLE_SETTINGS`).
 PARAM_KEYS = ("datasets", "methods", "seeds", "models", "data", "ci_level", "atol", "thresholds", "tolerance",
               "tolerances", "permutations", "permutation_seed", "comparable", "k_std", "p_min", "gamma", "warmup",
-              "t_adapt", "t_norm", "attenuation")
+              "t_adapt", "t_norm", "attenuation", "last_rounds")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The tables of the analysis: one entry each (paper Tables 1-7, Proposition 3, Table 4b, Table 8,
+"""The tables of the analysis: one entry each (paper Tables 1-7, Proposition 3, Tables 4b and 4c, Table 8,
 the matched-budget comparisons, the batch-norm sensitivity, the comparison with the published values)
 with its inputs, config values, title and note."""
 
@@ -118,6 +118,29 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         label="Table 4b stale coordinates",
     ),
     table_entry(
+        "table4c_coverage_over_time", "hasfl.analysis.tables.table4c_coverage_over_time:compute",
+        title="Table 4c -- coordinates trained in the last k rounds, per method (issue 27)",
+        note=("Every method, rolling windows included (Sections 4.2-4.3's coverage, Proposition 3's untrained "
+              "coordinates). Per run, from its participation.parquet (each participant's trained width p_trained "
+              "and window per round): the fraction of the global model's parameter coordinates (the full model's "
+              "named_parameters(); batch-norm running statistics are no trained coordinates) inside the slice of at "
+              "least one participant of the last k rounds (rounds R-k+1 .. R, R the run's last round; all R rounds "
+              "when R < k, named below the table) and of any round after the warm-up round t0 (run.json t0; "
+              "ledger rounds r >= t0 + 2, Algorithm 1's rounds t > t0). A prefix window (Algorithm 2) trains the "
+              "leading ceil(p C) units of every layer, a rolling one (FedRolex) the units from (C - shift mod C) "
+              "mod C on, wrapping around. Shown per dataset and method: means over the completed seeds of the "
+              "overall fractions, the mean of each run's smallest block fraction in the last k rounds and the "
+              "block with the smallest mean (a block: one layer's parameters, e.g. convs.0 = its weight and "
+              "bias, bns.0, fc1, embed, lstm.l0). Per-run and per-block rows, with the counts, are in the "
+              "Parquet file."),
+        all_methods=True,
+        run_files=("participation.parquet", "run.json", "init.pt"),
+        manifests="first",
+        params=("models", "last_rounds"),
+        results_page=8,
+        label="Table 4c coverage over time",
+    ),
+    table_entry(
         "table8_estimators", "hasfl.analysis.tables.table8_estimators:compute",
         title="Table 8 -- Capacity-separable estimators against TV and capacity (this project's extension)",
         note=('Per dataset, run method and estimate E (E0 update divergence, E1 its within-tier z-score, E2 '
@@ -137,7 +160,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         seeds_file=True,
         summary="hasfl.analysis.tables.table8_estimators:summary",
         section="Capacity-separable estimators (Table 8, F7, F8, Figure 9)",
-        results_page=8,
+        results_page=9,
         label="Table 8 estimators",
     ),
     table_entry(
@@ -170,7 +193,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         in_tables_section=False,
         summary="hasfl.analysis.tables.bn_sensitivity:summary",
         section="Batch-norm sensitivity",
-        results_page=9,
+        results_page=10,
         label="Batch-norm sensitivity",
     ),
     table_entry(

@@ -1,0 +1,308 @@
+"""Table 4c (issue 27): coverage over time -- which part of the global model the participants still train.
+
+Section 3.3's Algorithm 2 gives a width-p participant the leading ``ceil(p * C)`` units of every layer;
+Proposition 3 (Section 3.3) says the coordinates no participant trains keep their value, and Sections
+4.2-4.3 explain the coverage ablation (Table 4) by the coordinates that capacity-capped allocations leave
+untrained. Table 4b and the Proposition 3 table count those coordinates from the widest width trained,
+which is exact only for nested prefixes (:attr:`hasfl.registry.MethodInfo.nested`). This table counts them
+from the per-round participation ledger, so it holds for every method, rolling windows (FedRolex,
+``uniform_rolling``) included: per run, the fraction of the global model's parameter coordinates that at
+least one participant trained
+
+* in the last k rounds (rounds R-k+1 .. R of ``participation.parquet``, R its last round; k is the config
+  key ``analysis.table4c_last_rounds``, all R rounds when R < k), and
+* in any round after the warm-up round t0 (run.json ``t0``; the ledger's round r is Algorithm 1's round
+  t = r - 1, so these are the rows with r >= t0 + 2, as ``p_max_trained_after_warmup`` counts them),
+
+overall and per block. A participant trained the coordinates of the slice rules of its trained width
+``p_trained`` and its window (``window`` / ``window_shift``: :class:`hasfl.models.slicing.Window`); the
+union over participants is ORed into one boolean accumulator per parameter (one fill per distinct
+physical width and window, not per ledger row). Only parameters count (the keys of
+``named_parameters()`` of the full model): BatchNorm running statistics are no trained coordinates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from hasfl.analysis.inputs import preset_models
+from hasfl.analysis.labels import dataset_label, method_label
+from hasfl.analysis.markdown import results_root, source_list, write_text
+from hasfl.analysis.runs import group_run_files, read_json
+from hasfl.analysis.tables.base import table_markdown
+from hasfl.io import write_parquet
+from hasfl.registry import METHODS
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from hasfl.models.family import ModelFamily
+
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_union", "display",
+           "job", "parameter_shapes", "read_ledger", "run_rows", "summary_frame"]
+
+PathLike = str | Path
+NAME = "table4c_coverage_over_time"
+#: The ``block`` of a run's row over every parameter coordinate (the overall fraction).
+ALL_BLOCKS = "all"
+#: One row per run and block (the run's ``all`` row first, then its blocks in parameter order).
+COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinates", "trained_last_k", "frac_last_k",
+           "trained_after_t0", "frac_after_t0", "k", "rounds_used", "last_round", "t0"]
+#: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
+LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
+_RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
+
+
+def block_of(key: str) -> str:
+    """The coordinate block of parameter ``key``: one layer's parameters.
+
+    The module path before the last dot (``convs.0.weight`` -> ``convs.0``, ``fc1.bias`` -> ``fc1``,
+    ``embed.weight`` -> ``embed``); a recurrent layer's parameters, which PyTorch names by layer in the last
+    part (``lstm.weight_ih_l1``), form one block per layer (``lstm.l1``; ``lstm.l1_reverse`` for the reverse
+    direction of a bidirectional layer). A key without a dot is its own block.
+    """
+    module, _, leaf = key.rpartition(".")
+    m = _RNN_LAYER.search(leaf)
+    if m is not None:
+        return f"{module}.l{m.group(1)}{m.group(2) or ''}" if module else f"l{m.group(1)}{m.group(2) or ''}"
+    return module or key
+
+
+def parameter_shapes(family: ModelFamily) -> dict[str, tuple[int, ...]]:
+    """Shapes of the full model's parameters (``named_parameters()`` of ``family.build(1.0)``), in order."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # building the model draws its initialization
+        return {k: tuple(v.shape) for k, v in family.build(1.0).named_parameters()}
+
+
+def read_ledger(path: PathLike) -> pd.DataFrame:
+    """A run's participation.parquet, checked: the columns :data:`LEDGER_COLUMNS`, at least one row, 1-based
+    integer rounds, trained widths in (0, 1] and windows of :class:`hasfl.models.slicing.Window`'s kinds.
+
+    Raises:
+        hasfl.io.InputFileError: the file is missing or no readable Parquet file (naming it).
+        ValueError: naming the file and the column that is missing or holds a bad value.
+    """
+    from hasfl.io import read_parquet
+    from hasfl.models.slicing import Window
+
+    where = Path(path).as_posix()
+    led = read_parquet(path)
+    missing = [c for c in LEDGER_COLUMNS if c not in led.columns]
+    if missing:
+        raise ValueError(f"table4c: {where} lacks the column(s) {', '.join(repr(c) for c in missing)} (the "
+                         "participation ledger: one row per participant and round); the run predates the ledger "
+                         "-- rerun its training job")
+    if led.empty:
+        raise ValueError(f"table4c: {where} has no rows: no participant trained in any round")
+    rounds = pd.to_numeric(led["round"], errors="coerce")
+    shifts = pd.to_numeric(led["window_shift"], errors="coerce")
+    p = pd.to_numeric(led["p_trained"], errors="coerce")
+    for col, ok, expected in (("round", (rounds >= 1) & (rounds % 1 == 0), "1-based integer rounds"),
+                              ("window_shift", shifts % 1 == 0, "integer shifts"),
+                              ("p_trained", (p > 0.0) & (p <= 1.0), "trained widths in (0, 1]")):
+        if not bool(ok.all()):  # NaN (or a non-number) fails every comparison
+            raise ValueError(f"table4c: {where} column '{col}' holds {led[col][~ok].iloc[0]!r} in "
+                             f"{int((~ok).sum())} row(s); expected {expected}")
+    kinds = set(map(str, led["window"].unique()))
+    if not kinds <= set(Window.KINDS):
+        raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds - set(Window.KINDS))}; expected "
+                         f"{' or '.join(Window.KINDS)}")
+    return pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
+                         "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
+
+
+def coverage_union(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], rows: pd.DataFrame
+                   ) -> dict[str, Tensor]:
+    """The coordinates of each parameter (``shapes``) that at least one of the ledger ``rows`` trained.
+
+    A row trained the coordinates of ``family.slice_rules(p_trained, Window(window, window_shift))`` (the mask of
+    :func:`hasfl.models.slicing.coverage_mask`); rows of the same physical widths (``family.widths``) and window
+    give the same mask, so each distinct one is filled into the accumulator once (a rolling window's mask depends
+    on its shift, a prefix's does not).
+    """
+    import torch
+
+    from hasfl.models.slicing import Window, fill_
+
+    acc = {k: torch.zeros(s, dtype=torch.bool) for k, s in shapes.items()}
+    seen: set[tuple[str, str, int]] = set()
+    for p, kind, shift in rows[["p_trained", "window", "window_shift"]].itertuples(index=False):
+        shift = int(shift) if kind != "prefix" else 0
+        key = (repr(family.widths(float(p))), str(kind), shift)
+        if key in seen:
+            continue
+        seen.add(key)
+        rules = family.slice_rules(float(p), Window(str(kind), shift))
+        missing = [k for k in shapes if k not in rules]
+        if missing:
+            raise ValueError(f"table4c: the model family has no slice rule for {missing}; wrong model config?")
+        for k in shapes:
+            fill_(acc[k], rules[k], True)
+    return acc
+
+
+def _check_init(init: Mapping[str, Tensor], shapes: Mapping[str, tuple[int, ...]], where: str, dataset: str) -> None:
+    """Raise unless init.pt (``where``) has every parameter of the configured model at its shape."""
+    bad = [k for k, s in shapes.items() if k not in init or tuple(init[k].shape) != s]
+    if bad:
+        got = tuple(init[bad[0]].shape) if bad[0] in init else "missing"
+        raise ValueError(f"table4c: {where} does not match the configured model ({len(bad)} parameters differ, e.g. "
+                         f"'{bad[0]}': file {got} vs config {shapes[bad[0]]}); was the run trained with another "
+                         f"dataset_params.{dataset}.model? Rerun its training job.")
+
+
+def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary: Mapping[str, Any],
+             family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], last_rounds: int, source: str = "run"
+             ) -> list[dict[str, Any]]:
+    """One run's rows: its ``all`` row, then one per block (:func:`block_of`), of the coordinates trained in its
+    last ``last_rounds`` rounds and after t0 (``summary``: run.json, with ``t0``; ``source``: the run folder, for
+    the messages)."""
+    from hasfl.analysis.coverage import COMPLETED, left_out_reason
+
+    if summary.get("t0") is None:
+        raise ValueError(f"table4c: {source}/run.json lacks 't0' (the warm-up round index); the run predates the "
+                         "warm-up checkpoint -- rerun its training job")
+    t0 = int(summary["t0"])
+    last = int(ledger["round"].max())
+    done = summary.get("rounds_completed")
+    status = left_out_reason(summary) or str(summary.get("status", COMPLETED))
+    if status == COMPLETED and done is not None and int(done) != last:
+        raise ValueError(f"table4c: {source}/participation.parquet ends at round {last} but run.json says "
+                         f"{int(done)} rounds completed; the files are of different runs -- rerun its training job")
+    used = min(int(last_rounds), last)
+    recent = coverage_union(family, shapes, ledger[ledger["round"] > last - used])
+    after = coverage_union(family, shapes, ledger[ledger["round"] - 1 > t0])
+    kinds = "+".join(sorted(set(ledger["window"])))
+    blocks: dict[str, list[str]] = {}
+    for k in shapes:
+        blocks.setdefault(block_of(k), []).append(k)
+    base = {"dataset": dataset, "method": method, "seed": int(seed), "status": status, "window": kinds,
+            "k": int(last_rounds), "rounds_used": used, "last_round": last, "t0": t0}
+    rows = []
+    for block, keys in [(ALL_BLOCKS, list(shapes)), *blocks.items()]:
+        n = sum(recent[k].numel() for k in keys)
+        n_recent = sum(int(recent[k].sum()) for k in keys)
+        n_after = sum(int(after[k].sum()) for k in keys)
+        rows.append({**base, "block": block, "coordinates": n, "trained_last_k": n_recent,
+                     "frac_last_k": n_recent / n, "trained_after_t0": n_after, "frac_after_t0": n_after / n})
+    return rows
+
+
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+        last_rounds: int, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 4c of every run among ``run_files`` (participation.parquet, run.json and init.pt of each; init.pt only
+    to check the run's model is the configured one), with the model of ``models`` / the data-stage ``manifests``.
+
+    A run that diverged or never passed t0 (:func:`hasfl.analysis.coverage.left_out_reason`) keeps its rows with
+    the reason as ``status`` and is left out of the Markdown's means.
+
+    Raises:
+        ValueError: ``last_rounds`` is no integer >= 1, or a run lacks a file or holds a bad one (naming it).
+    """
+    from hasfl.analysis.coverage import load_state
+    from hasfl.analysis.specs import TABLE_SETTINGS
+    from hasfl.models import family_from_config
+
+    problem = TABLE_SETTINGS["table4c_last_rounds"].check(last_rounds)
+    if problem is not None:
+        raise ValueError(f"table4c: analysis.table4c_last_rounds {problem}")
+    specs = preset_models(manifests, models)
+    families: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for (dataset, method, seed), f in group_run_files(run_files).items():
+        where = next(iter(f.values())).parent.as_posix()
+        missing = [name for name in ("participation.parquet", "run.json", "init.pt") if name not in f]
+        if missing:
+            raise ValueError(f"table4c: run {where} lacks {', '.join(missing)} among the inputs (participation.parquet "
+                             "is the per-round ledger of every participant's width and window)")
+        if dataset not in specs:
+            raise ValueError(f"table4c: no model config for dataset '{dataset}' of run {where} (param 'models')")
+        if dataset not in families:
+            s = specs[dataset]
+            fam = family_from_config(s["model"], s["in_shape"], s["num_classes"])
+            families[dataset] = (fam, parameter_shapes(fam))
+        family, shapes = families[dataset]
+        ledger = read_ledger(f["participation.parquet"])
+        init_path = f["init.pt"]
+        if not Path(init_path).is_file():
+            raise ValueError(f"table4c: input file '{Path(init_path).as_posix()}' does not exist")
+        _check_init(load_state(str(init_path)), shapes, Path(init_path).as_posix(), dataset)
+        rows += run_rows(dataset, method, int(seed), ledger, read_json(f["run.json"]), family, shapes, last_rounds,
+                         where)
+    df = pd.DataFrame.from_records(rows, columns=COLUMNS)
+    df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
+                    "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
+                    "last_round": "int64", "t0": "int64"})
+    write_parquet(df, out_parquet)
+    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], results_root(out_parquet))))
+    return df
+
+
+def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """The DAG's entry: every run's participation.parquet, run.json and init.pt, the data-stage manifests (the
+    models' input shapes), params ``models`` and ``last_rounds`` (config ``analysis.table4c_last_rounds``)."""
+    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), params["last_rounds"],
+        outputs["parquet"], outputs["md"])
+
+
+def _method_order(method: str) -> tuple[int, str]:
+    names = list(METHODS)
+    return (names.index(method), method) if method in names else (len(names), method)
+
+
+def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and method (completed runs): the window kind, the seeds, the mean over seeds of the overall
+    fraction trained in the last k rounds and after t0, the mean over seeds of the smallest block fraction in
+    the last k rounds, and the block with the smallest mean fraction in the last k rounds."""
+    runs = df[df["status"] == "completed"]
+    out = []
+    for (dataset, method), g in sorted(runs.groupby(["dataset", "method"], sort=False),
+                                       key=lambda kv: (kv[0][0], _method_order(kv[0][1]))):
+        whole = g[g["block"] == ALL_BLOCKS]
+        parts = g[g["block"] != ALL_BLOCKS]
+        per_block = parts.groupby("block", sort=False)["frac_last_k"].mean()
+        out.append({"dataset": dataset_label(dataset), "method": method_label(method),
+                    "window": "/".join(sorted(set(whole["window"]))), "seeds": int(whole["seed"].nunique()),
+                    "last k rounds": float(whole["frac_last_k"].mean()),
+                    "after t0": float(whole["frac_after_t0"].mean()),
+                    "min over blocks (last k)": float(parts.groupby("seed")["frac_last_k"].min().mean()),
+                    "least trained block (last k)": str(per_block.idxmin()) if len(per_block) else ""})
+    return pd.DataFrame(out, columns=["dataset", "method", "window", "seeds", "last k rounds", "after t0",
+                                      "min over blocks (last k)", "least trained block (last k)"])
+
+
+def preamble(df: pd.DataFrame) -> str:
+    """The k of the table (config ``analysis.table4c_last_rounds``)."""
+    if df.empty or "k" not in df.columns:
+        return ""
+    ks = sorted(set(int(k) for k in df["k"]))
+    return f"k = {', '.join(map(str, ks))} (config `analysis.table4c_last_rounds`)."
+
+
+def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """One row per dataset and method (:func:`summary_frame`), a line naming the runs with fewer than k rounds
+    (their every round is counted) and one naming the runs left out of the means (if any)."""
+    if "frac_last_k" not in df.columns:
+        return [("", df)]
+    parts: list[tuple[str, Any]] = [("", summary_frame(df))]
+    whole = df[df["block"] == ALL_BLOCKS]
+    short = whole[whole["rounds_used"] < whole["k"]]
+    if not short.empty:
+        names = "; ".join(f"{dataset_label(r.dataset)} / {method_label(r.method)} seed {int(r.seed)}: "
+                          f"{int(r.last_round)}" for r in short.itertuples())
+        parts.append(("", f"{len(short)} of {len(whole)} runs have fewer rounds than k = {int(short['k'].iloc[0])}; "
+                          f"their 'last k rounds' counts all their rounds ({names})."))
+    out = whole[whole["status"] != "completed"]
+    if not out.empty:
+        names = "; ".join(f"{dataset_label(r.dataset)} / {method_label(r.method)} seed {int(r.seed)}: {r.status}"
+                          for r in out.itertuples())
+        parts.append(("", f"{len(out)} of {len(whole)} runs left out of the means (every row is in the Parquet "
+                          f"file): {names}."))
+    return parts
