@@ -198,7 +198,7 @@ TABLE_SETTINGS: dict[str, TableSetting] = {
     s.key: s
     for s in (
         TableSetting("table4c_last_rounds", 10, 1,
-                     "Table 4c (issue 27): its coverage columns count the coordinates trained in the last k rounds "
+                     "Table 4c: its coverage columns count the coordinates trained in the last k rounds "
                      "of each run (all rounds when a run has fewer)"),
     )
 }

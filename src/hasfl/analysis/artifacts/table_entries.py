@@ -119,7 +119,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
     ),
     table_entry(
         "table4c_coverage_over_time", "hasfl.analysis.tables.table4c_coverage_over_time:compute",
-        title="Table 4c -- coordinates trained in the last k rounds, per method (issue 27)",
+        title="Table 4c -- coordinates trained in the last k rounds, per method (this project's extension)",
         note=("Every method, rolling windows included (Sections 4.2-4.3's coverage, Proposition 3's untrained "
               "coordinates). Per run, from its participation.parquet (each participant's trained width p_trained "
               "and window per round): the fraction of the global model's parameter coordinates (the full model's "

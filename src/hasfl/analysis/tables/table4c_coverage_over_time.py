@@ -1,4 +1,4 @@
-"""Table 4c (issue 27): coverage over time -- which part of the global model the participants still train.
+"""Table 4c (this project's extension): coverage over time -- which part of the global model the participants still train.
 
 Section 3.3's Algorithm 2 gives a width-p participant the leading ``ceil(p * C)`` units of every layer;
 Proposition 3 (Section 3.3) says the coordinates no participant trains keep their value, and Sections
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from hasfl.models.family import ModelFamily
 
 __all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_union", "display",
-           "job", "parameter_shapes", "read_ledger", "run_rows", "summary_frame"]
+           "job", "parameter_shapes", "preamble", "read_ledger", "run_rows", "summary_frame"]
 
 PathLike = str | Path
 NAME = "table4c_coverage_over_time"
@@ -108,7 +108,7 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
                               ("window_shift", shifts % 1 == 0, "integer shifts"),
                               ("p_trained", (p > 0.0) & (p <= 1.0), "trained widths in (0, 1]")):
         if not bool(ok.all()):  # NaN (or a non-number) fails every comparison
-            raise ValueError(f"table4c: {where} column '{col}' holds {led[col][~ok].iloc[0]!r} in "
+            raise ValueError(f"table4c: {where} column '{col}' holds {led[col][~ok].tolist()[0]!r} in "
                              f"{int((~ok).sum())} row(s); expected {expected}")
     kinds = set(map(str, led["window"].unique()))
     if not kinds <= set(Window.KINDS):
@@ -260,7 +260,8 @@ def _method_order(method: str) -> tuple[int, str]:
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and method (completed runs): the window kind, the seeds, the mean over seeds of the overall
     fraction trained in the last k rounds and after t0, the mean over seeds of the smallest block fraction in
-    the last k rounds, and the block with the smallest mean fraction in the last k rounds."""
+    the last k rounds, and the block with the smallest mean fraction in the last k rounds ("--" when every
+    block was trained whole)."""
     runs = df[df["status"] == "completed"]
     out = []
     for (dataset, method), g in sorted(runs.groupby(["dataset", "method"], sort=False),
@@ -273,7 +274,8 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
                     "last k rounds": float(whole["frac_last_k"].mean()),
                     "after t0": float(whole["frac_after_t0"].mean()),
                     "min over blocks (last k)": float(parts.groupby("seed")["frac_last_k"].min().mean()),
-                    "least trained block (last k)": str(per_block.idxmin()) if len(per_block) else ""})
+                    "least trained block (last k)": (str(per_block.idxmin()) if len(per_block)
+                                                     and float(per_block.min()) < 1.0 else "--")})
     return pd.DataFrame(out, columns=["dataset", "method", "window", "seeds", "last k rounds", "after t0",
                                       "min over blocks (last k)", "least trained block (last k)"])
 
