@@ -147,6 +147,17 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Runs, tables and findings of two results folders side by side."""
+    from hasfl.analysis.compare import compare, plot, render
+
+    result = compare(args.a, args.b)
+    if args.plot is not None:
+        result["plotted"] = plot(result, args.plot)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
 def _cmd_results_page(args: argparse.Namespace) -> int:
     """A compact results page of a finished preset (docs/results/<name>.md)."""
     from hasfl.analysis.results_page import write_results_page
@@ -334,6 +345,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also plot estimate vs truth by group")
     p.set_defaults(func=_cmd_diagnose)
+
+    p = sub.add_parser("compare", help="what differs between two results folders: runs (identity, bytes), table "
+                                       "cells, verdicts")
+    p.add_argument("a", type=Path, help="results folder A, e.g. results/quick")
+    p.add_argument("b", type=Path, help="results folder B, e.g. results/quick-mu05")
+    p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG",
+                   help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed)")
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")
     p.add_argument("results", type=Path, help="the preset's results folder, e.g. results/medium")

@@ -1,0 +1,280 @@
+"""``hasfl compare A B``: what differs between two results folders, run by run, cell by cell, verdict by verdict.
+
+The researcher's loop (change one thing, run it beside the baseline, compare): two folders of finished DAG runs
+(``results/<name>/``) are compared on three levels:
+
+* **runs** (``runs/<dataset>/<method>/seed<s>/manifest.json``): the same identity and the same bytes; the same
+  identity but other bytes (then the device and CPU instruction set each run recorded in ``timings.json``, the
+  usual cause: floating-point kernels differ across instruction sets); another identity (which config keys, by
+  dotted name, or which other component: training code, data-stage files, matched run, device); or a run of one
+  folder only;
+* **tables** (``tables/*.parquet``): the cells that differ beyond rounding (relative 1e-9), matched on the
+  table's non-float columns;
+* **findings** (``findings.json``): each verdict, old -> new.
+
+:func:`compare` returns the result as plain data; :func:`render` writes Markdown, and :func:`plot` overlays the
+accuracy curves of the methods whose runs differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hasfl.errors import HasflError
+from hasfl.integrity import identity_difference
+
+__all__ = ["CompareError", "RTOL", "compare", "config_difference", "plot", "render"]
+
+#: Two floats are the same cell when |a - b| <= RTOL * max(1, |a|, |b|) (or both NaN).
+RTOL = 1e-9
+#: Examples of differing cells listed per table.
+EXAMPLES = 5
+
+
+class CompareError(HasflError, ValueError):
+    """A folder that cannot be compared; the message names it."""
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def config_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The dotted keys whose values differ between two config slices (a key of one only included)."""
+    fa, fb = _flatten(a), _flatten(b)
+    return sorted(k for k in set(fa) | set(fb) if fa.get(k, _MISSING) != fb.get(k, _MISSING))
+
+
+_MISSING = object()
+
+
+def _runs(folder: Path) -> dict[tuple[str, str, int], Path]:
+    out = {}
+    for manifest in sorted((folder / "runs").glob("*/*/seed*/manifest.json")):
+        run = manifest.parent
+        try:
+            seed = int(run.name.removeprefix("seed"))
+        except ValueError:
+            continue
+        out[(run.parent.parent.name, run.parent.name, seed)] = run
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{path}: not readable JSON ({exc})") from exc
+
+
+def _machine(run: Path) -> dict[str, Any]:
+    """What the run recorded of where it computed (``timings.json``; absent keys: not recorded)."""
+    t = run / "timings.json"
+    if not t.is_file():
+        return {}
+    info = _read_json(t)
+    return {k: info[k] for k in ("device", "cpu_capability", "threads", "precision") if k in info}
+
+
+def _compare_run(ra: Path, rb: Path) -> dict[str, Any]:
+    ma, mb = _read_json(ra / "manifest.json"), _read_json(rb / "manifest.json")
+    ia, ib = ma.get("identity", {}), mb.get("identity", {})
+    fa = {k: v.get("sha256") for k, v in ma.get("files", {}).items()}
+    fb = {k: v.get("sha256") for k, v in mb.get("files", {}).items()}
+    differ = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
+    if ia.get("digest") == ib.get("digest"):
+        if not differ:
+            return {"status": "identical"}
+        return {"status": "same identity, different bytes", "files": differ,
+                "machine_a": _machine(ra), "machine_b": _machine(rb)}
+    parts = identity_difference(ia, ib)
+    keys = config_difference(ia.get("config", {}), ib.get("config", {}))
+    common = sorted(set(fa) & set(fb))
+    same = sorted(k for k in common if fa[k] == fb[k])
+    return {"status": "different identity", "components": parts, "config_keys": keys, "files_differ": differ,
+            "files_same": same}
+
+
+def _float_cols(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
+
+
+def _row_keys(df: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """Each row's values of the ``keys`` columns as one string (the row number without key columns)."""
+    if not keys:
+        return pd.Series([str(i) for i in range(len(df))])
+    return pd.Series(["|".join(map(str, row)) for row in df[list(keys)].itertuples(index=False, name=None)])
+
+
+def _compare_table(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, Any]:
+    if list(a.columns) != list(b.columns):
+        return {"status": "different columns", "only_a": sorted(set(a.columns) - set(b.columns)),
+                "only_b": sorted(set(b.columns) - set(a.columns))}
+    floats = _float_cols(a)
+    keys = [c for c in a.columns if c not in floats]
+    ka, kb = _row_keys(a, keys), _row_keys(b, keys)
+    if ka.duplicated().any() or kb.duplicated().any():  # no unique key: compare row by row in file order
+        ka, kb = pd.Series(map(str, range(len(a)))), pd.Series(map(str, range(len(b))))
+    ia, ib = a.set_axis(ka.to_numpy()), b.set_axis(kb.to_numpy())
+    common = [k for k in ia.index if k in set(ib.index)]
+    only_a, only_b = len(ia) - len(common), len(ib.index.difference(ia.index))
+    cells, examples = 0, []
+    for col in floats:
+        x = ia.loc[common, col].to_numpy(dtype=np.float64)
+        y = ib.loc[common, col].to_numpy(dtype=np.float64)
+        both_nan = np.isnan(x) & np.isnan(y)
+        with np.errstate(invalid="ignore"):
+            close = np.abs(x - y) <= RTOL * np.maximum(1.0, np.maximum(np.abs(x), np.abs(y)))
+        bad = ~(both_nan | close)
+        cells += int(bad.sum())
+        for j in np.flatnonzero(bad)[: max(0, EXAMPLES - len(examples))]:
+            examples.append({"row": common[j], "column": col, "a": float(x[j]), "b": float(y[j])})
+    status = "identical" if not cells and not only_a and not only_b else "different"
+    return {"status": status, "cells": cells, "rows_only_a": only_a, "rows_only_b": int(only_b),
+            "examples": examples}
+
+
+def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
+    """Runs, tables and findings of results folder ``a`` against ``b`` (see the module doc)."""
+    fa, fb = Path(a), Path(b)
+    for f in (fa, fb):
+        if not f.is_dir():
+            raise CompareError(f"hasfl compare: '{f}' is not a folder (expected a results folder, e.g. results/quick)")
+        if not (f / "runs").is_dir() and not (f / "tables").is_dir():
+            raise CompareError(f"hasfl compare: '{f}' has neither runs/ nor tables/ (not a results folder)")
+    runs_a, runs_b = _runs(fa), _runs(fb)
+    runs = []
+    for key in sorted(set(runs_a) | set(runs_b)):
+        d, m, s = key
+        if key not in runs_b:
+            row = {"status": "only in A"}
+        elif key not in runs_a:
+            row = {"status": "only in B"}
+        else:
+            row = _compare_run(runs_a[key], runs_b[key])
+        runs.append({"dataset": d, "method": m, "seed": s, **row})
+    tables = []
+    names = sorted({p.stem for p in (fa / "tables").glob("*.parquet")} | {p.stem for p in (fb / "tables").glob("*.parquet")})
+    for name in names:
+        pa, pb = fa / "tables" / f"{name}.parquet", fb / "tables" / f"{name}.parquet"
+        if not pa.is_file() or not pb.is_file():
+            tables.append({"table": name, "status": "only in A" if pa.is_file() else "only in B"})
+            continue
+        tables.append({"table": name, **_compare_table(pd.read_parquet(pa), pd.read_parquet(pb))})
+    findings = []
+    va, vb = _verdicts(fa), _verdicts(fb)
+    for fid in list(dict.fromkeys([*va, *vb])):
+        findings.append({"id": fid, "a": va.get(fid), "b": vb.get(fid), "moved": va.get(fid) != vb.get(fid)})
+    return {"a": str(fa), "b": str(fb), "runs": runs, "tables": tables, "findings": findings}
+
+
+def _verdicts(folder: Path) -> dict[str, str]:
+    path = folder / "findings.json"
+    if not path.is_file():
+        return {}
+    doc = _read_json(path)
+    items = doc["findings"] if isinstance(doc, Mapping) else doc
+    return {str(f["id"]): str(f["verdict"]) for f in items}
+
+
+def _count(rows: Sequence[Mapping[str, Any]], status: str) -> int:
+    return sum(1 for r in rows if r["status"] == status)
+
+
+def render(result: Mapping[str, Any]) -> str:
+    """The comparison as Markdown."""
+    runs, tables, findings = result["runs"], result["tables"], result["findings"]
+    lines = [f"# hasfl compare: A = `{result['a']}`, B = `{result['b']}`", ""]
+    statuses = ("identical", "same identity, different bytes", "different identity", "only in A", "only in B")
+    lines.append("## Runs: " + ", ".join(f"{_count(runs, s)} {s}" for s in statuses))
+    lines.append("")
+    odd = [r for r in runs if r["status"] != "identical"]
+    if odd:
+        lines += ["| dataset | method | seed | status | what differs |", "|---|---|---|---|---|"]
+        for r in odd:
+            if r["status"] == "different identity":
+                what = "; ".join(x for x in r["components"] if not x.startswith("config")) or ""
+                keys = ", ".join(r["config_keys"])
+                what = "; ".join(x for x in (f"config: {keys}" if keys else "", what) if x)
+                if not r["files_differ"]:
+                    what += " (every file byte-identical)"
+                elif r["files_same"]:
+                    what += f" (byte-identical: {', '.join(r['files_same'])})"
+            elif r["status"] == "same identity, different bytes":
+                what = (f"files {', '.join(r['files'])}; A computed on {_where(r['machine_a'])}, B on "
+                        f"{_where(r['machine_b'])}")
+                if r["machine_a"] == r["machine_b"]:
+                    what += " (the same: a nondeterminism to report)"
+            else:
+                what = ""
+            lines.append(f"| {r['dataset']} | {r['method']} | {r['seed']} | {r['status']} | {what} |")
+        lines.append("")
+    n_diff = [t for t in tables if t["status"] != "identical"]
+    lines += [f"## Tables: {len(tables) - len(n_diff)} identical, {len(n_diff)} different (cells beyond a relative "
+              f"{RTOL:g})", ""]
+    if n_diff:
+        lines += ["| table | status | cells | rows only in A / B | examples |", "|---|---|---|---|---|"]
+        for t in n_diff:
+            ex = "; ".join(f"{e['row']} `{e['column']}`: {e['a']:.6g} -> {e['b']:.6g}" for e in t.get("examples", []))
+            rows = f"{t.get('rows_only_a', '')} / {t.get('rows_only_b', '')}" if "cells" in t else ""
+            lines.append(f"| {t['table']} | {t['status']} | {t.get('cells', '')} | {rows} | {ex} |")
+        lines.append("")
+    moved = [f for f in findings if f["moved"]]
+    lines += [f"## Findings: {len(findings) - len(moved)} verdicts unchanged, {len(moved)} moved", ""]
+    if moved:
+        lines += ["| finding | A | B |", "|---|---|---|"]
+        lines += [f"| {f['id']} | {f['a'] or 'absent'} | {f['b'] or 'absent'} |" for f in moved]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _where(machine: Mapping[str, Any]) -> str:
+    if not machine:
+        return "an unrecorded machine"
+    return ", ".join(f"{k} {v}" for k, v in machine.items())
+
+
+def plot(result: Mapping[str, Any], path: str | Path) -> list[str]:
+    """Overlay the mean accuracy curves of A (solid) and B (dashed) for every (dataset, method) whose runs differ;
+    returns those pairs as ``dataset/method``. Written to ``path`` (PNG) through a temporary file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hasfl.io import atomic_path
+
+    pairs = sorted({(r["dataset"], r["method"]) for r in result["runs"] if r["status"] != "identical"})
+    datasets = sorted({d for d, _ in pairs})
+    fig, axes = plt.subplots(1, max(1, len(datasets)), figsize=(5.5 * max(1, len(datasets)), 4), squeeze=False)
+    for ax, d in zip(axes[0], datasets or [""], strict=False):
+        for _, m in [p for p in pairs if p[0] == d]:
+            for folder, style in ((result["a"], "-"), (result["b"], "--")):
+                curves = [pd.read_parquet(f)[["round", "test_acc"]]
+                          for f in sorted(Path(folder, "runs", d, m).glob("seed*/rounds.parquet"))]
+                if curves:
+                    mean = pd.concat(curves).groupby("round")["test_acc"].mean()
+                    ax.plot(mean.index, 100 * mean.to_numpy(), style, label=f"{m} ({'A' if style == '-' else 'B'})")
+        ax.set_title(d or "no differing runs")
+        ax.set_xlabel("round")
+        ax.set_ylabel("test accuracy (%), mean over seeds")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("A solid, B dashed")
+    fig.tight_layout()
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return [f"{d}/{m}" for d, m in pairs]
+
