@@ -18,7 +18,7 @@ min_version("9.0")
 
 from hasfl import worker as hasfl_worker
 from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
-from hasfl.identity import audit as identity_audit, writable_results
+from hasfl.identity import audit as identity_audit, shared_sources, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
 
@@ -119,6 +119,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/identity.smk"
+include: "workflow/rules/share.smk"
 
 
 # Identity in one place (hasfl.identity.audit): every finished data-stage and run folder of the
@@ -142,6 +143,32 @@ if workflow.is_main_process:
         _audit.raise_errors()
     except IntegrityError as exc:
         stop(exc)
+    # A variant folder shares what another folder beside it finished with the same identity
+    # (hasfl.identity.shared_sources; workflow/rules/share.smk): only the rest is computed.
+    if config["share_runs"]:
+        SHARED.update(
+            shared_sources(
+                config,
+                Path(RESULTS),
+                data_code=SRC_DATA,
+                train_code=lambda m, d: training_code_digest(
+                    m, d, Path(workflow.basedir) / "src" / "hasfl"
+                ),
+            )
+        )
+    if SHARED:
+        _from = sorted(
+            {
+                str(Path(*p.parts[: -len(Path(f).parts)]))
+                for f, p in SHARED.items()
+            }
+        )
+        _n_runs = sum(1 for f in SHARED if f.startswith("runs/"))
+        print(
+            f"hasfl share: {_n_runs} runs and {len(SHARED) - _n_runs} data stages of the same identity are "
+            f"linked in from {', '.join(_from)} (rules share_run / share_data_stage), not recomputed",
+            file=sys.stderr,
+        )
     if _audit.rerun:
         _lines = _audit.lines()
         print(
@@ -163,7 +190,7 @@ if workflow.is_main_process:
         config,
         int(workflow._cores or 1),
         _manifests,
-        preflight.reused(_audit.current),
+        preflight.reused([*_audit.current, *SHARED]),
         local=bool(workflow.local_exec),
     )
     print(_block, file=sys.stderr)

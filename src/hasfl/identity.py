@@ -137,7 +137,8 @@ ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis", "src/hasfl/models", "src
                                   "workflow/scripts/artifact.py", "workflow/scripts/findings.py",
                                   "workflow/scripts/report.py")
 #: Config keys no analysis byte depends on (where files live, how jobs are run).
-NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "warm_worker", "checkpoint_every", "max_cpu_wall_hours")
+NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "warm_worker", "checkpoint_every", "max_cpu_wall_hours",
+                     "share_runs")
 
 
 def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
@@ -331,3 +332,118 @@ def writable_results(results: Path) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"'{probe}' is not writable by this user"
     return None
+
+
+def shared_sources(config: Mapping[str, Any], results: Path, *, data_code: str, train_code: Any) -> dict[str, Path]:
+    """Finished outputs of *other* results folders that are exactly what this preset would make in ``results``
+    (the researcher's variant folder trains only what differs): output folder relative to ``results`` ->
+    the folder whose files are linked in (rule ``share_*``, ``workflow/rules/share.smk``).
+
+    The siblings searched are the folders beside ``results`` (``results_dir/*``). A data stage is shared when
+    its identity (:func:`data_identity`: dataset, seed, config slice, raw sha256, data-stage code) is the
+    preset's; a run when its config slice and training code (``train_code(method, dataset)``) are the preset's,
+    it was trained on the tables this folder's data stage holds (or will hold, shared), and, for a random-budget
+    control, it matched this folder's budget run. Only outputs ``results`` lacks are considered."""
+    results = Path(results)
+    siblings = [p for p in sorted(results.parent.glob("*")) if p.is_dir() and p.resolve() != results.resolve()
+                and ((p / "runs").is_dir() or (p / "data").is_dir())]
+    if not siblings:
+        return {}
+    found: dict[str, Path] = {}
+    tables: dict[str, dict[str, str]] = {}  # data folder -> sha256 of its tables (present or shared)
+    seeds = [int(s) for s in config["seeds"]]
+    for d in config["datasets"]:
+        for sd in seeds:
+            rel = f"data/{d}/seed{sd}"
+            own = _manifest(results / rel)
+            if own is not None:
+                tables[rel] = {n: str(f.get("sha256")) for n, f in own.get("files", {}).items()}
+                _still_shared(results, rel, own, found)
+                continue
+            if (results / rel).exists():
+                continue  # unfinished: its own job decides
+            want = data_identity(data_config(config, d), sd, data_code)
+            for sib in siblings:
+                m = _manifest(sib / rel)
+                if m is not None and m.get("identity") == want:
+                    found[rel] = sib / rel
+                    tables[rel] = {n: str(f.get("sha256")) for n, f in m.get("files", {}).items()}
+                    break
+    digests: dict[str, Any] = {}  # run folder -> identity digest (present or shared)
+    runs = [(d, m, sd) for d in config["datasets"] for sd in seeds for m in config["methods"]]
+    for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
+        rel = f"runs/{d}/{m}/seed{sd}"
+        own = _manifest(results / rel)
+        if own is not None:
+            digests[rel] = (own.get("identity") or {}).get("digest")
+            _still_shared(results, rel, own, found)
+            continue
+        data_rel = f"data/{d}/seed{sd}"
+        if (results / rel).exists() or data_rel not in tables:
+            continue
+        want, code = run_slice(config, d, m, sd), train_code(m, d)
+        budget_of = METHODS[m].budget_of
+        budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
+        for sib in siblings:
+            man = _manifest(sib / rel)
+            if man is None:
+                continue
+            identity = man.get("identity") or {}
+            inputs = identity.get("inputs") or {}
+            if stale_part(identity, want, code) is not None:
+                continue
+            if not inputs or inputs != {n: tables[data_rel].get(n) for n in inputs}:
+                continue
+            if budget_rel is not None and (budget_rel not in digests or
+                                           (identity.get("budget") or {}).get("identity") != digests[budget_rel]):
+                continue
+            found[rel] = sib / rel
+            digests[rel] = identity.get("digest")
+            break
+    return found
+
+
+def _still_shared(results: Path, rel: str, manifest: Mapping[str, Any], found: dict[str, Path]) -> None:
+    """A finished folder that an earlier build shared (its files are links into one other folder) stays the share
+    rule's output, so Snakemake does not take it for a train / data-stage output of other params."""
+    folder = results / rel
+    names = sorted(manifest.get("files", {}))
+    targets = {(folder / n).resolve().parent for n in names if (folder / n).is_symlink()}
+    if names and len(targets) == 1 and all((folder / n).is_symlink() for n in names):
+        found[rel] = Path(os.path.relpath(targets.pop(), Path.cwd())) if not results.is_absolute() else targets.pop()
+
+
+def share_folder(source: Path, dest: Path) -> list[str]:
+    """Make ``dest`` hold ``source``'s finished output: every file its manifest lists (checked against the
+    sha256 there first: a source that no longer matches is an error, never shared), its manifest last.
+    Relative symbolic links (one copy on disk per identity; a link's own time is its creation, so Snakemake never
+    touches the source's files); the manifest is copied (it is the share rule's input). A source deleted later
+    leaves dangling links that ``hasfl verify`` and the DAG's check name, never a silent mix. Returns the file
+    names. Each file is placed by rename, so nothing half-written looks complete."""
+    import shutil
+    import tempfile
+
+    from hasfl.integrity import MANIFEST
+    from hasfl.io import sha256_file
+
+    source, dest = Path(source), Path(dest)
+    manifest = read_manifest(source)
+    if manifest is None:
+        raise IntegrityError(f"cannot share '{source}': it has no {MANIFEST} (not finished)")
+    names = sorted(manifest.get("files", {}))
+    for name in names:
+        want = manifest["files"][name].get("sha256")
+        if sha256_file(source / name) != want:
+            raise IntegrityError(f"cannot share '{source / name}': its sha256 no longer matches {source / MANIFEST}")
+    extra = [n for n in ("timings.json",) if (source / n).is_file() and n not in names]
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in [*names, *extra, MANIFEST]:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
+        os.close(fd)
+        os.unlink(tmp)
+        if name == MANIFEST:  # a copy: the share rule's input is the source's manifest
+            shutil.copyfile(source / name, tmp)
+        else:  # relative: a results folder moved as a whole keeps its links
+            os.symlink(os.path.relpath((source / name).resolve(), dest.resolve()), tmp)
+        os.replace(tmp, dest / name)
+    return [*names, *extra, MANIFEST]
