@@ -158,6 +158,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    """A finished results folder as TensorBoard event files."""
+    from hasfl.export import export_tensorboard
+
+    written = export_tensorboard(args.results, args.out)
+    out = args.out if args.out is not None else args.results / "tensorboard"
+    print(f"hasfl export: {len(written)} runs, {sum(written.values())} scalars under {out} "
+          f"(tensorboard --logdir {out})")
+    return 0
+
+
 def _cmd_results_page(args: argparse.Namespace) -> int:
     """A compact results page of a finished preset (docs/results/<name>.md)."""
     from hasfl.analysis.results_page import write_results_page
@@ -354,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, default=None, metavar="PNG",
                    help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed)")
     p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("export", help="a finished results folder for an experiment tracker (TensorBoard)")
+    p.add_argument("format", choices=("tensorboard",), help="what to write")
+    p.add_argument("results", type=Path, help="the results folder, e.g. results/quick")
+    p.add_argument("--out", type=Path, default=None, help="where (default: <results>/tensorboard)")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")
     p.add_argument("results", type=Path, help="the preset's results folder, e.g. results/medium")
