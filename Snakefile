@@ -194,7 +194,9 @@ if workflow.is_main_process:
         local=bool(workflow.local_exec),
     )
     print(_block, file=sys.stderr)
-    if PREFLIGHT_STOP:  # a dry run goes on; a real run stops in onstart, before any job
+    if PREFLIGHT_STOP and preflight.runs_jobs(sys.argv[1:]):
+        stop(f"not starting: {PREFLIGHT_STOP}")  # once, before Snakemake's job table
+    if PREFLIGHT_STOP:  # a dry run goes on (onstart stops a run the command line did not show)
         print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
 
 

@@ -76,9 +76,21 @@ def test_paper_preset_on_this_cpu_stops_before_any_job_and_a_dry_run_goes_on(tmp
     assert "hasfl pre-flight: preset 'paper'" in res.stderr
     assert "hasfl: not starting: the estimated" in res.stderr and "--config max_cpu_wall_hours=0" in res.stderr
     assert "Traceback" not in res.stderr
+    # the refusal once, and before any job table (issue 28): the run stops where the pre-flight ends
+    assert res.stderr.count("not starting") == 1 and "would not start" not in res.stderr
+    assert "Job stats" not in res.stdout + res.stderr and len(res.stderr.splitlines()) <= 10
     assert not (tmp_path / "results").exists()  # no job ran, nothing was written
     dry = _snakemake("-n", "all", results=tmp_path / "results")
     assert dry.returncode == 0 and "a run would not start" in dry.stderr
+
+
+@pytest.mark.parametrize(("argv", "jobs"), [(["--cores", "2", "all"], True), (["-n", "all"], False),
+                                            (["-np", "all"], False), (["--dry-run"], False), (["--lint"], False),
+                                            (["--report", "r.html"], False), (["--cores=4"], True),
+                                            (["--configfile", "presets/quick.yaml", "-p"], True),
+                                            (["--touch"], False), (["-t"], False)])
+def test_which_command_lines_run_jobs(argv, jobs) -> None:
+    assert preflight.runs_jobs(argv) is jobs
 
 
 def test_quick_preset_prints_its_estimate(tmp_path) -> None:

@@ -35,7 +35,8 @@ from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "seed_hours", "throughput"]
+__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "runs_jobs", "seed_hours",
+           "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
@@ -310,3 +311,27 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
                        f"cluster (README \"Speed\", \"Running on a SLURM cluster\"). To start it here anyway: add "
                        f"--config max_cpu_wall_hours=0")
     return block, None
+
+
+#: Snakemake options after which no job runs (a dry run, a listing, a report, the linter, ...).
+NO_JOBS = frozenset({
+    "--dry-run", "--dryrun", "--lint", "--report", "--list-rules", "--list", "--summary", "--detailed-summary",
+    "--dag", "--rulegraph", "--filegraph", "--d3dag", "--touch", "--cleanup-metadata", "--cm", "--unlock",
+    "--list-changes", "--lc", "--list-code-changes", "--list-input-changes", "--list-params-changes",
+    "--archive", "--delete-all-output", "--delete-temp-output", "--containerize", "--export-cwl",
+    "--generate-unit-tests", "--list-target-rules", "--lt", "--print-compilation", "--version", "--help"})
+#: Short options after which no job runs (``-n`` may come bundled, e.g. ``-np``).
+NO_JOBS_SHORT = frozenset("nlStDh")
+
+
+def runs_jobs(argv: Sequence[str]) -> bool:
+    """Whether a Snakemake command line (``sys.argv[1:]``) would run jobs: False for a dry run, a listing, a report
+    and the other modes of :data:`NO_JOBS`. Used to refuse, once and before Snakemake's job table, a run the
+    pre-flight stops (a dry run goes on and shows the plan)."""
+    for arg in argv:
+        if arg.split("=", 1)[0] in NO_JOBS:
+            return False
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1 and arg[1:].isalpha():
+            if set(arg[1:]) & NO_JOBS_SHORT:
+                return False
+    return True
