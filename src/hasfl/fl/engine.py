@@ -37,7 +37,7 @@ from hasfl.fl.estimator import Estimates, divergence, reported_tv
 from hasfl.fl.methods import MethodContext, build_method
 from hasfl.fl.probe import Probe
 from hasfl.fl.records import RunRecord, RunResult, WidthCosts
-from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, family_for, resolve_device
+from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, cpu_kernels, family_for, resolve_device
 from hasfl.fl.sampling import local_generator, participant_schedule, policy_rng, report_rng
 
 __all__ = ["run_federation"]
@@ -199,7 +199,7 @@ def run_federation(
     timings = {"total_s": time.perf_counter() - t_start, "local_training_s": s["slicing"] + s["local_sgd"],
                "server_s": s["aggregation"] + s["estimation"], "evaluation_s": s["evaluation"], "probe_s": s["probe"],
                "phases_s": clock.snapshot(), "device": str(device), "threads": torch.get_num_threads(),
-               "precision": numerics.precision, "channels_last": numerics.channels_last}
+               "precision": numerics.precision, "channels_last": numerics.channels_last, **cpu_kernels()}
     final_state = {**{k: v.detach().cpu().clone() for k, v in w.items()}, **bn.entries()}
     return record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
                          init_state, final_state, timings)

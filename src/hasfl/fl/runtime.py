@@ -32,7 +32,24 @@ from hasfl.models.lstm import LSTMFamily
 from hasfl.models.slicing import PREFIX, SliceRule, Window, assign_, gather
 from hasfl.registry import PRECISIONS
 
-__all__ = ["Evaluator", "Numerics", "PhaseClock", "SubModels", "evaluate", "family_for", "resolve_device"]
+__all__ = ["ISA_ENV", "Evaluator", "Numerics", "PhaseClock", "SubModels", "cpu_kernels", "evaluate", "family_for",
+           "resolve_device"]
+
+#: Environment settings that choose the CPU kernels' instruction set (read when torch / oneDNN / MKL start):
+#: ATen's dispatch level, oneDNN's highest ISA, MKL's conditional numerical reproducibility (README "Bytes
+#: across machines").
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def cpu_kernels() -> dict[str, Any]:
+    """What a run records of the CPU kernels it used (``timings.json``, not the result's identity): ATen's CPU
+    capability (``torch.backends.cpu.get_cpu_capability``: the instruction set its vectorised kernels dispatch to,
+    e.g. AVX512 or AVX2) and the :data:`ISA_ENV` settings in force. Float results are byte-identical across
+    machines only at the same capability (``hasfl compare`` names it for a same-identity difference)."""
+    import os
+
+    return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+            "isa_env": {k: os.environ[k] for k in ISA_ENV if k in os.environ}}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -132,6 +149,7 @@ class SubModels:
     def __init__(self, family: ModelFamily, numerics: Numerics) -> None:
         self.family, self.numerics = family, numerics
         self._cache: dict[str, tuple[nn.Module, dict[str, SliceRule]]] = {}
+        self._window: tuple[Window, dict[str, dict[str, SliceRule]]] | None = None
 
     def get(self, p: float) -> tuple[nn.Module, dict[str, SliceRule]]:
         """The width-``p`` module (built once) and its slice rules into the global tensors."""
@@ -144,8 +162,13 @@ class SubModels:
                 window: Window = PREFIX) -> tuple[nn.Module, dict[str, SliceRule]]:
         """Algorithm 1 lines 7-8 (Algorithm 2): the width-``p`` sub-model holding w(t)'s coordinates of ``window``."""
         module, rules = self.get(p)
-        if not window.nested:
-            rules = self.family.slice_rules(p, window)
+        if not window.nested:  # the round's rules, cut once per width (every client of a round shares the window)
+            if self._window is None or self._window[0] != window:
+                self._window = (window, {})
+            key = repr(self.family.widths(p))
+            if key not in self._window[1]:
+                self._window[1][key] = self.family.slice_rules(p, window)
+            rules = self._window[1][key]
         self.load(module, rules, global_state)
         return module, rules
 

@@ -54,6 +54,7 @@ from hasfl.integrity import (
     write_run_manifest,
 )
 from hasfl.io import InputFileError, atomic_path, read_parquet, write_json, write_parquet
+from hasfl.logs import PROGRESS
 from hasfl.registry import METHODS, RUN_FILES
 
 CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
@@ -256,8 +257,8 @@ class _LogStream:
 
     def write(self, text: str) -> None:
         text = text.strip("\r\n ")
-        if text:
-            self.logger.info(text)
+        if text:  # per-round progress: the job log keeps it, the console of a DAG run does not (hasfl.logs)
+            self.logger.info(text, extra={PROGRESS: True})
 
     def flush(self) -> None:
         pass

@@ -99,31 +99,26 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     files = [f"tables/{T3S}.parquet", f"tables/{T4S}.parquet", f"tables/{T7S}.parquet"]
     test = ("paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
             "bound < margin; inconclusive when the two runs of a seed allocate different average widths")
-    return [
-        finding(
-            F9A, claim="At Uniform's budget, rolling sub-models (full coverage at the same widths) remove Uniform's "
-                       "peak-to-final decay", source="Sections 4.2-4.3 (the coverage thesis), this project's extension",
-            scope=IMAGE, statistic="per seed: decay(uniform) - decay(uniform_rolling), decay = best - final (points)",
-            test=test + ", a Uniform seed at the majority-class floor or peaking at its last evaluation (as F2b)",
-            margin_key="f9_min_decay_gap_pct", st=st, units=decay_units, files=files, extension=True,
-            mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
-            not_run="uniform or uniform_rolling not run on an image dataset"),
-        finding(
-            F9B, claim="At Uniform's budget, rolling sub-models reach a higher final accuracy than Uniform's prefixes",
-            source="Sections 4.2-4.3 (the coverage thesis), this project's extension", scope=ALL,
-            statistic="per seed: final acc(uniform_rolling) - final acc(uniform), points", test=test,
-            margin_key="f9_min_acc_gap_pct", st=st, units=acc_units, files=files, extension=True,
-            mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
-            not_run="uniform or uniform_rolling not run"),
-        finding(
-            F9C, claim="FedRolex beats HeteroFL at the same (static, pmax) widths",
-            source="Alam et al. 2022 (FedRolex); Sections 4.2-4.3, this project's extension", scope=ALL,
-            statistic="per seed: final acc(fedrolex) - final acc(heterofl), points", test=test,
-            margin_key="f9_min_acc_gap_pct", st=st, units=rolex_units, files=files, extension=True,
-            mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
-            not_run="fedrolex or heterofl not run"),
-    ]
-
+    thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
+    parts = (  # id, claim, source, scope, statistic, extra test text, margin, units, what was not run
+        (F9A, "At Uniform's budget, rolling sub-models (full coverage at the same widths) remove Uniform's "
+              "peak-to-final decay", thesis, IMAGE,
+         "per seed: decay(uniform) - decay(uniform_rolling), decay = best - final (points)",
+         ", a Uniform seed at the majority-class floor or peaking at its last evaluation (as F2b)",
+         "f9_min_decay_gap_pct", decay_units, "uniform or uniform_rolling not run on an image dataset"),
+        (F9B, "At Uniform's budget, rolling sub-models reach a higher final accuracy than Uniform's prefixes", thesis,
+         ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), points", "", "f9_min_acc_gap_pct",
+         acc_units, "uniform or uniform_rolling not run"),
+        (F9C, "FedRolex beats HeteroFL at the same (static, pmax) widths",
+         "Alam et al. 2022 (FedRolex); Sections 4.2-4.3, this project's extension", ALL,
+         "per seed: final acc(fedrolex) - final acc(heterofl), points", "", "f9_min_acc_gap_pct", rolex_units,
+         "fedrolex or heterofl not run"),
+    )
+    return [finding(fid, claim=claim, source=source, scope=scope, statistic=statistic, test=test + more,
+                    margin_key=margin, st=st, units=units, files=files, extension=True,
+                    mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
+                    not_run=not_run)
+            for fid, claim, source, scope, statistic, more, margin, units, not_run in parts]
 
 SPEC = FindingSpec(
     ids=(F9A, F9B, F9C), tables=(T3S, T4S, T7S),
