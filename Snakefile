@@ -158,10 +158,7 @@ if workflow.is_main_process:
         )
     if SHARED:
         _from = sorted(
-            {
-                str(Path(*p.parts[: -len(Path(f).parts)]))
-                for f, p in SHARED.items()
-            }
+            {str(Path(*p.parts[: -len(Path(f).parts)])) for f, p in SHARED.items()}
         )
         _n_runs = sum(1 for f in SHARED if f.startswith("runs/"))
         print(
@@ -196,7 +193,9 @@ if workflow.is_main_process:
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP and preflight.runs_jobs(sys.argv[1:]):
         stop(f"not starting: {PREFLIGHT_STOP}")  # once, before Snakemake's job table
-    if PREFLIGHT_STOP:  # a dry run goes on (onstart stops a run the command line did not show)
+    if (
+        PREFLIGHT_STOP
+    ):  # a dry run goes on (onstart stops a run the command line did not show)
         print(f"  a run would not start: {PREFLIGHT_STOP}", file=sys.stderr)
 
 

@@ -5,14 +5,22 @@
 # outrank data_stage / train for the folders found; for every other folder their input cannot exist and
 # Snakemake uses data_stage / train. Config key share_runs: false turns it off.
 
-SHARED = {}  # output folder relative to RESULTS -> source folder (hasfl.identity.shared_sources)
-NOT_SHARED = f"{RESULTS}/.hasfl/not-shared"  # a path no rule makes: the share rules do not apply
+SHARED = (
+    {}
+)  # output folder relative to RESULTS -> source folder (hasfl.identity.shared_sources)
+NOT_SHARED = (
+    f"{RESULTS}/.hasfl/not-shared"  # a path no rule makes: the share rules do not apply
+)
 
 
 def share_input(folder):
     """The source's manifest (its job's input), or a path no rule makes when nothing is shared."""
     source = SHARED.get(folder)
-    return str(source / "manifest.json") if source is not None else f"{NOT_SHARED}/{folder}"
+    return (
+        str(source / "manifest.json")
+        if source is not None
+        else f"{NOT_SHARED}/{folder}"
+    )
 
 
 rule share_data_stage:
@@ -29,7 +37,7 @@ rule share_data_stage:
     params:
         source=lambda wc: str(SHARED.get(f"data/{wc.dataset}/seed{wc.seed}", "")),
     script:
-        "../scripts/share.py"
+        "../scripts/share_data_stage.py"
 
 
 rule share_run:
@@ -46,7 +54,7 @@ rule share_run:
             SHARED.get(f"runs/{wc.dataset}/{wc.method}/seed{wc.seed}", "")
         ),
     script:
-        "../scripts/share.py"
+        "../scripts/share_run.py"
 
 
 ruleorder: share_data_stage > data_stage

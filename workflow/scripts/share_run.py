@@ -1,5 +1,5 @@
-"""Snakemake glue for rules share_data_stage / share_run (hasfl.identity.share_folder): link a finished output
-of the same identity from another results folder into this one."""
+"""Snakemake glue for rule share_run (hasfl.identity.share_folder): link a finished run of the same identity from
+another results folder into this one."""
 
 from pathlib import Path
 
