@@ -6,12 +6,14 @@ with it importable, and job processes that call it the way the workflow's script
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,6 +157,16 @@ def _stop(pid: int) -> None:
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    """``pid`` SIGSTOPped for the block, SIGCONTed after it."""
+    _stop(pid)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def _kill(pid: int) -> None:
     for sig in (signal.SIGKILL, signal.SIGCONT):
         try:
@@ -167,13 +179,10 @@ def test_a_stopped_worker_is_bypassed_and_the_job_runs_in_its_own_process(jobdir
     """Issue 26 item 11: a SIGSTOPped worker blocked every job forever."""
     out, log = jobdir / "out.txt", jobdir / "job.log"
     pid = _pid_of(server)
-    _stop(pid)
-    try:
+    with _stopped(pid):
         p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'hi'}}, {str(log)!r}", server,
                  ack_timeout_s=2)
         _stdout, stderr = p.communicate(timeout=20)
-    finally:
-        os.kill(pid, signal.SIGCONT)
     assert p.returncode == 0, stderr
     assert out.read_text().split("|")[:2] == ["hi", str(p.pid)]
     text = log.read_text()
@@ -209,14 +218,13 @@ def test_a_job_given_up_on_is_never_run_by_the_worker_and_the_worker_serves_on(j
     out, log = jobdir / "out.txt", jobdir / "job.log"
     pid, pid_file = _pid_of(server), Path(server).with_name("pid")
     pid_file.rename(pid_file.with_name("pid.hidden"))
-    _stop(pid)
     try:
-        p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'once'}}, {str(log)!r}", server,
-                 ack_timeout_s=1)
-        _stdout, stderr = p.communicate(timeout=20)
+        with _stopped(pid):
+            p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'once'}}, {str(log)!r}", server,
+                     ack_timeout_s=1)
+            _stdout, stderr = p.communicate(timeout=20)
     finally:
         pid_file.with_name("pid.hidden").rename(pid_file)
-        os.kill(pid, signal.SIGCONT)
     assert p.returncode == 0, stderr
     assert "did not answer within 1 s" in log.read_text()
     time.sleep(1.5)  # the worker, running again, finds the job's connection closed

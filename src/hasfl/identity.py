@@ -358,7 +358,7 @@ def shared_sources(config: Mapping[str, Any], results: Path, *, data_code: str, 
             own = _manifest(results / rel)
             if own is not None:
                 tables[rel] = {n: str(f.get("sha256")) for n, f in own.get("files", {}).items()}
-                _still_shared(results, rel, own, found)
+                _still_shared(results, siblings, rel, own, found)
                 continue
             if (results / rel).exists():
                 continue  # unfinished: its own job decides
@@ -376,7 +376,7 @@ def shared_sources(config: Mapping[str, Any], results: Path, *, data_code: str, 
         own = _manifest(results / rel)
         if own is not None:
             digests[rel] = (own.get("identity") or {}).get("digest")
-            _still_shared(results, rel, own, found)
+            _still_shared(results, siblings, rel, own, found)
             continue
         data_rel = f"data/{d}/seed{sd}"
         if (results / rel).exists() or data_rel not in tables:
@@ -403,14 +403,20 @@ def shared_sources(config: Mapping[str, Any], results: Path, *, data_code: str, 
     return found
 
 
-def _still_shared(results: Path, rel: str, manifest: Mapping[str, Any], found: dict[str, Path]) -> None:
-    """A finished folder that an earlier build shared (its files are links into one other folder) stays the share
-    rule's output, so Snakemake does not take it for a train / data-stage output of other params."""
+def _still_shared(results: Path, siblings: list[Path], rel: str, manifest: Mapping[str, Any],
+                  found: dict[str, Path]) -> None:
+    """A finished folder that an earlier build shared (its files are links into a sibling's same folder) stays the
+    share rule's output, with the source path spelled as when it was shared, so Snakemake does not take it for a
+    train / data-stage output of other params."""
     folder = results / rel
     names = sorted(manifest.get("files", {}))
-    targets = {(folder / n).resolve().parent for n in names if (folder / n).is_symlink()}
-    if names and len(targets) == 1 and all((folder / n).is_symlink() for n in names):
-        found[rel] = Path(os.path.relpath(targets.pop(), Path.cwd())) if not results.is_absolute() else targets.pop()
+    if not names or not all((folder / n).is_symlink() for n in names):
+        return
+    targets = {(folder / n).resolve().parent for n in names}
+    for sib in siblings:
+        if targets == {(sib / rel).resolve()}:
+            found[rel] = sib / rel
+            return
 
 
 def share_folder(source: Path, dest: Path) -> list[str]:

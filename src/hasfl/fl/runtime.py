@@ -149,7 +149,6 @@ class SubModels:
     def __init__(self, family: ModelFamily, numerics: Numerics) -> None:
         self.family, self.numerics = family, numerics
         self._cache: dict[str, tuple[nn.Module, dict[str, SliceRule]]] = {}
-        self._window: tuple[Window, dict[str, dict[str, SliceRule]]] | None = None
 
     def get(self, p: float) -> tuple[nn.Module, dict[str, SliceRule]]:
         """The width-``p`` module (built once) and its slice rules into the global tensors."""
@@ -162,13 +161,8 @@ class SubModels:
                 window: Window = PREFIX) -> tuple[nn.Module, dict[str, SliceRule]]:
         """Algorithm 1 lines 7-8 (Algorithm 2): the width-``p`` sub-model holding w(t)'s coordinates of ``window``."""
         module, rules = self.get(p)
-        if not window.nested:  # the round's rules, cut once per width (every client of a round shares the window)
-            if self._window is None or self._window[0] != window:
-                self._window = (window, {})
-            key = repr(self.family.widths(p))
-            if key not in self._window[1]:
-                self._window[1][key] = self.family.slice_rules(p, window)
-            rules = self._window[1][key]
+        if not window.nested:
+            rules = self.family.slice_rules(p, window)  # cut once per round and width (the family keeps them)
         self.load(module, rules, global_state)
         return module, rules
 

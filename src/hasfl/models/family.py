@@ -4,8 +4,8 @@ A family knows how to build the global model (``p = 1``), a physically
 width-``p`` sub-model, and the :class:`~hasfl.models.slicing.SliceRule` of every
 state-dict key that maps the sub-model into the global one, for a
 :class:`~hasfl.models.slicing.Window` (the leading units by default; FedRolex's rolling
-window). The module and its costs depend on ``p`` only, never on the window. Rules of the
-nested window, sub-model shapes and costs are cached per ``p``.
+window). The module and its costs depend on ``p`` only, never on the window. Rules (of the
+nested window, and of the last other window), sub-model shapes and costs are cached per ``p``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class ModelFamily(ABC):
 
     def __init__(self) -> None:
         self._rules: dict[float, dict[str, SliceRule]] = {}
+        self._window_rules: tuple[Window, dict[float, dict[str, SliceRule]]] | None = None  # the last rolling window's
         self._shapes: dict[float, dict[str, torch.Size]] = {}
         self._costs: dict[float, Cost] = {}
 
@@ -51,10 +52,15 @@ class ModelFamily(ABC):
     # --- shared, cached -------------------------------------------------------
     def slice_rules(self, p: float, window: Window = PREFIX) -> dict[str, SliceRule]:
         """Rule for every state-dict key (parameters and buffers) of ``build(1.0)`` when the width-``p`` sub-model
-        holds the units of ``window`` (cached for the nested window; a rolling one changes every round)."""
+        holds the units of ``window`` (cached per ``p``: for the nested window always, for another the last one asked
+        for, which every client of a round shares)."""
         p = _check_p(p)
-        if not window.nested:
-            return self._make_rules(p, window)
+        if not window.nested:  # a rolling window is the same for every client of a round: its rules are kept
+            if self._window_rules is None or self._window_rules[0] != window:
+                self._window_rules = (window, {})
+            if p not in self._window_rules[1]:
+                self._window_rules[1][p] = self._make_rules(p, window)
+            return self._window_rules[1][p]
         if p not in self._rules:
             self._rules[p] = self._make_rules(p, window)
         return self._rules[p]

@@ -39,8 +39,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["PREFIX", "SliceRule", "Span", "Window", "add_scalar_", "assign_", "blocks", "coverage_mask", "extract", "fill_", "gather",
-           "is_basic", "nested", "region", "region_shape", "rolling", "rolling_window", "scatter_add_", "span_indices",
-           "width", "window_indices"]
+           "is_basic", "nested", "region", "region_shape", "rolling", "rolling_window", "scatter_add_", "width",
+           "window_indices"]
 
 
 def width(p: float, size: int) -> int:
@@ -128,12 +128,6 @@ def nested(t: int) -> Window:
 def rolling(t: int) -> Window:
     """FedRolex's window schedule: round ``t``'s window rolls by ``t`` (:func:`rolling_window`)."""
     return Window("rolling", int(t))
-
-
-def span_indices(span: Span, size: int) -> Tensor:
-    """The unit indices a span keeps of a dimension of ``size`` units, in order (int64)."""
-    pieces = span if isinstance(span, tuple) else (span,)
-    return torch.cat([torch.arange(size, dtype=torch.int64)[s] for s in pieces])
 
 
 def window_indices(window: tuple[slice, ...]) -> Tensor:
