@@ -245,36 +245,51 @@ def _where(machine: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in machine.items())
 
 
+def _bytes_differ(run: Mapping[str, Any]) -> bool:
+    """Whether a run's result files differ between the folders (or it is in one only): another identity whose
+    files are all byte-identical computed the same curve."""
+    if run["status"] == "different identity":
+        return bool(run["files_differ"])
+    return run["status"] != "identical"
+
+
 def plot(result: Mapping[str, Any], path: str | Path) -> list[str]:
-    """Overlay the mean accuracy curves of A (solid) and B (dashed) for every (dataset, method) whose runs differ;
-    returns those pairs as ``dataset/method``. Written to ``path`` (PNG) through a temporary file."""
+    """Overlay the mean accuracy curves of A (solid) and B (dashed) for every (dataset, method) whose run files
+    differ, one colour per method (the registry's); returns those pairs as ``dataset/method``. Written to ``path``
+    (PNG) through a temporary file."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    from hasfl.analysis.figures.style import legend_below
+    from hasfl.analysis.labels import method_color, method_label
     from hasfl.io import atomic_path
 
-    pairs = sorted({(r["dataset"], r["method"]) for r in result["runs"] if r["status"] != "identical"})
+    pairs = sorted({(r["dataset"], r["method"]) for r in result["runs"] if _bytes_differ(r)})
     datasets = sorted({d for d, _ in pairs})
-    fig, axes = plt.subplots(1, max(1, len(datasets)), figsize=(5.5 * max(1, len(datasets)), 4), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(datasets)), figsize=(5.5 * max(1, len(datasets)), 4.6), squeeze=False)
     for ax, d in zip(axes[0], datasets or [""], strict=False):
+        handles = []
         for _, m in [p for p in pairs if p[0] == d]:
             for folder, style in ((result["a"], "-"), (result["b"], "--")):
                 curves = [pd.read_parquet(f)[["round", "test_acc"]]
                           for f in sorted(Path(folder, "runs", d, m).glob("seed*/rounds.parquet"))]
                 if curves:
                     mean = pd.concat(curves).groupby("round")["test_acc"].mean()
-                    ax.plot(mean.index, 100 * mean.to_numpy(), style, label=f"{m} ({'A' if style == '-' else 'B'})")
-        ax.set_title(d or "no differing runs")
+                    ax.plot(mean.index, 100 * mean.to_numpy(), style, color=method_color(m))
+            handles.append(Line2D([], [], color=method_color(m), label=method_label(m)))
+        ax.set_title(d or "no run differs")
         ax.set_xlabel("round")
         ax.set_ylabel("test accuracy (%), mean over seeds")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.suptitle("A solid, B dashed")
+        if handles:
+            handles += [Line2D([], [], color="0.3", ls="-", label="A"), Line2D([], [], color="0.3", ls="--", label="B")]
+            legend_below(ax, handles, ncol=3)
+    fig.suptitle(f"A = {result['a']} (solid), B = {result['b']} (dashed): the methods whose runs differ")
     fig.tight_layout()
     with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return [f"{d}/{m}" for d, m in pairs]
 
