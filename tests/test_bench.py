@@ -302,13 +302,17 @@ def test_experiments_readme_names_every_script():
     assert all(p.name in readme for p in EXPERIMENTS)
 
 
-def test_client_batching_computes_the_sequential_update():
-    """The vmapped step of several clients updates each as the engine's one-at-a-time step does."""
+def test_client_batching_runs_both_engines():
+    """The experiment runs the real engine both ways: the same client steps, weights equal to float rounding."""
     from hasfl.config import load_config
 
     mod = _load(REPO / "scripts" / "experiments" / "client_batching.py")
-    out = mod.bench_client_batching(load_config(), torch.device("cpu"), k=3, batch=4, trials=1)
-    assert out["clients"] == 3 and out["batch"] == 4 and 0 <= out["max_abs_diff_after_one_step"] < 1e-5
+    cfg = load_config()
+    cfg["federation"].update(clients=4, clients_per_round=3)
+    cfg["capacity"].update(tiers=[0.5, 1.0], counts=[2, 2])
+    out = mod.bench_client_batching(cfg, torch.device("cpu"), "emnist", "heterofl", rounds=2, client_n=16)
+    assert out["same_client_steps"] and out["sequential"]["client_steps"] == 2 * 3 * 1  # 16 samples = 1 batch of 64
+    assert 0 <= out["max_abs_diff_final_weights"] < 1e-5 and out["batched_speedup"] > 0
 
 
 def test_concurrency_packing_arithmetic():

@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""Clients of equal width batched into one ``torch.func.vmap`` step vs one client after another.
+"""The batched client step (config ``client_step: batched``, hasfl.fl.batched) against the sequential engine.
 
-What it measures: one plain-SGD step of ``k`` clients of width p (CIFAR CNN, p = 0.25, k = 10,
-batch 64, the engine's fp32 numerics) as one ``vmap(grad(...))`` call over their stacked
-parameters (convolutions become grouped ones) against ``k`` steps one client after another, the
-engine's way; same batches. Reports ms per client-step and the largest difference of the updated
-weights (float rounding only, if the batching is exact).
+What it measures: a short federation of the paper's model for one dataset (synthetic data of the real
+shapes, equal-size clients, the preset's capacity tiers, 1 local epoch), run
+by the real engine twice from the same seed: ``client_step: sequential`` (one client after another) and
+``client_step: batched`` (a round's same-width clients as one ``torch.func.vmap`` step); evaluation on 64
+synthetic test samples every round (it is not timed: the numbers are the local-training phase). Reports the
+local-training seconds per round of each (the engine's own ``local_sgd`` phase, rounds after the first),
+the speedup, and the largest difference of the final global weights (float rounding only).
+With ``--jobs K`` it starts K such measurements at once (K processes, as K packed training jobs share a
+GPU) and reports the aggregate client-steps per second of each engine: the number that decides adoption.
 
-Result on the 2-core Xeon (2026-11-30): 320.6 ms per client-step batched against 99.5 ms one
-after another (x0.31: oneDNN runs the grouped convolutions far slower); weights agree to 6e-8.
-*Not adopted.* On a GPU, where a step is launch-bound, this is the measurement to make before
-building it.
+Results:
 
-Run: ``python scripts/experiments/client_batching.py [--clients 10] [--p 0.25] [--batch 64]``; prints JSON.
+* 2-core Xeon (2026-11-30, the earlier one-step version): 320.6 ms per client-step batched against 99.5
+  ms one after another (x0.31: oneDNN runs the grouped convolutions far slower); weights equal to 6e-8.
+* 2-core EPYC (2026-12-01, this version, CIFAR CNN, 10 clients x 64 samples a round, 3 rounds): see
+  docs/performance.md "The batched client step".
+* GPU: not measured yet (scripts/gpu-check.sh runs it alone and packed). *Not adopted* until it is faster
+  there under packing.
+
+Run: ``python scripts/experiments/client_batching.py [--dataset cifar10] [--method hasfl] [--rounds 3]
+[--client-n 64] [--jobs 1]``; prints JSON.
 """
 
 from __future__ import annotations
@@ -20,101 +29,99 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from hasfl.bench.harness import interleaved, median, rnd, sync
-from hasfl.bench.workload import family_of, optim_for, synthetic_bundle
-from hasfl.config import PAPER_CONFIG, load_config
-from hasfl.fl.runtime import Numerics, resolve_device
+from hasfl.bench.harness import rnd, sync
+from hasfl.bench.workload import synthetic_bundle, synthetic_tables
+from hasfl.config import PAPER_CONFIG, load_config, run_config
+from hasfl.fl.engine import run_federation
+from hasfl.fl.runtime import PhaseClock, resolve_device
+
+
+def federation(config: Mapping[str, Any], device: torch.device, dataset: str, method: str, rounds: int,
+               client_n: int) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The synthetic federation and the run config (seed 42) both engines run."""
+    n = int(config["federation"]["clients"])
+    bundle = synthetic_bundle(dataset, n * client_n, 64, device)
+    partition, clients = synthetic_tables(n, client_n, config, 42)
+    cfg = run_config(config, dataset, method, 42)
+    cfg["device"] = str(device)
+    cfg["federation"].update(rounds=rounds, eval_every=1)  # progress (the per-round timings) comes at evaluations
+    cfg["dataset_params"]["optim"]["local_epochs"] = 1
+    return bundle, partition, clients, cfg
 
 
 def bench_client_batching(config: Mapping[str, Any], device: torch.device, dataset: str = "cifar10",
-                          p: float = 0.25, k: int = 10, batch: int | None = None, trials: int = 3) -> dict[str, Any]:
-    """ms per client-step, vmapped vs sequential, and the largest weight difference after one step."""
-    from torch.func import functional_call, grad, stack_module_state, vmap
+                          method: str = "hasfl", rounds: int = 3, client_n: int = 64) -> dict[str, Any]:
+    """Seconds of local training per round, sequential vs batched, and the largest final-weight difference."""
+    bundle, partition, clients, cfg = federation(config, device, dataset, method, rounds, client_n)
+    out: dict[str, Any] = {"dataset": dataset, "method": method, "rounds": rounds, "client_n": client_n,
+                           "clients_per_round": int(cfg["federation"]["clients_per_round"]), "device": str(device)}
+    finals, per_round, steps = {}, {}, {}
+    for step in ("sequential", "batched"):
+        run_cfg = copy.deepcopy(cfg)
+        run_cfg["client_step"] = step
+        marks: list[float] = []
+        clock = PhaseClock(sync=lambda: sync(device))
 
-    optim = optim_for(config, dataset, batch)
-    bs = optim.batch_size
-    bundle = synthetic_bundle(dataset, k * bs, 8, device)
-    fam = family_of(config, dataset, bundle)
-    numerics = Numerics.for_run(device, "fp32", bundle.task == "image")
-    torch.manual_seed(0)
-    models = [numerics.prepare(fam.build(p)) for _ in range(k)]
-    start = [copy.deepcopy(m.state_dict()) for m in models]
-    params, buffers = stack_module_state(models)  # copies: the batched clients' own tensors
-    stacked0 = {n: t.clone() for n, t in {**params, **buffers}.items()}
-    skeleton = copy.deepcopy(models[0]).to("meta")
-    x_all = bundle.inputs(bundle.train_x)  # k batches: client i trains on the i-th
-    xs, ys = x_all.view(k, bs, *x_all.shape[1:]), bundle.train_y.view(k, bs)
-    lr = optim.lr
+        def progress(_t: int, _row: Mapping[str, Any], clock: PhaseClock = clock, marks: list[float] = marks) -> None:
+            marks.append(clock.snapshot().get("local_sgd", 0.0))
 
-    def loss_fn(prm: dict[str, Tensor], buf: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(functional_call(skeleton, (prm, buf), (x,)), y)
-
-    grads_of = vmap(grad(loss_fn))
-
-    def batched() -> float:
-        sync(device)
         tic = time.perf_counter()
-        g = grads_of(params, buffers, xs, ys)
-        with torch.no_grad():
-            torch._foreach_add_(list(params.values()), [g[n] for n in params], alpha=-lr)
+        result = run_federation(bundle, partition, clients, run_cfg, progress=progress, clock=clock)
         sync(device)
-        return time.perf_counter() - tic
+        wall = time.perf_counter() - tic
+        rounds_s = [b - a for a, b in zip([0.0, *marks[:-1]], marks, strict=True)]
+        use = rounds_s[1:] or rounds_s
+        per_round[step] = sorted(use)[len(use) // 2]
+        steps[step] = int(result.participation["steps"].sum())
+        finals[step] = result.final_state
+        out[step] = {"local_sgd_s_per_round": rnd(per_round[step], 5), "wall_s": rnd(wall, 3),
+                     "client_steps": steps[step]}
+    a, b = finals["sequential"], finals["batched"]
+    out["batched_speedup"] = rnd(per_round["sequential"] / per_round["batched"], 3)
+    out["max_abs_diff_final_weights"] = max(float((a[k] - b[k]).abs().max()) for k in a if a[k].is_floating_point())
+    out["same_client_steps"] = steps["sequential"] == steps["batched"]
+    return out
 
-    def sequential() -> float:
-        sync(device)
-        tic = time.perf_counter()
-        for i, m in enumerate(models):
-            ps = list(m.parameters())
-            for q in ps:
-                q.grad = None
-            F.cross_entropy(m(xs[i]), ys[i]).backward()
-            with torch.no_grad():
-                torch._foreach_add_(ps, [q.grad for q in ps], alpha=-lr)
-        sync(device)
-        return time.perf_counter() - tic
 
-    def reset() -> None:
-        with torch.no_grad():
-            for n, t in {**params, **buffers}.items():
-                t.copy_(stacked0[n])
-        for m, s0 in zip(models, start, strict=True):
-            m.load_state_dict(s0)
-
-    with numerics.backend_flags():
-        batched(), sequential()  # warm-up, then one step of each from the same weights to compare
-        reset()
-        batched(), sequential()
-        with torch.no_grad():
-            diff = max(float((params[n][i] - q).abs().max()) for i, m in enumerate(models)
-                       for n, q in m.named_parameters())
-        times = interleaved({"vmap": batched, "sequential": sequential}, trials)
-    ms = {key: median(v) / k * 1e3 for key, v in times.items()}
-    return {"dataset": dataset, "p": p, "clients": k, "batch": bs,
-            "ms_per_client_step": {key: rnd(v, 3) for key, v in ms.items()},
-            "vmap_speedup": rnd(ms["sequential"] / ms["vmap"], 3), "max_abs_diff_after_one_step": rnd(diff, 3)}
+def packed(argv: Sequence[str], jobs: int) -> dict[str, Any]:
+    """``jobs`` measurements at once, one process each; aggregate client-steps per second of each engine."""
+    cmd = [sys.executable, __file__, *argv, "--jobs", "1"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(jobs)]
+    outs = [json.loads(p.communicate()[0]) for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"a packed measurement failed: return codes {[p.returncode for p in procs]}")
+    agg = {}
+    for step in ("sequential", "batched"):
+        per = [o[step]["client_steps"] / o["rounds"] / o[step]["local_sgd_s_per_round"] for o in outs]
+        agg[step] = rnd(sum(per), 2)
+    return {"jobs": jobs, "client_steps_per_s_total": agg,
+            "batched_speedup_packed": rnd(agg["batched"] / agg["sequential"], 3), "runs": outs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--dataset", default="cifar10", choices=("cifar10", "emnist", "shakespeare"))
-    ap.add_argument("--p", type=float, default=0.25)
-    ap.add_argument("--clients", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=None, help="default: the paper preset's (64)")
-    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--method", default="hasfl")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client-n", type=int, default=64, help="train samples per client (one local epoch)")
+    ap.add_argument("--jobs", type=int, default=1, help="measurements at once, one process each")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    out = bench_client_batching(load_config(PAPER_CONFIG), resolve_device(args.device), args.dataset, args.p,
-                                args.clients, args.batch, args.trials)
+    if args.jobs > 1:
+        out = packed(["--device", args.device, "--dataset", args.dataset, "--method", args.method,
+                      "--rounds", str(args.rounds), "--client-n", str(args.client_n)], args.jobs)
+    else:
+        torch.set_num_threads(1)
+        out = bench_client_batching(load_config(PAPER_CONFIG), resolve_device(args.device), args.dataset,
+                                    args.method, args.rounds, args.client_n)
     json.dump(out, sys.stdout, indent=2)
     print()
     return 0

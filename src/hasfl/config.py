@@ -256,6 +256,11 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
     elif sum(cap["counts"]) != fed["clients"]:
         errs.append(f"config key 'capacity.counts': counts sum to {sum(cap['counts'])}, expected "
                     f"federation.clients = {fed['clients']}")
+    hooked = [m for m in config["methods"] if m in METHODS and not METHODS[m].plain_local_sgd]
+    if config["client_step"] == "batched" and hooked:
+        errs.append(f"config key 'client_step': 'batched' runs only methods that train with the plain shared "
+                    f"optimiser; {', '.join(hooked)} change the local step (registry plain_local_sgd); drop them "
+                    f"from methods or use client_step: sequential")
     if config["precision"] == "tf32" and config["device"] == "cpu":
         errs.append("config key 'precision': 'tf32' needs a CUDA device but device is 'cpu'; use fp32 or bf16")
     if sorted(set(cap["tiers"])) != list(cap["tiers"]):
@@ -308,6 +313,10 @@ def run_config(config: Mapping[str, Any], dataset: str, method: str, seed: int) 
         "seed": int(seed),
         "device": config["device"],
         "precision": config["precision"],
+        # CUDA's deterministic algorithms change a GPU run's bytes, never a CPU run's
+        **({} if config["device"] == "cpu" else {"cuda_deterministic": bool(config["cuda_deterministic"])}),
+        # a batched client step is another engine: its runs are another identity (rounding differs)
+        **({} if config["client_step"] == "sequential" else {"client_step": config["client_step"]}),
         "threads": int(config["threads_per_job"]),
         "federation": dict(config["federation"]),
         "capacity": dict(config["capacity"]),

@@ -69,6 +69,9 @@ class MethodInfo:
         nested: the method's sub-models are the leading channels of the global model (Algorithm 2's
             prefix slices), so a coordinate outside the width-p mask is one no client of width <= p
             trained. Proposition 3 (F5) and Table 4b refuse a run of a method that is not nested.
+        plain_local_sgd: the method's clients train with the shared optimiser and no hooks
+            (:class:`hasfl.fl.client.LocalSGD` itself), so config ``client_step: batched`` can run them
+            (:mod:`hasfl.fl.batched`); FedProx, SCAFFOLD and FjORD change the step.
         color, marker: its plot style (matplotlib colour and marker); None: black, circle.
         shown_in: analysis artifacts (tables and figures of :mod:`hasfl.analysis.artifacts`) that show
             it beyond the paper's own method lists, e.g. ``("table3_allocation", "fig6_frontier")``.
@@ -81,6 +84,7 @@ class MethodInfo:
     allocation_rule: bool = False
     budget_of: str | None = None
     nested: bool = True
+    plain_local_sgd: bool = True
     color: str | None = None
     marker: str | None = None
     shown_in: tuple[str, ...] = ()
@@ -105,13 +109,16 @@ METHODS: dict[str, MethodInfo] = {
     "hasfl_nocov": MethodInfo(f"{_M}.hasfl:hasfl_nocov", "HAS-FL (no coverage)", "allocation_rule",
                               allocation_rule=True, color="#ff7f0e", marker="v"),
     "heterofl": MethodInfo(f"{_M}.heterofl:heterofl", "HeteroFL", "capacity", color="#2ca02c", marker="s"),
-    "fjord": MethodInfo(f"{_M}.fjord:fjord", "FjORD", "capacity", cost_factor=1.5, color="#d62728", marker="D"),
+    "fjord": MethodInfo(f"{_M}.fjord:fjord", "FjORD", "capacity", cost_factor=1.5, plain_local_sgd=False,
+                        color="#d62728", marker="D"),
     "uniform": MethodInfo(f"{_M}.uniform:uniform", "Uniform", "fixed", color="#9467bd", marker="^"),
     "random_budget": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget", "allocation_rule_covered",
                                 budget_of="hasfl", color="#8c564b", marker="P"),
     "fedavg": MethodInfo(f"{_M}.fedavg:fedavg", "FedAvg", "full", color="#e377c2", marker="X"),
-    "scaffold": MethodInfo(f"{_M}.scaffold:scaffold", "SCAFFOLD", "full", color="#7f7f7f", marker="<"),
-    "fedprox": MethodInfo(f"{_M}.fedprox:fedprox", "FedProx", "full", color="#bcbd22", marker=">"),
+    "scaffold": MethodInfo(f"{_M}.scaffold:scaffold", "SCAFFOLD", "full", plain_local_sgd=False, color="#7f7f7f",
+                           marker="<"),
+    "fedprox": MethodInfo(f"{_M}.fedprox:fedprox", "FedProx", "full", plain_local_sgd=False, color="#bcbd22",
+                          marker=">"),
     "hasfl_probe": MethodInfo(f"{_M}.hasfl:hasfl_probe", "HAS-FL (probe)", "allocation_rule_covered",
                               allocation_rule=True),
     "random_budget_probe": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (probe)",

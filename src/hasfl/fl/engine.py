@@ -30,6 +30,7 @@ import torch
 
 from hasfl.data.base import DatasetBundle
 from hasfl.fl.aggregation import CoordinateAggregator
+from hasfl.fl.batched import BatchedRound, check_batchable
 from hasfl.fl.bn_stats import WidthStatistics
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.client import OptimConfig, client_data
@@ -37,7 +38,16 @@ from hasfl.fl.estimator import Estimates, divergence, reported_tv
 from hasfl.fl.methods import MethodContext, build_method
 from hasfl.fl.probe import Probe
 from hasfl.fl.records import RunRecord, RunResult, WidthCosts
-from hasfl.fl.runtime import Evaluator, Numerics, PhaseClock, SubModels, cpu_kernels, family_for, resolve_device
+from hasfl.fl.runtime import (
+    Evaluator,
+    Numerics,
+    PhaseClock,
+    SubModels,
+    cpu_kernels,
+    determinism_flags,
+    family_for,
+    resolve_device,
+)
 from hasfl.fl.sampling import local_generator, participant_schedule, policy_rng, report_rng
 
 __all__ = ["run_federation"]
@@ -67,7 +77,8 @@ def run_federation(
     seed, fed, h = int(run_cfg["seed"]), run_cfg["federation"], run_cfg["hasfl"]
     n_clients, rounds = int(fed["clients"]), int(fed["rounds"])
     device = resolve_device(run_cfg["device"])
-    numerics = Numerics.for_run(device, run_cfg["precision"], bundle.task == "image")
+    numerics = Numerics.for_run(device, run_cfg["precision"], bundle.task == "image",
+                                deterministic=bool(run_cfg.get("cuda_deterministic", True)))
     bundle.to(device)
     optim = OptimConfig.from_config(run_cfg["dataset_params"]["optim"])
     family = family_for(bundle, run_cfg["dataset_params"]["model"])
@@ -91,6 +102,9 @@ def run_federation(
         pmax=pmax, run_cfg=run_cfg, schedule=schedule, rng=rng, family=family, optim=optim,
         inputs=bundle.inputs, hasfl_avg_p=hasfl_avg_p, hasfl_diverged=hasfl_diverged))
     method.client.autocast = numerics.autocast
+    batched = run_cfg.get("client_step", "sequential") == "batched"  # lines 9-13 for a width's clients at once
+    if batched:
+        check_batchable(run_cfg["method"], method.client)
     # BN running statistics per width and mixed (hasfl.fl.bn_stats), in global channel coordinates when the
     # method's windows roll
     bn = WidthStatistics(global_model, nested=method.nested_in(rounds))
@@ -118,7 +132,8 @@ def run_federation(
         rng.bit_generator.state = saved["policy_rng"]
         clock.restore(saved["seconds"])
 
-    with numerics.backend_flags():  # float32 precision of the backends, restored after the loop
+    with numerics.backend_flags():  # float32 precision and determinism of the backends, restored after the loop
+        determinism = determinism_flags()  # what the loop runs under, as torch reports it
         for t in range(record.next_round, rounds):
             participants = schedule[t]                                    # line 5: S(t)
             widths = method.policy.widths(t, participants, rng)          # p_i(t)
@@ -135,6 +150,14 @@ def run_federation(
             bn.begin_round(w, any(repr(family.widths(q)) != full_widths for q in trained.tolist()))
             updates, losses, finite = {}, [], True
             charged = adapting and method.policy.estimator == "probe"  # E2 allocates: its probes are a cost
+            batch = None
+            if batched:  # config client_step: every participant's lines 7-13 first (hasfl.fl.batched)
+                with clock.phase("local_sgd"):
+                    batch = BatchedRound.train(
+                        participants.tolist(), trained.tolist(),
+                        lambda i, q: _prepared(submodels, bn, q, w, window), data,
+                        {i: local_generator(seed, t, i) for i in participants.tolist()}, optim, lr, bundle.inputs,
+                        numerics.autocast, lambda q: repr(family.widths(q)))
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
                 probe_mb, probe_macs = probe.paid(i, n_train[i] * optim.local_epochs, costs) if charged else (0, 0)
                 record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb + probe_mb,  # what it pays
@@ -143,7 +166,8 @@ def run_federation(
                     module, rules = submodels.extract(p_trained, w, window)  # lines 7-8
                     bn.prepare(module, rules)                             # its widths' BN statistics
                 with clock.phase("local_sgd"):                            # lines 9-13
-                    res = method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
+                    res = (method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
+                           if batch is None else batch.result(i, module))
                 with clock.phase("aggregation"):
                     delta = SubModels.delta(module, rules, w, float_keys)  # lines 14-15: Delta_i
                     agg.add(delta, rules, method.server.client_weight(n_train[i]),  # line 18: n_i
@@ -199,7 +223,16 @@ def run_federation(
     timings = {"total_s": time.perf_counter() - t_start, "local_training_s": s["slicing"] + s["local_sgd"],
                "server_s": s["aggregation"] + s["estimation"], "evaluation_s": s["evaluation"], "probe_s": s["probe"],
                "phases_s": clock.snapshot(), "device": str(device), "threads": torch.get_num_threads(),
-               "precision": numerics.precision, "channels_last": numerics.channels_last, **cpu_kernels()}
+               "precision": numerics.precision, "channels_last": numerics.channels_last, "determinism": determinism,
+               **cpu_kernels()}
     final_state = {**{k: v.detach().cpu().clone() for k, v in w.items()}, **bn.entries()}
     return record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
                          init_state, final_state, timings)
+
+
+def _prepared(submodels: SubModels, bn: WidthStatistics, p: float, w: Mapping[str, torch.Tensor],
+              window: Any) -> torch.nn.Module:
+    """A width-``p`` sub-model of w(t) at ``window`` with its widths' BN statistics (lines 7-8)."""
+    module, rules = submodels.extract(p, w, window)
+    bn.prepare(module, rules)
+    return module

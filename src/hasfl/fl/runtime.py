@@ -32,8 +32,13 @@ from hasfl.models.lstm import LSTMFamily
 from hasfl.models.slicing import PREFIX, SliceRule, Window, assign_, gather
 from hasfl.registry import PRECISIONS
 
-__all__ = ["ISA_ENV", "Evaluator", "Numerics", "PhaseClock", "SubModels", "cpu_kernels", "evaluate", "family_for",
-           "resolve_device"]
+__all__ = ["CUBLAS_WORKSPACE", "ISA_ENV", "Evaluator", "Numerics", "PhaseClock", "SubModels", "cpu_kernels",
+           "determinism_flags", "evaluate", "family_for", "resolve_device"]
+
+#: cuBLAS's deterministic workspace setting, which ``torch.use_deterministic_algorithms`` needs on CUDA >= 10.2
+#: (PyTorch's "Reproducibility" notes): set in the environment before the run's first cuBLAS call unless the
+#: user set ``CUBLAS_WORKSPACE_CONFIG`` to one of the two documented values.
+CUBLAS_WORKSPACE = ":4096:8"
 
 #: Environment settings that choose the CPU kernels' instruction set (read when torch / oneDNN / MKL start):
 #: ATen's dispatch level, oneDNN's highest ISA, MKL's conditional numerical reproducibility (README "Bytes
@@ -50,6 +55,18 @@ def cpu_kernels() -> dict[str, Any]:
 
     return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
             "isa_env": {k: os.environ[k] for k in ISA_ENV if k in os.environ}}
+
+
+def determinism_flags() -> dict[str, Any]:
+    """The determinism settings in force, as a run records them (``timings.json``, key ``determinism``):
+    PyTorch's deterministic-algorithms mode, cuDNN's deterministic and benchmark flags and the cuBLAS
+    workspace setting. Read from torch and the environment, not from the config."""
+    import os
+
+    return {"deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -81,21 +98,38 @@ class Numerics:
     precision, image sub-models train in ``channels_last`` on the CPU (measured faster,
     docs/performance.md). Layout and precision change rounding only: a run stays a
     deterministic function of config and seed.
+
+    On CUDA a run is deterministic by default (config ``cuda_deterministic``, ``deterministic`` here):
+    :meth:`backend_flags` turns on ``torch.use_deterministic_algorithms``, cuDNN's deterministic
+    algorithms (no autotuning) and cuBLAS's fixed workspace, so the same config and seed give the same
+    bytes and a resumed run equals an uninterrupted one, as on the CPU (where the kernels are
+    deterministic at a fixed thread count and nothing is set). ``cuda_deterministic: false`` leaves
+    PyTorch's defaults, for speed.
     """
 
     device: torch.device
     precision: str = "fp32"
     channels_last: bool = False
+    deterministic: bool = True
 
     @classmethod
-    def for_run(cls, device: torch.device, precision: str, image: bool) -> Numerics:
-        """The numerics of a run on ``device`` (``image``: the model is an image CNN)."""
+    def for_run(cls, device: torch.device, precision: str, image: bool, deterministic: bool = True) -> Numerics:
+        """The numerics of a run on ``device`` (``image``: the model is an image CNN; ``deterministic``:
+        config ``cuda_deterministic``)."""
         if precision not in PRECISIONS:
             raise ValueError(f"config key 'precision' is '{precision}'; expected one of {', '.join(PRECISIONS)}")
         if precision == "tf32" and device.type != "cuda":
             raise ValueError(f"config key 'precision' is 'tf32', which needs a CUDA device; the run's device is "
                              f"'{device.type}' (use fp32 or bf16)")
-        return cls(device, precision, channels_last=device.type == "cpu" and image)
+        if deterministic and device.type == "cuda":
+            import os
+
+            cublas = os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+            if cublas not in (":4096:8", ":16:8"):
+                raise ValueError(f"config key 'cuda_deterministic' is true, but the environment sets "
+                                 f"CUBLAS_WORKSPACE_CONFIG={cublas!r}; deterministic cuBLAS needs ':4096:8' or "
+                                 f"':16:8' (unset it, or set cuda_deterministic: false)")
+        return cls(device, precision, channels_last=device.type == "cpu" and image, deterministic=deterministic)
 
     def check_model(self, family: ModelFamily) -> None:
         """Refuse, before any round, a precision this device cannot run for this model: CPUs without
@@ -126,20 +160,28 @@ class Numerics:
     @contextlib.contextmanager
     def backend_flags(self) -> Iterator[None]:
         """Set the float32 precision of cuDNN / cuBLAS (TF32 only under ``tf32``) and oneDNN (always
-        IEEE) for the run; the previous settings are restored after."""
+        IEEE) for the run, and on CUDA (unless ``deterministic`` is off) the deterministic algorithms;
+        the previous settings are restored after."""
         cuda = "tf32" if self.precision == "tf32" else "ieee"
         modes = [(torch.backends.cuda.matmul, cuda), (torch.backends.cudnn.conv, cuda),
                  (torch.backends.cudnn.rnn, cuda), (torch.backends.mkldnn.matmul, "ieee"),
                  (torch.backends.mkldnn.conv, "ieee"), (torch.backends.mkldnn.rnn, "ieee")]
         knobs = [k for k, _ in modes]
         saved = [k.fp32_precision for k in knobs]
+        det = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+               torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
         for k, mode in modes:
             k.fp32_precision = mode
+        if self.deterministic and self.device.type == "cuda":
+            torch.use_deterministic_algorithms(True)
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
         try:
             yield
         finally:
             for k, v in zip(knobs, saved, strict=True):
                 k.fp32_precision = v
+            torch.use_deterministic_algorithms(det[0], warn_only=det[1])
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = det[2], det[3]
 
 
 class SubModels:

@@ -52,7 +52,7 @@ class CNN(nn.Module):
         self.convs = nn.ModuleList(nn.Conv2d(i, o, 3, padding=1, bias=True) for i, o in zip(ins, channels))
         self.bns = nn.ModuleList(nn.BatchNorm2d(c, track_running_stats=track_running_stats) for c in channels)
         self.pool_after = frozenset(pool_after)
-        self.pool = nn.AdaptiveAvgPool2d(pool_out)
+        self.pool_out = pool_out
         self.fc1 = nn.Linear(channels[-1] * pool_out * pool_out, hidden)
         self.fc2 = nn.Linear(hidden, num_classes)
 
@@ -61,8 +61,37 @@ class CNN(nn.Module):
             x = torch.relu(bn(conv(x)))
             if i in self.pool_after:
                 x = nn.functional.max_pool2d(x, 2)
-        x = torch.flatten(self.pool(x), 1)
+        x = torch.flatten(average_pool(x, self.pool_out), 1)
         return self.fc2(torch.relu(self.fc1(x)))
+
+
+def average_pool(x: Tensor, out: int) -> Tensor:
+    """``AdaptiveAvgPool2d(out)`` with a backward pass that is deterministic on CUDA.
+
+    A side divisible by ``out`` pools by ``avg_pool2d`` (equal windows; bitwise the adaptive
+    pool's values and gradients on the CPU, tested). Otherwise the windows overlap and CUDA's
+    adaptive-pool backward adds by atomics, which ``torch.use_deterministic_algorithms`` refuses
+    (``AdaptiveAvgPool2d``, "when attempting to differentiate a CUDA tensor"); under that mode
+    (which runs set on CUDA only, :class:`hasfl.fl.runtime.Numerics`) the same averages are two
+    matmuls with the window-membership matrices (float rounding only, tested), elsewhere the
+    adaptive pool itself, so a CPU run computes what it always did.
+    """
+    h, w = x.shape[-2:]
+    if h % out == 0 and w % out == 0:
+        return nn.functional.avg_pool2d(x, (h // out, w // out))
+    if not torch.are_deterministic_algorithms_enabled():
+        return nn.functional.adaptive_avg_pool2d(x, out)
+    return pool_matrix(h, out, x) @ x @ pool_matrix(w, out, x).T
+
+
+def pool_matrix(n: int, out: int, like: Tensor) -> Tensor:
+    """The ``(out, n)`` averaging matrix of adaptive pooling along one side of length ``n``: row ``i``
+    is ``1 / len`` over ``[floor(i n / out), ceil((i + 1) n / out))``, PyTorch's windows."""
+    m = torch.zeros(out, n, dtype=like.dtype, device=like.device)
+    for i in range(out):
+        lo, hi = (i * n) // out, -((-(i + 1) * n) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
 
 
 class CNNFamily(ModelFamily):
