@@ -21,6 +21,7 @@ from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_co
 from hasfl.identity import audit as identity_audit, shared_sources, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
+from hasfl import gpu as hasfl_gpu
 
 
 def stop(exc):
@@ -80,6 +81,9 @@ if workflow.is_main_process:
 # Local runs: one warm process (torch imported) forks the train and data-stage jobs
 # (hasfl.worker); each is still its own Snakemake job with its own log and outputs.
 WARM_WORKER = {"socket": None}
+# Local runs on GPUs: K training jobs per GPU, each pinned to a slot's GPU, under CUDA MPS when it can
+# start (hasfl.gpu; the plan is made by the pre-flight below).
+GPU_PACKING = {"plan": None, "mps": None}
 
 
 onstart:
@@ -90,6 +94,19 @@ onstart:
             RESULTS_LOCK.acquire()  # held until this process exits; before any job removes an output
         except IntegrityError as exc:
             stop(exc)
+    if GPU_PACKING["plan"] is not None and workflow.is_main_process:
+        _plan = GPU_PACKING["plan"]
+        if _plan.mps:
+            GPU_PACKING["mps"] = hasfl_gpu.MPS(_plan.mps_dir)
+            _why = GPU_PACKING["mps"].start()
+            if _why:
+                print(
+                    f"hasfl gpu: MPS did not start ({_why}); jobs run without it",
+                    file=sys.stderr,
+                )
+                _plan = hasfl_gpu.replace(_plan, mps=False, mps_reason=_why)
+        # the training jobs take their slots from it
+        os.environ[hasfl_gpu.ENV_SLOTS] = _plan.env()
     if config["warm_worker"] and workflow.local_exec and workflow.is_main_process:
         WARM_WORKER["socket"] = hasfl_worker.start_server(parent_pid=os.getpid())
         os.environ[hasfl_worker.ENV_SOCKET] = WARM_WORKER["socket"]
@@ -101,6 +118,8 @@ onstart:
 
 onsuccess:
     hasfl_worker.stop_server(WARM_WORKER["socket"])
+    if GPU_PACKING["mps"] is not None:
+        GPU_PACKING["mps"].stop()
     _report = Path(config["results_dir"]) / config["name"] / "report.md"
     if workflow.is_main_process and _report.is_file():
         print(
@@ -112,6 +131,8 @@ onsuccess:
 
 onerror:
     hasfl_worker.stop_server(WARM_WORKER["socket"])
+    if GPU_PACKING["mps"] is not None:
+        GPU_PACKING["mps"].stop()
 
 
 include: "workflow/rules/common.smk"
@@ -183,12 +204,29 @@ if workflow.is_main_process:
         for d in config["datasets"]
         for m in sorted((Path(RESULTS) / "data" / d).glob("seed*/manifest.json"))[:1]
     }
+    _hw = preflight.hardware()
+    if workflow.local_exec and preflight.device_of(config, _hw) == "cuda":
+        # K jobs per GPU (config gpu); calibrated once per device, not in a dry run
+        GPU_PACKING["plan"] = hasfl_gpu.plan(
+            config,
+            _hw["gpus"],
+            Path(RESULTS),
+            preflight.CACHE,
+            calibrate=preflight.runs_jobs(sys.argv[1:]),
+        )
+        if (
+            GPU_PACKING["plan"] is not None
+            and "gpu_slot" not in workflow.global_resources
+        ):
+            workflow.register_resource("gpu_slot", GPU_PACKING["plan"].slots)
     _block, PREFLIGHT_STOP = preflight.check(
         config,
         int(workflow._cores or 1),
         _manifests,
         preflight.reused([*_audit.current, *SHARED]),
         local=bool(workflow.local_exec),
+        hw=_hw,
+        packing=GPU_PACKING["plan"],
     )
     print(_block, file=sys.stderr)
     if PREFLIGHT_STOP and preflight.runs_jobs(sys.argv[1:]):

@@ -330,3 +330,39 @@ def test_concurrency_packing_arithmetic():
     assert a["datasets"]["cifar10"] == {"jobs_at_once": 4, "speedup_vs_one_job_alone": 2.0, "device_hours": 6.0}
     assert a["device_hours_total"] == 21.0
     assert b["datasets"]["cifar10"]["device_hours"] == 2.0 and b["datasets"]["emnist"]["device_hours"] == 3.0
+
+
+def test_device_check_pieces_render_into_the_page(tiny, tmp_path):
+    """scripts/gpu-check.sh's pieces, measured here on the CPU by the same code: determinism (a job twice, once
+    SIGKILLed and resumed), the packing calibration, the batched step; assembled into the bench report, rendered,
+    and the packed paper hours computed from them."""
+    from hasfl.bench import gpu_check
+    from hasfl.bench.packing import calibrate_packing
+    from hasfl.config import load_config
+
+    check = tmp_path / "check"
+    check.mkdir()
+    det = gpu_check.determinism(tmp_path / "det", "cpu", rounds=4)
+    assert det["twice_identical"] and det["resumed_identical"] and det["killed_mid_run"]
+    assert det["files_compared"] == 8 and det["determinism"]["deterministic_algorithms"] is False  # CPU
+    (check / "determinism.json").write_text(json.dumps(det))
+    cal = calibrate_packing("cpu", ks=(1, 2), seconds=0.3)
+    (check / "packing.json").write_text(json.dumps(cal))
+    cfg = load_config()
+    cfg["federation"].update(clients=4, clients_per_round=2)
+    cfg["capacity"].update(tiers=[0.5, 1.0], counts=[2, 2])
+    mod = _load(REPO / "scripts" / "experiments" / "client_batching.py")
+    (check / "batched.json").write_text(json.dumps(mod.bench_client_batching(cfg, torch.device("cpu"), "emnist",
+                                                                             "hasfl", rounds=2, client_n=8)))
+    report_path = tmp_path / "r.json"
+    report_path.write_text(tiny["json"].read_text())
+    assert gpu_check.main(["assemble", str(check), "--into", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["gpu_check"]["quick_preset_packed"] is None and report["gpu_check"]["packing"] == cal
+    text = render_markdown(report)
+    assert "## Device check (scripts/gpu-check.sh)" in text
+    assert "run twice: byte-identical; SIGKILLed after a checkpoint and resumed: byte-identical" in text
+    assert "Packed: not measured." in text and "MPS: not asked for" in text
+    t = summarize_targets(report)["paper_preset_packed_hours"]
+    assert t["value"] == round(report["paper_scale"]["job_hours_total"] / cal["plain"]["speedup"], 2)
+    assert t["goal"] == "<= 8 in fp32"

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -36,41 +34,31 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def worker(dataset: str, p: float, seconds: float, device: str, graph: bool, precision: str) -> None:
-    """One job: warm up, print ``ready``, wait for a line on stdin, run local SGD steps for
-    ``seconds``, print ``{"steps": n, "elapsed_s": t}``."""
+def worker(dataset: str, p: float, seconds: float, device: str, precision: str) -> None:
+    """One job replaying its local step as a CUDA graph (``cuda_graph_step.py``); otherwise the library's
+    worker (:func:`hasfl.bench.packing.worker`) is used. Same protocol: ``ready``, a line on stdin, steps."""
     import torch
 
-    from hasfl.bench.harness import FULL, sync
-    from hasfl.bench.workload import ClientTimer, family_of, optim_for, synthetic_bundle
+    from hasfl.bench.harness import sync
     from hasfl.config import PAPER_CONFIG, load_config
     from hasfl.fl.runtime import Numerics, resolve_device
 
+    sys.path.insert(0, str(HERE))
+    from cuda_graph_step import GraphStep
+
     torch.set_num_threads(1)
     dev = resolve_device(device)
-    config = load_config(PAPER_CONFIG)
     per_call = 32
     with Numerics.for_run(dev, precision, image=True).backend_flags():  # also for the CUDA-graph capture
-        if graph:
-            sys.path.insert(0, str(HERE))
-            from cuda_graph_step import GraphStep
+        st = GraphStep(load_config(PAPER_CONFIG), dataset, p, dev, per_call)
+        st.capture()
 
-            st = GraphStep(config, dataset, p, dev, per_call)
-            st.capture()
+        def run() -> None:
+            for b in st.batches:
+                st.replay(b)
+            sync(dev)
 
-            def run() -> None:
-                for b in st.batches:
-                    st.replay(b)
-                sync(dev)
-        else:
-            optim = optim_for(config, dataset, FULL.batch_size)
-            bundle = synthetic_bundle(dataset, per_call * optim.batch_size, 8, dev)
-            client = ClientTimer(family_of(config, dataset, bundle), p, bundle, optim, dev, precision=precision)
-            client.steps = per_call
-
-            def run() -> None:
-                client.ours()  # synchronises at its end
-        run()  # warm-up (kernels, allocator)
+        run()  # warm-up
         print("ready", flush=True)
         sys.stdin.readline()
         steps, tic = 0, time.perf_counter()
@@ -82,36 +70,15 @@ def worker(dataset: str, p: float, seconds: float, device: str, graph: bool, pre
 
 def measure(jobs: Sequence[int], datasets: Sequence[str], p: float, seconds: float, device: str, graph: bool,
             precision: str, label: str) -> dict[str, Any]:
-    """Aggregate steps/s of K concurrent worker processes per dataset and K."""
+    """Aggregate steps/s of K concurrent worker processes per dataset and K (hasfl.bench.packing.measure)."""
+    from hasfl.bench.packing import measure as measure_k
+
     rows = []
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for ds in datasets:
-        base = None
-        for k in jobs:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "worker", "--dataset", ds, "--p", str(p),
-                   "--seconds", str(seconds), "--device", device, "--precision", precision,
-                   *(["--graph"] if graph else [])]
-            procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-                     for _ in range(k)]
-            try:
-                for w in procs:
-                    line = w.stdout.readline().strip() if w.stdout else ""
-                    if line != "ready":
-                        raise RuntimeError(f"worker for {ds} did not start (said {line!r})")
-                for w in procs:
-                    assert w.stdin is not None
-                    w.stdin.write("go\n")
-                    w.stdin.flush()
-                outs = [json.loads(w.communicate(timeout=seconds * 10 + 120)[0].strip().splitlines()[-1])
-                        for w in procs]
-            finally:
-                for w in procs:
-                    if w.poll() is None:
-                        w.kill()
-            steps_s = sum(o["steps"] / o["elapsed_s"] for o in outs)
-            base = steps_s if base is None else base
-            rows.append({"dataset": ds, "p": p, "jobs": k, "steps_per_s_total": round(steps_s, 1),
-                         "steps_per_s_per_job": round(steps_s / k, 1), "speedup_vs_one_job": round(steps_s / base, 3)})
+        cmd = ([sys.executable, str(Path(__file__).resolve()), "worker", "--dataset", ds, "--p", str(p),
+                "--seconds", str(seconds), "--device", device, "--precision", precision] if graph else None)
+        for r in measure_k(jobs, seconds, device, precision, dataset=ds, p=p, cmd=cmd):
+            rows.append({"dataset": ds, "p": p, **r})
     return {"label": label, "seconds_per_trial": seconds, "cuda_graph_steps": graph, "precision": precision,
             "rows": rows}
 
@@ -152,19 +119,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--precision", default="fp32", choices=("fp32", "tf32", "bf16"))
     r.add_argument("--graph", action="store_true", help="each job replays its step as a CUDA graph (fp32/tf32)")
     r.add_argument("--label", default="")
-    w = sub.add_parser("worker", help="(internal) one job")
+    w = sub.add_parser("worker", help="(internal) one CUDA-graph job")
     w.add_argument("--dataset", required=True)
     w.add_argument("--p", type=float, required=True)
     w.add_argument("--seconds", type=float, required=True)
     w.add_argument("--device", default="auto")
     w.add_argument("--precision", default="fp32")
-    w.add_argument("--graph", action="store_true")
     k = sub.add_parser("pack", help="device-hours of a bench report's paper scale packed by concurrency runs")
     k.add_argument("report", type=Path, help="a `hasfl bench` JSON report with a paper-scale section")
     k.add_argument("runs", type=Path, nargs="+", help="JSON of `run` (the first gives the one-job rates)")
     args = ap.parse_args(argv)
     if args.cmd == "worker":
-        worker(args.dataset, args.p, args.seconds, args.device, args.graph, args.precision)
+        worker(args.dataset, args.p, args.seconds, args.device, args.precision)
         return 0
     if args.cmd == "run":
         if args.graph and args.precision == "bf16":

@@ -35,7 +35,7 @@ from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "runs_jobs", "seed_hours",
+__all__ = ["device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "runs_jobs", "seed_hours",
            "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
@@ -127,10 +127,13 @@ def _capacities(config: Mapping[str, Any]) -> list[float]:
 
 def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
              manifests: Mapping[str, Mapping[str, Any]] | None = None, machine_cores: int | None = None,
-             finished: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             finished: Mapping[str, Any] | None = None, packing: Any = None) -> dict[str, Any]:
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
     ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
-    (:func:`finished_jobs`): the runs and data-stage folders that are reused, left out of the price."""
+    (:func:`finished_jobs`): the runs and data-stage folders that are reused, left out of the price.
+    ``packing`` (:class:`hasfl.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
+    device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
+    K is not calibrated), and the wall the device-hours over the GPUs."""
     done_runs = set((finished or {}).get("runs", ()))
     done_data = set((finished or {}).get("data", ()))
     fed = config["federation"]
@@ -170,7 +173,13 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     # jobs run side by side: the wall is the total over the slots, but never below the longest job;
     # a few seconds per data-stage and analysis job
     wall = max(train_s / parallel, longest) + 3.0 * (n_data + 25) / min(parallel, 2)
-    return {"train_jobs": n_train, "data_jobs": n_data, "reused_runs": len(config["datasets"]) * len(config["methods"])
+    device_hours = None
+    if packing is not None:
+        at_once = max(1, min(slots, packing.slots))
+        gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
+        device_hours = train_s / gain / 3600.0
+        wall = max(train_s / gain / len(packing.gpus), longest) + 3.0 * (n_data + 25) / min(at_once, 2)
+    return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data, "reused_runs": len(config["datasets"]) * len(config["methods"])
             * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
             "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
@@ -238,8 +247,8 @@ def _hours(h: float) -> str:
 
 
 def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str, Any], hw: Mapping[str, Any],
-           cores: int, device: str) -> str:
-    """The pre-flight block."""
+           cores: int, device: str, packing: Any = None) -> str:
+    """The pre-flight block (with ``packing``, :class:`hasfl.gpu.Packing`: K, device time, wall time)."""
     gpu = ", ".join(hw["gpus"]) if hw["gpus"] else "no GPU"
     lines = [
         f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, {gpu}); "
@@ -255,6 +264,14 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
     ]
+    if packing is not None:
+        lines += packing.lines()
+        lines.append(f"  device time: about {_hours(est['device_hours'])} of GPU time for the training jobs packed "
+                     f"so (one job alone: {_hours(est['train_job_hours'])})")
+        need = packing.slots * int(config["threads_per_job"])
+        if cores < need:
+            lines.append(f"  --cores {cores} runs fewer training jobs at once than the {packing.slots} GPU slots; "
+                         f"give --cores {need} (or more) to fill them")
     return "\n".join(lines)
 
 
@@ -287,23 +304,31 @@ def finished_jobs(config: Mapping[str, Any], root: Path | None = None,
     return reused(found.current)
 
 
+def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:
+    """The device the jobs of ``config`` run on here: config ``device``, ``auto`` resolved by the GPUs listed."""
+    device = str(config["device"])
+    return ("cuda" if hw["gpus"] else "cpu") if device == "auto" else device
+
+
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
-          finished: Mapping[str, Any] | None = None, local: bool = True) -> tuple[str, str | None]:
+          finished: Mapping[str, Any] | None = None, local: bool = True, hw: Mapping[str, Any] | None = None,
+          packing: Any = None) -> tuple[str, str | None]:
     """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
     (:func:`reused`): what is reused and so not priced. ``local``: the jobs run on this machine
-    (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here."""
-    hw = hardware()
+    (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here. ``packing``: the GPU plan
+    (:func:`hasfl.gpu.plan`) the jobs run under."""
+    hw = hw or hardware()
     device = config["device"]
     if device == "cuda" and local and not hw["gpus"]:
         return (f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, no GPU); device cuda",
                 "config key 'device' is 'cuda' but this machine has no GPU (nvidia-smi lists none) and the jobs "
                 "would run here; use device: cpu (or auto), or run on a GPU machine or a SLURM cluster "
                 "(--profile profiles/slurm)")
-    if device == "auto":
-        device = "cuda" if hw["gpus"] else "cpu"
+    device = device_of(config, hw)
     rates = throughput(device, int(config["threads_per_job"]), hw)
-    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished)
-    block = render(config, est, rates, hw, cores, device)
+    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished,
+                   packing if device == "cuda" else None)
+    block = render(config, est, rates, hw, cores, device, packing if device == "cuda" else None)
     limit = float(config["max_cpu_wall_hours"])
     if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
         return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key max_cpu_wall_hours = {limit:g} "

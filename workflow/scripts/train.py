@@ -6,15 +6,21 @@ from the config: it is not part of any identity) and paths.
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 """
 
+import sys
 from pathlib import Path
 
+from hasfl.gpu import job_slot
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 budget_run = sm.input.get("budget_run")
-call("hasfl.fl.train:train_job",
-     {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}, "out_dir": str(Path(sm.output.run).parent),
-      "data_dir": str(Path(sm.input.partition).parent),
-      "hasfl_run": None if budget_run is None else str(budget_run),
-      "checkpoint_every": int(sm.config["checkpoint_every"])},
-     sm.log[0])
+with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.gpu)
+    if slot:
+        print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
+    call("hasfl.fl.train:train_job",
+         {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
+          "out_dir": str(Path(sm.output.run).parent),
+          "data_dir": str(Path(sm.input.partition).parent),
+          "hasfl_run": None if budget_run is None else str(budget_run),
+          "checkpoint_every": int(sm.config["checkpoint_every"])},
+         sm.log[0])

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BENCH_VERSION", "TARGETS", "check_report", "render_markdown", "summarize_targets", "write_doc"]
+__all__ = ["BENCH_VERSION", "TARGETS", "check_report", "packed_paper_hours", "render_markdown", "summarize_targets", "write_doc"]
 
 BENCH_VERSION = 2
 TARGETS = {
@@ -18,6 +18,7 @@ TARGETS = {
     "cnn_p025_step_rel_max": 1 / 6,
     "server_share_max": 0.05,
     "gpu_paper_hours_max": 8.0,
+    "gpu_paper_packed_hours_max": {"fp32": 8.0, "tf32": 3.0},
     "quick_wall_max_s": 600.0,
     "quick_outside_share_max": 0.15,
 }
@@ -76,6 +77,15 @@ def summarize_targets(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             f"paper preset ({report['paper_scale']['jobs']} jobs) projected on this device, one job at a time, hours",
             "<= 8 on one GPU" if gpu else "none on a CPU (reported)", hours,
             hours <= TARGETS["gpu_paper_hours_max"] if gpu else None)
+    packed = packed_paper_hours(report)
+    if packed is not None:
+        goal = TARGETS["gpu_paper_packed_hours_max"].get(str(report["precision"]))
+        t["paper_preset_packed_hours"] = _target(
+            f"paper preset packed on one GPU ({packed['k']} jobs at once, {packed['how']}), device-hours", "<= "
+            f"{goal:g} in {report['precision']}" if goal else "none at this precision (reported)", packed["hours"],
+            packed["hours"] <= goal if goal else None,
+            f"one job at a time {report['paper_scale']['job_hours_total']} h / the calibrated speed-up "
+            f"{packed['speedup']}")
     if "quick_preset" in report:
         e = report["quick_preset"]
         measured = e.get("status") == "measured"
@@ -87,6 +97,17 @@ def summarize_targets(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "quick preset, share of core-seconds outside the engine", "<= 0.15", e.get("outside_engine_share"),
             e["outside_engine_share"] <= TARGETS["quick_outside_share_max"] if measured else None)
     return t
+
+
+def packed_paper_hours(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The paper preset's device-hours on one GPU packed at the calibrated K (under MPS when it was measured):
+    the one-job-at-a-time projection over the calibration's speed-up of K jobs; None without both sections."""
+    cal = (report.get("gpu_check") or {}).get("packing")
+    if "paper_scale" not in report or not cal:
+        return None
+    best, how = (cal["mps"], "CUDA MPS") if cal.get("mps") else (cal["plain"], "no MPS")
+    hours = round(float(report["paper_scale"]["job_hours_total"]) / float(best["speedup"]), 2)
+    return {"k": best["k"], "speedup": best["speedup"], "hours": hours, "how": how}
 
 
 def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[tuple[str, str]]) -> list[str]:
@@ -220,6 +241,46 @@ def _quick_section(e: Mapping[str, Any], h: str) -> list[str]:
     return L
 
 
+def _gpu_check_section(g: Mapping[str, Any], h: str) -> list[str]:
+    """What scripts/gpu-check.sh measured besides the bench sections."""
+    L = [f"{h} Device check (scripts/gpu-check.sh)", ""]
+    d = g.get("determinism")
+    if d:
+        L += [f"Determinism: a {d['rounds']}-round job (quick preset, digits, {d['method']}) run twice: "
+              f"{'byte-identical' if d['twice_identical'] else 'DIFFERENT (' + ', '.join(d['differing_twice']) + ')'}"
+              f"; SIGKILLed after a checkpoint and resumed: "
+              f"{'byte-identical' if d['resumed_identical'] else 'DIFFERENT (' + ', '.join(d['differing_resumed']) + ')'}"
+              f" ({d['files_compared']} files each). Flags the runs report: {d['determinism']}.", ""]
+    else:
+        L += ["Determinism: not measured.", ""]
+    cal = g.get("packing")
+    if cal:
+        rows = []
+        for label, part in (("no MPS", cal.get("plain")), ("CUDA MPS", cal.get("mps"))):
+            for r in (part or {}).get("rows", []):
+                rows.append({"how": label, **r, "chosen": "**K**" if r["jobs"] == part["k"] else ""})
+        L += [f"Packing calibration (`python -m hasfl.bench.packing`, {cal['seconds']} s a level, the paper CIFAR-10 "
+              f"CNN at p = 0.5, {cal['precision']}, deterministic {cal['deterministic']}); MPS: "
+              f"{'measured' if cal.get('mps') else cal.get('mps_reason')}.", "",
+              *_table(rows, [("how", "MPS"), ("jobs", "jobs at once"), ("steps_per_s_total", "steps/s total"),
+                             ("steps_per_s_per_job", "steps/s per job"), ("speedup_vs_one_job", "vs one job"),
+                             ("chosen", "chosen")])]
+    q = g.get("quick_preset_packed")
+    if q:
+        L += [f"The quick preset end to end on this GPU, packed: {q.get('wall_s')} s wall for {q.get('train_jobs')} "
+              f"training jobs (`{q.get('command')}`; pre-flight: {q.get('plan')}).", ""]
+    b, bp = g.get("batched"), g.get("batched_packed")
+    if b:
+        L += [f"Batched client step (config `client_step: batched`, {b['dataset']}, {b['method']}, "
+              f"{b['clients_per_round']} clients x {b['client_n']} samples a round): local training "
+              f"{b['batched']['local_sgd_s_per_round']} s per round against {b['sequential']['local_sgd_s_per_round']}"
+              f" s sequential (x{b['batched_speedup']}); final weights differ by at most "
+              f"{b['max_abs_diff_final_weights']:.2e}."
+              + (f" {bp['jobs']} such jobs at once: x{bp['batched_speedup_packed']} in aggregate client-steps/s "
+                 f"({bp['client_steps_per_s_total']})." if bp else " Packed: not measured."), ""]
+    return L
+
+
 def _body(report: Mapping[str, Any], h: str, first: Mapping[str, Any] | None = None) -> list[str]:
     L = _targets_section(report, h)
     if "client_vs_bare" in report:
@@ -234,6 +295,8 @@ def _body(report: Mapping[str, Any], h: str, first: Mapping[str, Any] | None = N
         L += _paper_section(d, h, str(report["machine"]["device"]).startswith("cuda"), model=not same)
     if "quick_preset" in report:
         L += _quick_section(report["quick_preset"], h)
+    if report.get("gpu_check"):
+        L += _gpu_check_section(report["gpu_check"], h)
     return L
 
 

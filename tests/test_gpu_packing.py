@@ -1,0 +1,211 @@
+"""Packing training jobs onto the local GPUs (hasfl.gpu, hasfl.bench.packing), checked without a GPU.
+
+The calibration runs for real on the CPU (one-thread jobs sharing its cores); the slots are real ``flock``s
+held by real processes; MPS is driven through a stand-in ``nvidia-cuda-mps-control`` on PATH (an external
+tool; the stand-in speaks its protocol: ``-d`` starts a daemon with a control socket in
+``CUDA_MPS_PIPE_DIRECTORY``, ``quit`` on stdin stops it); the Snakefile's wiring is seen in a dry run on a
+machine whose ``nvidia-smi`` (a stand-in too) lists two GPUs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hasfl import gpu
+from hasfl.bench.packing import calibrate_packing, choose
+from hasfl.config import load_config
+from hasfl.preflight import FALLBACK, estimate, render
+
+TWO = ("GPU 0: NVIDIA H200 (UUID: GPU-a)", "GPU 1: NVIDIA H200 (UUID: GPU-b)")
+
+
+@pytest.fixture()
+def gpu_config():
+    cfg = load_config()
+    cfg["device"] = "cuda"
+    return cfg
+
+
+def test_visible_gpus_follow_cuda_visible_devices() -> None:
+    listed = [*TWO, "GPU 2: NVIDIA H200 (UUID: GPU-c)"]
+    assert gpu.visible_gpus(listed, {}) == tuple(listed)
+    assert gpu.visible_gpus(listed, {"CUDA_VISIBLE_DEVICES": "2,0"}) == (listed[2], listed[0])
+    assert gpu.visible_gpus(listed, {"CUDA_VISIBLE_DEVICES": ""}) == ()
+    assert gpu.visible_gpus(listed, {"CUDA_VISIBLE_DEVICES": "1,7,0"}) == (listed[1],)  # CUDA stops at 7
+
+
+def test_choose_takes_the_smallest_k_near_the_best() -> None:
+    rows = [{"jobs": 1, "steps_per_s_total": 100, "speedup_vs_one_job": 1.0},
+            {"jobs": 4, "steps_per_s_total": 390, "speedup_vs_one_job": 3.9},
+            {"jobs": 8, "steps_per_s_total": 400, "speedup_vs_one_job": 4.0},
+            {"jobs": 16, "steps_per_s_total": 300, "speedup_vs_one_job": 3.0}]
+    assert choose(rows)["k"] == 4 and choose(rows, tolerance=0.0)["k"] == 8
+    assert choose(rows[:1])["k"] == 1
+
+
+def test_calibration_measures_concurrent_jobs_for_real() -> None:
+    """Two levels on the CPU: each K's aggregate rate is measured (steps actually taken), K is one of them."""
+    out = calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
+    rows = out["plain"]["rows"]
+    assert [r["jobs"] for r in rows] == [1, 2] and all(r["steps_per_s_total"] > 0 for r in rows)
+    assert out["plain"]["k"] in (1, 2) and out["mps"] is None
+    assert rows[1]["steps_per_s_per_job"] == pytest.approx(rows[1]["steps_per_s_total"] / 2, rel=0.01)
+
+
+def test_plan_k_from_config_or_cached_calibration(gpu_config, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-cuda-mps-control
+    assert gpu.plan(gpu_config, [], tmp_path, tmp_path) is None  # no GPU: nothing to pack
+    cfg = copy.deepcopy(gpu_config)
+    cfg["gpu"]["jobs_per_gpu"] = 3
+    fixed = gpu.plan(cfg, TWO, tmp_path, tmp_path)
+    assert (fixed.slots, fixed.jobs_per_gpu, fixed.mps, fixed.speedup) == (6, 3, False, None)
+    assert "not found" in fixed.mps_reason and fixed.source == "config gpu.jobs_per_gpu"
+    # auto: not calibrated yet (a dry run does not measure) -> 1 job per GPU, said so
+    dry = gpu.plan(gpu_config, TWO, tmp_path, tmp_path, calibrate=False)
+    assert dry.jobs_per_gpu == 1 and "not calibrated yet" in dry.source
+    # a calibration in the cache (measured on this CPU, stored as the plan stores one)
+    cal = calibrate_packing("cpu", ks=(1, 2), seconds=0.3)
+    path = gpu.calibration_path(tmp_path, TWO, "fp32", True, False)
+    path.write_text(json.dumps(cal))
+    auto = gpu.plan(gpu_config, TWO, tmp_path, tmp_path, calibrate=False)
+    assert auto.jobs_per_gpu == cal["plain"]["k"] and auto.speedup == cal["plain"]["speedup"]
+    assert str(path) in auto.source and auto.slots == 2 * auto.jobs_per_gpu
+    # another precision is another calibration
+    tf32 = copy.deepcopy(gpu_config)
+    tf32["precision"] = "tf32"
+    assert "not calibrated yet" in gpu.plan(tf32, TWO, tmp_path, tmp_path, calibrate=False).source
+
+
+def test_preflight_prices_the_packed_gpus(gpu_config) -> None:
+    plan = gpu.Packing(TWO, 8, True, "", 4.0, "calibration x")
+    one = estimate(gpu_config, 16, FALLBACK)
+    est = estimate(gpu_config, 16, FALLBACK, packing=plan)
+    assert est["device_hours"] == pytest.approx(one["train_job_hours"] / 4.0)
+    assert est["wall_hours"] < one["train_job_hours"] / 4.0  # two GPUs share the device-hours
+    text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 16, "gpus": list(TWO)}, 4, "cuda", plan)
+    assert "8 jobs per GPU x 2 GPU(s) = 16 training jobs at once, CUDA MPS on, 4.00x" in text
+    assert "give --cores 16" in text  # 4 cores cannot fill 16 slots
+    assert "device time: about" in text
+
+
+SLOT_HOLDER = textwrap.dedent("""
+    import os, sys, time
+    from hasfl.gpu import job_slot
+    with job_slot(poll_s=0.05) as s:
+        print(s["slot"], s["gpu"], os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
+        time.sleep(float(sys.argv[1]))
+""")
+
+
+def _holder(env: dict, hold_s: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SLOT_HOLDER, str(hold_s)], stdout=subprocess.PIPE, text=True,
+                            env=env)
+
+
+def test_job_slots_spread_over_gpus_and_free_on_kill(tmp_path) -> None:
+    plan = gpu.Packing(TWO, 2, False, "x", None, "config", slot_dir=str(tmp_path / "slots"))
+    env = {**os.environ, gpu.ENV_SLOTS: plan.env(), "CUDA_VISIBLE_DEVICES": "4,6"}
+    holders = [_holder(env, 30) for _ in range(4)]
+    got = sorted(tuple(h.stdout.readline().split()) for h in holders)
+    # four slots, two per GPU; slot s on GPU s mod 2, pinned to the visible device it maps to
+    assert got == [("0", "0", "4"), ("1", "1", "6"), ("2", "0", "4"), ("3", "1", "6")]
+    fifth = _holder(env, 0)
+    time.sleep(0.5)
+    assert fifth.poll() is None  # every slot taken: it waits
+    victim = holders[0]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    line = fifth.stdout.readline().split()
+    assert fifth.wait(timeout=30) == 0 and line[0] in {"0", "1", "2", "3"}  # the killed job's slot
+    for h in holders[1:]:
+        h.kill()
+        h.wait()
+
+
+def test_no_plan_means_no_slot(monkeypatch) -> None:
+    monkeypatch.delenv(gpu.ENV_SLOTS, raising=False)
+    with gpu.job_slot() as slot:
+        assert slot == {}
+
+
+FAKE_MPS = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    # stand-in for nvidia-cuda-mps-control: -d starts, 'quit' stops, 'get_server_list' answers while running
+    pipe="$CUDA_MPS_PIPE_DIRECTORY"
+    echo "$*" >> "$pipe/../calls"
+    if [ "${1:-}" = "-d" ]; then
+      [ -n "${FAIL:-}" ] && { echo "$FAIL" >&2; exit 1; }
+      touch "$pipe/control"; exit 0
+    fi
+    read -r cmd
+    echo "$cmd" >> "$pipe/../calls"
+    [ -e "$pipe/control" ] || exit 1
+    [ "$cmd" = quit ] && rm -f "$pipe/control"
+    exit 0
+""")
+
+
+@pytest.fixture()
+def fake_mps(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / gpu.MPS_CONTROL
+    tool.write_text(FAKE_MPS)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return tmp_path / "mps"
+
+
+def test_mps_started_and_stopped_only_by_its_starter(fake_mps, monkeypatch) -> None:
+    daemon = gpu.MPS(fake_mps)
+    assert daemon.start() is None and daemon.started and daemon.running()
+    other = gpu.MPS(fake_mps)  # a second DAG run on the same folder finds it running: uses it, never stops it
+    assert other.start() is None and not other.started
+    other.stop()
+    assert daemon.running()
+    daemon.stop()
+    assert not daemon.running()
+    calls = (fake_mps / "calls").read_text().split()
+    assert calls.count("-d") == 1 and "quit" in calls
+
+
+def test_mps_not_permitted_is_a_reason_and_the_plan_says_so(fake_mps, gpu_config, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("FAIL", "An instance of this daemon is already running as another user")
+    why = gpu.MPS(fake_mps).start()
+    assert "exited 1" in why and "another user" in why
+    cfg = copy.deepcopy(gpu_config)
+    cfg["gpu"]["mps"] = False
+    assert gpu.plan(cfg, TWO, tmp_path, tmp_path, calibrate=False).mps_reason == "config gpu.mps is false"
+
+
+FAKE_SMI = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    echo "GPU 0: NVIDIA H200 (UUID: GPU-a)"
+    echo "GPU 1: NVIDIA H200 (UUID: GPU-b)"
+""")
+
+
+@pytest.mark.dag
+def test_dry_run_on_two_gpus_prints_the_packing(snakemake, tiny_preset, tmp_path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    preset = tiny_preset(tmp_path, device="cuda", gpu={"jobs_per_gpu": 3, "mps": "auto"})
+    env = {**snakemake.env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([*snakemake.command, *snakemake.dag_args(preset, workdir=tmp_path, cores=6), "-n"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "GPU packing: 3 jobs per GPU x 2 GPU(s) = 6 training jobs at once" in out.stderr
+    assert "device time: about" in out.stderr
