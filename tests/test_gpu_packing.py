@@ -209,3 +209,14 @@ def test_dry_run_on_two_gpus_prints_the_packing(snakemake, tiny_preset, tmp_path
     assert out.returncode == 0, out.stderr[-3000:]
     assert "GPU packing: 3 jobs per GPU x 2 GPU(s) = 6 training jobs at once" in out.stderr
     assert "device time: about" in out.stderr
+
+
+def test_packing_keys_change_no_identity(gpu_config) -> None:
+    """How jobs share the GPUs changes no byte: neither a run's slice nor the analysis identity moves."""
+    from hasfl.config import run_config
+    from hasfl.identity import analysis_identity
+
+    other = copy.deepcopy(gpu_config)
+    other["gpu"].update(jobs_per_gpu=5, mps=False)
+    assert run_config(other, "cifar10", "hasfl", 42) == run_config(gpu_config, "cifar10", "hasfl", 42)
+    assert analysis_identity(other, "code") == analysis_identity(gpu_config, "code")
