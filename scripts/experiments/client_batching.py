@@ -15,8 +15,9 @@ Results:
 
 * 2-core Xeon (2026-11-30, the earlier one-step version): 320.6 ms per client-step batched against 99.5
   ms one after another (x0.31: oneDNN runs the grouped convolutions far slower); weights equal to 6e-8.
-* 2-core EPYC (2026-12-01, this version, CIFAR CNN, 10 clients x 64 samples a round, 3 rounds): see
-  docs/performance.md "The batched client step".
+* 2-core AMD EPYC with AVX-512 (2026-12-01, this version, defaults: the paper CIFAR-10 CNN, hasfl, 10
+  clients x 64 samples a round, 3 rounds): local training 2.195 s per round batched against 1.159 s
+  sequential (x0.53); same 30 client steps; final weights within 4.3e-6.
 * GPU: not measured yet (scripts/gpu-check.sh runs it alone and packed). *Not adopted* until it is faster
   there under packing.
 
