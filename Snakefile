@@ -94,6 +94,10 @@ onstart:
             RESULTS_LOCK.acquire()  # held until this process exits; before any job removes an output
         except IntegrityError as exc:
             stop(exc)
+    if workflow.is_main_process:
+        os.environ.pop(
+            hasfl_gpu.ENV_SLOTS, None
+        )  # only this run's plan, never one left in the environment
     if GPU_PACKING["plan"] is not None and workflow.is_main_process:
         _plan = GPU_PACKING["plan"]
         if _plan.mps:
