@@ -95,9 +95,8 @@ onstart:
         except IntegrityError as exc:
             stop(exc)
     if workflow.is_main_process:
-        os.environ.pop(
-            hasfl_gpu.ENV_SLOTS, None
-        )  # only this run's plan, never one left in the environment
+        # only this run's plan, never one left in the environment
+        os.environ.pop(hasfl_gpu.ENV_SLOTS, None)
     if GPU_PACKING["plan"] is not None and workflow.is_main_process:
         _plan = GPU_PACKING["plan"]
         if _plan.mps:
