@@ -181,6 +181,8 @@ def _calibration(gpus: Sequence[str], precision: str, deterministic: bool, mps_d
         pass
     if not measure:
         return None
+    print(f"hasfl gpu: calibrating how many training jobs share {gpus[0]} (once per device, about 2 minutes; "
+          f"cached in {path})", file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "hasfl.bench.packing", "calibrate", "--device", "cuda", "--precision", precision,
            *([] if deterministic else ["--no-deterministic"]), *(["--mps-dir", str(mps_dir)] if mps_dir else [])]
     try:
