@@ -220,3 +220,12 @@ def test_packing_keys_change_no_identity(gpu_config) -> None:
     other["gpu"].update(jobs_per_gpu=5, mps=False)
     assert run_config(other, "cifar10", "hasfl", 42) == run_config(gpu_config, "cifar10", "hasfl", 42)
     assert analysis_identity(other, "code") == analysis_identity(gpu_config, "code")
+
+
+def test_uncalibrated_packing_is_priced_as_one_job_at_a_time(gpu_config) -> None:
+    plan = gpu.Packing(TWO[:1], 4, False, "x", None, "config gpu.jobs_per_gpu")
+    one = estimate(gpu_config, 4, FALLBACK)
+    est = estimate(gpu_config, 4, FALLBACK, packing=plan)
+    assert est["device_hours"] == pytest.approx(one["train_job_hours"])
+    text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 4, "gpus": list(TWO[:1])}, 4, "cuda", plan)
+    assert "not calibrated: priced as one job at a time" in text and "give --cores" not in text
