@@ -174,29 +174,20 @@ def _calibration(gpus: Sequence[str], precision: str, deterministic: bool, mps_d
                  cache: Path, measure: bool = True) -> dict[str, Any] | None:
     """The packing calibration of these GPUs: from the cache, else (``measure``) measured once by
     ``python -m hasfl.bench.packing`` on the first GPU and cached; None when there is none."""
+    from hasfl.preflight import cached_measurement
+
     path = calibration_path(cache, gpus, precision, deterministic, mps_dir is not None)
-    try:
-        return {**json.loads(path.read_text()), "source": f"calibration {path}"}
-    except (OSError, ValueError):
-        pass
+    cached = cached_measurement(path)
+    if cached is not None:
+        return {**cached, "source": f"calibration {path}"}
     if not measure:
         return None
     print(f"hasfl gpu: calibrating how many training jobs share {gpus[0]} (once per device, about 2 minutes; "
           f"cached in {path})", file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "hasfl.bench.packing", "calibrate", "--device", "cuda", "--precision", precision,
            *([] if deterministic else ["--no-deterministic"]), *(["--mps-dir", str(mps_dir)] if mps_dir else [])]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                             env={**os.environ, "CUDA_VISIBLE_DEVICES": _first_visible()})
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return None
-    with contextlib.suppress(OSError):
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, path)
-    return {**result, "source": "calibration measured now"}
+    result = cached_measurement(path, cmd, timeout_s=900, env={**os.environ, "CUDA_VISIBLE_DEVICES": _first_visible()})
+    return None if result is None else {**result, "source": "calibration measured now"}
 
 
 def plan(config: Mapping[str, Any], listed_gpus: Sequence[str], results: Path, cache: Path,

@@ -35,8 +35,8 @@ from typing import Any
 
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render", "reused", "runs_jobs", "seed_hours",
-           "throughput"]
+__all__ = ["cached_measurement", "device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render",
+           "reused", "runs_jobs", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
@@ -179,8 +179,8 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
         gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
         device_hours = train_s / gain / 3600.0
         wall = max(train_s / gain / len(packing.gpus), longest) + 3.0 * (n_data + 25) / min(at_once, 2)
-    return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data, "reused_runs": len(config["datasets"]) * len(config["methods"])
-            * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
+    return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,
+            "reused_runs": len(config["datasets"]) * len(config["methods"]) * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
             "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
             "per_dataset_job_hours": {d: sum(per_dataset[dd][m] for dd, m, _s in todo if dd == d) / 3600.0
@@ -220,24 +220,38 @@ def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, An
     key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), CALIBRATION]).encode(
     )).hexdigest()
     path = CACHE / f"throughput-{key[:16]}.json"
+    cached = cached_measurement(path)
+    if cached is not None:
+        return {**cached, "source": str(path)}
+    rates = cached_measurement(path, [sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads",
+                                      str(threads)], timeout_s=300)
+    return dict(FALLBACK) if rates is None else {**rates, "source": "measured now"}
+
+
+def cached_measurement(path: Path, cmd: Sequence[str] | None = None, timeout_s: float = 300,
+                       env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """A once-per-machine measurement: the JSON cached at ``path``; else, with ``cmd``, the last stdout line of
+    running it (cached atomically at ``path``; a cache that cannot be written is skipped); None when there is
+    neither."""
     try:
-        return {**json.loads(path.read_text()), "source": str(path)}
+        return dict(json.loads(path.read_text()))
     except (OSError, ValueError):
         pass
+    if cmd is None:
+        return None
     try:
-        out = subprocess.run([sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads",
-                              str(threads)], capture_output=True, text=True, timeout=300)
-        rates = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return dict(FALLBACK)
+        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s, env=env)
+        result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (OSError, ValueError, IndexError, TypeError, subprocess.SubprocessError):
+        return None
     try:
-        CACHE.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(rates))
+        tmp.write_text(json.dumps(result))
         os.replace(tmp, path)
     except OSError:
         pass
-    return {**rates, "source": "measured now"}
+    return result
 
 
 def _hours(h: float) -> str:

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BENCH_VERSION", "TARGETS", "check_report", "packed_paper_hours", "render_markdown", "summarize_targets", "write_doc"]
+__all__ = ["BENCH_VERSION", "TARGETS", "check_report", "packed_paper_hours", "render_markdown", "summarize_targets",
+           "write_doc"]
 
 BENCH_VERSION = 2
 TARGETS = {
