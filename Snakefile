@@ -18,7 +18,8 @@ min_version("9.0")
 
 from hasfl import worker as hasfl_worker
 from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
-from hasfl.identity import audit as identity_audit, shared_sources, writable_results
+from hasfl.identity import audit as identity_audit, writable_results
+from hasfl.dag import store as hasfl_store
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl import preflight
 from hasfl import gpu as hasfl_gpu
@@ -72,6 +73,15 @@ if workflow.is_main_process:
             f"results folder '{Path(config['results_dir']) / config['name']}' cannot be written: {_unwritable}; "
             "set results_dir (or name) to a folder you can write"
         )
+    # links whose store entry is gone point at nothing: removed, their jobs relink or train (hasfl.dag.store)
+    _gone = hasfl_store.drop_dangling(Path(config["results_dir"]) / config["name"])
+    if _gone:
+        print(
+            f"hasfl store: {len(_gone)} folders linked store entries that are gone; they are made again: "
+            + ", ".join(_gone[:5])
+            + (" ..." if len(_gone) > 5 else ""),
+            file=sys.stderr,
+        )
     try:
         verify_results(Path(config["results_dir"]) / config["name"])
     except IntegrityError as exc:
@@ -94,6 +104,19 @@ onstart:
             RESULTS_LOCK.acquire()  # held until this process exits; before any job removes an output
         except IntegrityError as exc:
             stop(exc)
+    if workflow.is_main_process:
+        # folders written before the run store: their files move into it, links keep each file's time
+        # (hasfl.dag.store.adopt; nothing reruns); then a job of any folder links what another finished
+        try:
+            _adopted = hasfl_store.adopt(Path(RESULTS))
+        except IntegrityError as exc:
+            stop(exc)
+        if _adopted["data"] or _adopted["runs"]:
+            print(
+                f"hasfl store: {_adopted['data']} data stages and {_adopted['runs']} runs of {RESULTS} moved "
+                f"into the run store {hasfl_store.store_of(RESULTS)} (links in their place, times kept)",
+                file=sys.stderr,
+            )
     if workflow.is_main_process:
         # only this run's plan, never one left in the environment
         os.environ.pop(hasfl_gpu.ENV_SLOTS, None)
@@ -143,7 +166,6 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/identity.smk"
-include: "workflow/rules/share.smk"
 
 
 # Identity in one place (hasfl.identity.audit): every finished data-stage and run folder of the
@@ -159,37 +181,12 @@ if workflow.is_main_process:
         Path(RESULTS),
         data_code=SRC_DATA,
         analysis_code=SRC_ANALYSIS,
-        train_code=lambda m, d: training_code_digest(
-            m, d, Path(workflow.basedir) / "src" / "hasfl"
-        ),
+        train_code=train_code,
     )
     try:
         _audit.raise_errors()
     except IntegrityError as exc:
         stop(exc)
-    # A variant folder shares what another folder beside it finished with the same identity
-    # (hasfl.identity.shared_sources; workflow/rules/share.smk): only the rest is computed.
-    if config["share_runs"]:
-        SHARED.update(
-            shared_sources(
-                config,
-                Path(RESULTS),
-                data_code=SRC_DATA,
-                train_code=lambda m, d: training_code_digest(
-                    m, d, Path(workflow.basedir) / "src" / "hasfl"
-                ),
-            )
-        )
-    if SHARED:
-        _from = sorted(
-            {str(Path(*p.parts[: -len(Path(f).parts)])) for f, p in SHARED.items()}
-        )
-        _n_runs = sum(1 for f in SHARED if f.startswith("runs/"))
-        print(
-            f"hasfl share: {_n_runs} runs and {len(SHARED) - _n_runs} data stages of the same identity are "
-            f"linked in from {', '.join(_from)} (rules share_run / share_data_stage), not recomputed",
-            file=sys.stderr,
-        )
     if _audit.rerun:
         _lines = _audit.lines()
         print(
@@ -208,6 +205,21 @@ if workflow.is_main_process:
         for m in sorted((Path(RESULTS) / "data" / d).glob("seed*/manifest.json"))[:1]
     }
     _hw = preflight.hardware()
+    # finished in the run store (by this or another folder): the job only links it
+    _in_store = hasfl_store.in_store(
+        config,
+        Path(RESULTS),
+        data_code=SRC_DATA,
+        train_code=train_code,
+        device_class="cpu" if preflight.device_of(config, _hw) == "cpu" else None,
+    )
+    if _in_store:
+        _n_runs = sum(1 for f in _in_store if f.startswith("runs/"))
+        print(
+            f"hasfl store: {_n_runs} runs and {len(_in_store) - _n_runs} data stages of this preset are finished "
+            f"in the run store {hasfl_store.store_of(RESULTS)}: linked, not recomputed",
+            file=sys.stderr,
+        )
     if workflow.local_exec and preflight.device_of(config, _hw) == "cuda":
         # K jobs per GPU (config gpu); calibrated once per device, not in a dry run
         GPU_PACKING["plan"] = hasfl_gpu.plan(
@@ -226,7 +238,7 @@ if workflow.is_main_process:
         config,
         int(workflow._cores or 1),
         _manifests,
-        preflight.reused([*_audit.current, *SHARED]),
+        preflight.reused([*_audit.current, *_in_store]),
         local=bool(workflow.local_exec),
         hw=_hw,
         packing=GPU_PACKING["plan"],

@@ -127,6 +127,43 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gc(args: argparse.Namespace) -> int:
+    """The run store's entries that no results folder links to: listed, removed with --delete."""
+    from hasfl.dag.store import STORE, collect
+
+    if not (args.results_dir / STORE).is_dir():
+        raise ConfigError(f"'{args.results_dir}' has no run store ({STORE}/); expected a results_dir such as results")
+    found = collect(args.results_dir, delete=args.delete)
+    verb = "removed" if args.delete else "would remove"
+    for entry in found.unreferenced:
+        print(f"  {entry.relative_to(args.results_dir.resolve())}")
+    print(f"hasfl gc: {len(found.folders)} results folders link {found.referenced} store entries; {verb} "
+          f"{len(found.unreferenced)} that none links ({found.bytes / 2**20:.1f} MiB)"
+          + ("" if args.delete else "; --delete removes them"))
+    return 0
+
+
+def _cmd_adopt(args: argparse.Namespace) -> int:
+    """Move a results folder written before the run store into it (links in place, times kept)."""
+    from hasfl.dag.store import adopt, store_of
+    from hasfl.integrity import ResultsLock, verify_results
+
+    if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
+        raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
+                          "expected e.g. results/quick")
+    lock = ResultsLock(args.results)
+    lock.acquire()  # not while a DAG writes it
+    try:
+        verify_results(args.results)
+        counts = adopt(args.results)
+    finally:
+        lock.release()
+    print(f"hasfl adopt: {args.results}: {counts['data']} data stages and {counts['runs']} runs moved into "
+          f"{store_of(args.results)} (links in place, file times kept: nothing reruns); {counts['left']} runs left "
+          "as they are (not trained on the data stage beside them: the DAG reruns them)")
+    return 0
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     """Capacity-grouped check of a per-client estimate from any framework's logs."""
     from hasfl.analysis.diagnose import as_json, diagnose, join_clients, per_client, plot, read_table, render
@@ -336,6 +373,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="with --config: a dotted.key=value override, as for `hasfl config`")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("gc", help="list the run store's entries that no results folder links to (--delete: remove)")
+    p.add_argument("results_dir", type=Path, nargs="?", default=Path("results"),
+                   help="the results_dir holding .store/ and the preset folders (default: %(default)s)")
+    p.add_argument("--delete", action="store_true", help="remove them (default: only list them)")
+    p.set_defaults(func=_cmd_gc)
+
+    p = sub.add_parser("adopt", help="move a results folder written before the run store into it (nothing reruns)")
+    p.add_argument("results", type=Path, help="a preset's results folder, e.g. results/quick")
+    p.set_defaults(func=_cmd_adopt)
 
     p = sub.add_parser("diagnose", help="is a per-client heterogeneity estimate capacity or data? (any framework's "
                                         "table; Section 5's capacity-grouped check)")

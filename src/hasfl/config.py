@@ -221,11 +221,29 @@ def validate_config(config: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` naming the key of the first violation (all listed)."""
     validator = _validator_class()(_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    messages = _non_finite(config) + [_describe(e) for e in errors] + _unknown_methods(config)
+    messages = _removed_keys(config) + _non_finite(config) + [_describe(e) for e in errors
+                                                              if not _is_removed(e)] + _unknown_methods(config)
     if not messages:
         messages = _semantic_errors(config)
     if messages:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(messages))
+
+
+#: Keys that were removed, and what replaced them (named in the error instead of "unknown key").
+REMOVED_KEYS = {"share_runs": "finished data stages and runs are kept once per identity in the run store "
+                              "(<results_dir>/.store, hasfl.dag.store) and every folder links them; there is "
+                              "nothing to turn off: delete the key"}
+
+
+def _removed_keys(config: Mapping[str, Any]) -> list[str]:
+    """A removed top-level key, named with what replaced it."""
+    return [f"config key '{k}' was removed: {why}" for k, why in REMOVED_KEYS.items() if k in config]
+
+
+def _is_removed(error: Any) -> bool:
+    """A schema error that only reports a removed key (already named by :func:`_removed_keys`)."""
+    return (error.validator == "additionalProperties" and not error.absolute_path
+            and set(error.instance) - set(error.schema.get("properties", {})) <= set(REMOVED_KEYS))
 
 
 def _unknown_methods(config: Mapping[str, Any]) -> list[str]:

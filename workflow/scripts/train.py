@@ -1,6 +1,6 @@
-"""Snakemake glue for rule train (hasfl.fl.train.train_job): exactly the job's config slices
+"""Snakemake glue for rule train (hasfl.dag.store.train_run): exactly the job's config slices
 ``params.run_cfg`` / ``params.data_cfg`` (canonical; ``data_dir``, where the raw files live, is added
-from the config: it is not part of any identity) and paths.
+from the config: it is not part of any identity), its paths and the run store.
 
 ``checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
@@ -9,17 +9,19 @@ the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 import sys
 from pathlib import Path
 
+from hasfl.dag.store import store_of
 from hasfl.gpu import job_slot
 from hasfl.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 budget_run = sm.input.get("budget_run")
+out = Path(sm.output.run).parent
 with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.gpu)
     if slot:
         print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
-    call("hasfl.fl.train:train_job",
+    call("hasfl.dag.store:train_run",
          {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
-          "out_dir": str(Path(sm.output.run).parent),
+          "out_dir": str(out), "store": str(store_of(out.parents[3])),
           "data_dir": str(Path(sm.input.partition).parent),
           "hasfl_run": None if budget_run is None else str(budget_run),
           "checkpoint_every": int(sm.config["checkpoint_every"])},

@@ -1,0 +1,429 @@
+"""The run store: every finished data stage and run kept once per identity key, owned by no results folder.
+
+Layout (``<results_dir>`` is the config key; a preset's folder is ``<results_dir>/<name>``)::
+
+    <results_dir>/.store/data/<key>/{partition,clients}.parquet, manifest.json
+    <results_dir>/.store/runs/<key>/{rounds,clients,participation}.parquet, *.pt, run.json, timings.json, manifest.json
+    <results_dir>/<name>/data/<dataset>/seed<s>/<file>          -> relative symbolic link into .store/data/<key>/
+    <results_dir>/<name>/runs/<dataset>/<method>/seed<s>/<file> -> relative symbolic link into .store/runs/<key>/
+
+* **Key.** A data stage's key is the digest of its identity (:func:`hasfl.identity.data_identity`: dataset, seed,
+  config slice, raw-file sha256, data-stage code). A run's key (:func:`run_key`) is the digest of everything its
+  bytes depend on that is known before it trains: its config slice, the key and table sha256 of the data stage it
+  reads, its training code, the run whose budget it matches and the device class. Same key, same entry: a variant,
+  a seed overlay or an estimator overlay that asks for a run of a key some folder already finished links it.
+* **Write-once, verified on entry.** A job trains into ``<key>.partial/`` (a killed job resumes from the checkpoint
+  there, whichever folder asked first), and the finished folder is renamed to ``<key>/`` in one step; files are
+  then made read-only. Every reuse first checks each file against the entry's manifest (sha256): an entry that no
+  longer matches is an error naming it, never linked.
+* **One writer per entry**: an ``flock`` on ``<key>.lock``, so two folders that ask for one key at once train it
+  once (the second links what the first finished).
+* **Folders only hold links.** Deleting, retraining or renaming one results folder never changes what another folder
+  holds; a link whose entry was removed (``hasfl gc --delete``) is missing, so its job runs again: relinked if the
+  entry is back, else trained. :func:`adopt` moves the files of a folder written before the store into it (keeping
+  each file's time as its link's own time, so Snakemake reruns nothing); :func:`collect` lists (and removes) entries
+  no folder links to.
+
+Torch-free at import; the job functions import the engine when they train.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hasfl.identity import digest
+from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
+
+__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
+           "stage_data", "store_of", "train_run"]
+
+#: The store's folder under ``results_dir``.
+STORE = ".store"
+#: Files of a run folder that are never part of an entry (a checkpoint lives only in ``<key>.partial``).
+NOT_KEPT = ("checkpoint.pt",)
+#: Data-stage tables a run reads (their sha256 are part of its key).
+DATA_TABLES = ("partition.parquet", "clients.parquet")
+
+log = logging.getLogger("hasfl.store")
+
+
+def store_of(results: str | Path) -> Path:
+    """The store of the results folder ``results`` (``<results_dir>/<name>``): ``<results_dir>/.store``."""
+    return Path(results).resolve().parent / STORE
+
+
+def data_key(identity: Mapping[str, Any]) -> str:
+    """The store key of a data stage: the digest of its identity (:func:`hasfl.identity.data_identity`)."""
+    return digest(dict(identity))
+
+
+def run_key(run_cfg: Mapping[str, Any], *, data_stage: str | None, inputs: Mapping[str, str], code: str,
+            budget: Mapping[str, Any] | None, device_class: str) -> str:
+    """The store key of a run: its config slice, the key of the data stage it reads (``data_stage``; None for one
+    written before identities were recorded) and that stage's table sha256 (``inputs``), its training code
+    (:func:`hasfl.integrity.training_code_digest`), the budget run it matches (``budget``: what
+    :func:`hasfl.fl.train.read_budget_run` records) and the device class. The dataset tensors' digest that the run's
+    identity also holds follows from the data stage's raw-file sha256 and the loader code in ``code``."""
+    return digest({"config": dict(run_cfg), "data_stage": data_stage,
+                   "inputs": {n: str(inputs.get(n)) for n in DATA_TABLES}, "code": code,
+                   "budget": None if budget is None else dict(budget), "device_class": device_class})
+
+
+def run_key_of(identity: Mapping[str, Any], data_stage: str | None) -> str:
+    """The store key of a finished run from its manifest ``identity`` and its data stage's key."""
+    return run_key(identity.get("config") or {}, data_stage=data_stage, inputs=identity.get("inputs") or {},
+                   code=str(identity.get("code")), budget=identity.get("budget"),
+                   device_class=str(identity.get("device_class")))
+
+
+def entry_of(store: Path, kind: str, key: str) -> Path:
+    """The entry folder of ``key`` (``kind``: ``data`` or ``runs``)."""
+    if kind not in ("data", "runs"):
+        raise ValueError(f"store entries are 'data' or 'runs', not {kind!r}")
+    return Path(store) / kind / key
+
+
+@contextmanager
+def entry_lock(entry: Path) -> Iterator[None]:
+    """Hold ``<entry>.lock`` (flock, freed by the kernel however the holder ends)."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(entry.with_name(entry.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def finished(entry: Path) -> dict[str, Any] | None:
+    """The manifest of a finished entry after checking every file it lists (None: not finished). An entry whose
+    files no longer match raises :class:`IntegrityError` naming it."""
+    if not (entry / MANIFEST).is_file():
+        return None
+    try:
+        return verify_folder(entry)
+    except IntegrityError as exc:
+        raise IntegrityError(f"store entry '{entry}' no longer matches its manifest ({exc}); it is shared by every "
+                             f"results folder that links to it: delete the entry folder so that the next run "
+                             "trains it again") from None
+
+
+def _seal(staging: Path, entry: Path) -> None:
+    """Rename a finished ``staging`` folder to ``entry`` in one step and make its files read-only."""
+    for name in NOT_KEPT:
+        (staging / name).unlink(missing_ok=True)
+    os.replace(staging, entry)
+    for f in entry.iterdir():
+        if f.is_file() and not f.is_symlink():
+            f.chmod(f.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def link_into(entry: Path, dest: Path, *, keep_times: bool = False) -> list[str]:
+    """Make ``dest`` hold ``entry``'s files as relative symbolic links (each placed by rename, the manifest last, so
+    nothing half-linked looks finished). ``keep_times``: each link's own time is its file's (adopting a folder
+    changes no time Snakemake compares). Returns the names linked."""
+    entry, dest = Path(entry).resolve(), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    names = sorted(f.name for f in entry.iterdir() if f.is_file() and f.name not in NOT_KEPT and f.name != MANIFEST)
+    for name in [*names, MANIFEST]:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".link", dir=dest)
+        os.close(fd)
+        os.unlink(tmp)
+        os.symlink(os.path.relpath(entry / name, dest.resolve()), tmp)
+        if keep_times:
+            st = (entry / name).stat()
+            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        os.replace(tmp, dest / name)
+    for name in NOT_KEPT:
+        (dest / name).unlink(missing_ok=True)
+    return [*names, MANIFEST]
+
+
+def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any) -> Path:
+    """The entry of ``key`` (made by ``make(staging)`` unless finished already), linked into ``out_dir``."""
+    entry = entry_of(store, kind, key)
+    with entry_lock(entry):
+        if finished(entry) is not None:
+            log.info("store: %s entry %s is finished (every file checked); linked, not recomputed", kind, key[:16])
+        else:
+            if entry.exists():  # an entry without its manifest is not one: the rename is the last step
+                raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
+            staging = entry.with_name(key + ".partial")
+            staging.mkdir(parents=True, exist_ok=True)
+            if (staging / MANIFEST).is_file() and _complete(staging):
+                log.info("store: %s entry %s was finished before the job ended; sealed", kind, key[:16])
+            else:
+                make(staging)
+            _seal(staging, entry)
+            log.info("store: %s entry %s written", kind, key[:16])
+    link_into(entry, out_dir)
+    log.info("store: %s -> %s", out_dir, entry)
+    return entry
+
+
+def _complete(folder: Path) -> bool:
+    try:
+        return verify_folder(folder) is not None
+    except IntegrityError:
+        return False
+
+
+def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, identity: Mapping[str, Any],
+               store: str | Path) -> None:
+    """The data_stage job: the entry of ``identity``'s key in ``store`` (written by
+    :func:`hasfl.data.stage.stage_job` unless finished), linked into ``out_dir``."""
+    from hasfl.data.stage import stage_job
+
+    _place(Path(store), "data", data_key(identity), Path(out_dir),
+           lambda staging: stage_job(data_cfg, int(seed), staging, identity))
+
+
+def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *, data_dir: str | Path,
+              store: str | Path, hasfl_run: str | Path | None = None, checkpoint_every: int = 0) -> None:
+    """The train job: the entry of the run's key in ``store`` (trained by :func:`hasfl.fl.train.train_job` into
+    ``<key>.partial`` unless finished), linked into ``out_dir``. ``data_dir``: the data-stage folder it reads."""
+    from hasfl.fl.train import device_class, read_budget_run
+    from hasfl.integrity import training_code_digest
+    from hasfl.registry import METHODS
+
+    data_manifest = read_manifest(Path(data_dir))
+    if data_manifest is None:
+        raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
+    inputs = {n: str((data_manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
+    identity = data_manifest.get("identity")
+    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
+    budget = None
+    budget_of = METHODS[method].budget_of
+    if budget_of is not None:
+        if hasfl_run is None:
+            raise ValueError(f"method {method} needs the run.json of {budget_of} (same dataset and seed)")
+        budget = read_budget_run(hasfl_run, budget_of, dataset, seed)[2]
+    key = run_key(run_cfg, data_stage=None if identity is None else data_key(identity), inputs=inputs,
+                  code=training_code_digest(method, dataset), budget=budget, device_class=device_class(run_cfg))
+
+    def train(staging: Path) -> None:
+        from hasfl.fl.train import train_job
+
+        train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
+                  checkpoint_every=int(checkpoint_every))
+
+    _place(Path(store), "runs", key, Path(out_dir), train)
+
+
+# ------------------------------------------------------------------------------------------------ prediction
+def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Any,
+             device_class: str | None) -> list[str]:
+    """The preset's data-stage and run folders (relative to ``results``) that are not finished in ``results`` but
+    whose entry is finished in the store: their jobs only link (the pre-flight does not price them). Reads manifests
+    only (the job checks every file). ``train_code(method, dataset)``: the training-code digest; ``device_class``:
+    what a job here would record (None: unknown before a job runs, so no run is predicted)."""
+    from hasfl.config import data_config
+    from hasfl.identity import data_identity, run_slice
+    from hasfl.registry import METHODS
+
+    results = Path(results)
+    store = store_of(results)
+    if not store.is_dir():
+        return []
+    found: list[str] = []
+    keys: dict[str, str] = {}
+    tables: dict[str, dict[str, str]] = {}
+    seeds = [int(s) for s in config["seeds"]]
+    for d in config["datasets"]:
+        for sd in seeds:
+            rel = f"data/{d}/seed{sd}"
+            key = data_key(data_identity(data_config(config, d), sd, data_code))
+            manifest = _manifest_of(entry_of(store, "data", key))
+            if manifest is None:
+                continue
+            keys[rel] = key
+            tables[rel] = {n: str((manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
+            if not (results / rel / MANIFEST).is_file():
+                found.append(rel)
+    if device_class is None:
+        return found
+    budgets: dict[str, dict[str, Any]] = {}
+    runs = [(d, m, sd) for d in config["datasets"] for sd in seeds for m in config["methods"]]
+    for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
+        rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        budget_of = METHODS[m].budget_of
+        budget = budgets.get(f"runs/{d}/{budget_of}/seed{sd}") if budget_of else None
+        if data_rel not in keys or (budget_of and budget is None):
+            continue
+        entry = entry_of(store, "runs", run_key(run_slice(config, d, m, sd), data_stage=keys[data_rel],
+                                                inputs=tables[data_rel], code=train_code(m, d), budget=budget,
+                                                device_class=device_class))
+        manifest = _manifest_of(entry)
+        if manifest is None:
+            continue
+        try:
+            import json
+
+            budgets[rel] = {"method": m, "avg_p": float(json.loads((entry / "run.json").read_text())["avg_p"]),
+                            "identity": (manifest.get("identity") or {}).get("digest")}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        if not (results / rel / MANIFEST).is_file():
+            found.append(rel)
+    return found
+
+
+def _manifest_of(entry: Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(entry)
+    except IntegrityError:
+        return None  # the job names it
+
+
+def drop_dangling(results: str | Path) -> list[str]:
+    """Remove the links of ``results``' data-stage and run folders whose store entry is gone (``hasfl gc
+    --delete``, a store deleted by hand): they point at nothing, and Snakemake cannot read the time of such an
+    output. Their jobs then run again and relink the entry, or train it. Returns the folders touched (relative)."""
+    results = Path(results)
+    touched = []
+    for folder in [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]:
+        dangling = [f for f in folder.iterdir() if f.is_symlink() and not f.exists()]
+        for f in dangling:
+            f.unlink()
+        if dangling:
+            touched.append(folder.relative_to(results).as_posix())
+    return sorted(touched)
+
+
+# ------------------------------------------------------------------------------------------------ adoption
+def _real_files(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished output as files of its own (not links into the store)."""
+    manifest = folder / MANIFEST
+    return manifest.is_file() and not manifest.is_symlink()
+
+
+def _adopt_folder(folder: Path, entry: Path) -> None:
+    """Move ``folder``'s files into ``entry`` (or check them against an equal finished entry) and link them back,
+    each link keeping its file's time."""
+    with entry_lock(entry):
+        have = finished(entry)
+        if have is None:
+            if entry.exists():
+                raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
+            staging = entry.with_name(entry.name + ".adopt")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            for f in sorted(folder.iterdir()):
+                if f.is_file() and not f.is_symlink() and f.name not in NOT_KEPT:
+                    os.link(f, staging / f.name)  # the same inode: its time and bytes, no copy
+            _seal(staging, entry)
+        elif have.get("files") != (read_manifest(folder) or {}).get("files"):
+            raise IntegrityError(f"'{folder}' and the store entry '{entry}' of the same key hold other bytes; "
+                                 "compare them (hasfl compare) before deleting either")
+        link_into(entry, folder, keep_times=True)
+
+
+def adopt(results: str | Path) -> dict[str, int]:
+    """Move every finished data-stage and run folder of ``results`` that holds files of its own (written before the
+    store) into the store, after checking each against its manifest; links replace the files with the same times,
+    so Snakemake reruns nothing. A run whose data stage is not the one it was trained on is left as it is (the
+    identity check reruns it). Returns counts."""
+    results = Path(results)
+    store = store_of(results)
+    counts = {"data": 0, "runs": 0, "left": 0}
+    data_keys: dict[str, str | None] = {}
+    for folder in sorted(results.glob("data/*/seed*")):
+        manifest = verify_folder(folder) if _real_files(folder) else read_manifest(folder)
+        if manifest is None:
+            continue
+        identity = manifest.get("identity")
+        key = None if identity is None else data_key(identity)
+        data_keys[folder.relative_to(results).as_posix()] = key
+        if key is not None and _real_files(folder):
+            _adopt_folder(folder, entry_of(store, "data", key))
+            counts["data"] += 1
+    tables = {rel: {n: str(f.get("sha256")) for n, f in (read_manifest(results / rel) or {}).get("files", {}).items()}
+              for rel in data_keys}
+    for folder in sorted(results.glob("runs/*/*/seed*")):
+        if not _real_files(folder):
+            continue
+        manifest = verify_folder(folder)
+        identity = (manifest or {}).get("identity") or {}
+        data_rel = f"data/{folder.parent.parent.name}/{folder.name}"
+        inputs = identity.get("inputs") or {}
+        if data_keys.get(data_rel) is None or inputs != {n: tables[data_rel].get(n) for n in inputs}:
+            counts["left"] += 1
+            continue
+        _adopt_folder(folder, entry_of(store, "runs", run_key_of(identity, data_keys[data_rel])))
+        counts["runs"] += 1
+    return counts
+
+
+# ------------------------------------------------------------------------------------------------ garbage
+@dataclass
+class Collected:
+    """What :func:`collect` found: entries no results folder links to, their bytes, and the folders read."""
+
+    unreferenced: list[Path] = field(default_factory=list)
+    bytes: int = 0
+    referenced: int = 0
+    folders: list[Path] = field(default_factory=list)
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def collect(results_dir: str | Path, *, delete: bool = False) -> Collected:
+    """The store entries of ``results_dir`` that no link of any folder under it points to (and unfinished
+    ``.partial`` / ``.adopt`` folders whose lock nobody holds); removed only with ``delete``."""
+    results_dir = Path(results_dir).resolve()
+    store = results_dir / STORE
+    found = Collected()
+    used: set[Path] = set()
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir() and p.name != STORE):
+        found.folders.append(folder)
+        for link in folder.rglob("*"):
+            if link.is_symlink():
+                target = Path(os.path.normpath(link.parent / os.readlink(link)))
+                if store in target.parents:
+                    used.add(target.parent)
+    for kind in ("data", "runs"):
+        for entry in sorted((store / kind).glob("*")) if (store / kind).is_dir() else []:
+            if not entry.is_dir():
+                continue
+            if entry in used:
+                found.referenced += 1
+                continue
+            if entry.suffix in (".partial", ".adopt") and _locked(entry_of(store, kind, entry.name.split(".")[0])):
+                continue  # a job is writing it now
+            found.unreferenced.append(entry)
+            found.bytes += _size(entry)
+    if delete:
+        for entry in found.unreferenced:
+            for f in entry.rglob("*"):
+                if f.is_file():
+                    f.chmod(f.stat().st_mode | stat.S_IWUSR)
+            shutil.rmtree(entry)
+            entry.with_name(entry.name.split(".")[0] + ".lock").unlink(missing_ok=True)
+    return found
+
+
+def _locked(entry: Path) -> bool:
+    """Whether a job holds ``entry``'s lock now."""
+    lock = entry.with_name(entry.name + ".lock")
+    if not lock.is_file():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

@@ -1,0 +1,254 @@
+"""The run store (hasfl.dag.store, issue 36): finished data stages and runs are kept once per identity key under
+``<results_dir>/.store`` and every results folder links into it, so a variant trains only what differs and no folder's
+deletion, retraining or in-place change can strand, break or silently reuse another's work.
+
+One sequence of DAG runs on the tiny preset (digits, 2 rounds), each test a step on the folders the steps before left;
+the fault each step fixed is named (issue 36's list, all failing on e80d763: there the variant folders linked into
+the baseline through rules share_run / share_data_stage).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.dag
+
+CLI = "import sys; from hasfl.cli import main; sys.exit(main(sys.argv[1:]))"
+BASE = ["hasfl", "fedavg"]
+MU = {"fedprox": {"mu": 0.5}}
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def _bytes(folder: Path) -> dict[str, str]:
+    """sha256 of every result file under ``folder`` (through links), by relative path."""
+    return {f.relative_to(folder).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file() and f.name != ".hasfl.lock" and not {"logs", ".hasfl", ".snakemake"} & set(f.parts)
+            and f.parts[-2] not in ("figures",)}
+
+
+def _trained(results: Path, dataset: str = "digits", seed: int = 42) -> dict[str, bool]:
+    """Method -> whether its last train job trained (False: it linked a finished store entry)."""
+    out = {}
+    for log in sorted((results / "logs" / "train" / dataset).glob(f"*/seed{seed}.log")):
+        out[log.parent.name] = "is finished (every file checked); linked" not in log.read_text()
+    return out
+
+
+def _entries(work: Path, kind: str = "runs") -> set[str]:
+    store = work / "results" / ".store" / kind
+    return {p.name for p in store.iterdir() if p.is_dir() and "." not in p.name} if store.is_dir() else set()
+
+
+@pytest.fixture(scope="module")
+def work(snakemake, tiny_preset, tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("store")
+    base = tiny_preset(work, "base", methods=BASE, rounds=2)
+    res = snakemake.dag(base, workdir=work)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return work
+
+
+def test_a_finished_run_is_a_store_entry_that_its_folder_links(work):
+    run = work / "results/tiny/runs/digits/hasfl/seed42"
+    for name in ("final.pt", "rounds.parquet", "manifest.json"):
+        assert (run / name).is_symlink()
+        assert (run / name).resolve().parent.parent == (work / "results/.store/runs").resolve()
+    assert len(_entries(work)) == 2 and len(_entries(work, "data")) == 1
+    entry = (run / "final.pt").resolve().parent
+    assert not os.access(entry / "final.pt", os.W_OK) or os.geteuid() == 0  # read-only (root writes anyway)
+    assert not (entry / "final.pt").stat().st_mode & 0o222
+
+
+def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, tiny_preset, work):
+    before = _bytes(work / "results/tiny")
+    times = {f: f.lstat().st_mtime_ns for f in (work / "results/tiny").rglob("*") if f.is_symlink()}
+    variant = tiny_preset(work, "variant", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v", method_params=MU)
+    plan = snakemake.dag(variant, workdir=work, target="runs", extra=("-n",))
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "hasfl store: 2 runs and 1 data stages of this preset are finished in the run store" in plan.stderr
+    res = snakemake.dag(variant, workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert _trained(work / "results/tiny-v") == {"fedavg": False, "fedprox": True, "hasfl": False}
+    for m in BASE:
+        assert ((work / f"results/tiny-v/runs/digits/{m}/seed42/final.pt").resolve()
+                == (work / f"results/tiny/runs/digits/{m}/seed42/final.pt").resolve())
+    assert _bytes(work / "results/tiny") == before  # the baseline: same bytes, same link times
+    assert {f: f.lstat().st_mtime_ns for f in (work / "results/tiny").rglob("*") if f.is_symlink()} == times
+    for preset in (variant, work / "base.yaml"):
+        again = snakemake.dag(preset, workdir=work, target="runs", extra=("-n",))
+        assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+
+
+def test_a_variant_of_a_variant_links_everything_and_then_plans_nothing(snakemake, tiny_preset, work):
+    """Fault 4b: a variant sharing from a variant reran its share jobs and analysis on every build."""
+    v2 = tiny_preset(work, "variant2", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v2", method_params=MU)
+    res = snakemake.dag(v2, workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert _trained(work / "results/tiny-v2") == {"fedavg": False, "fedprox": False, "hasfl": False}
+    for preset in (v2, work / "variant.yaml"):
+        again = snakemake.dag(preset, workdir=work, target="runs", extra=("-n",))
+        assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+
+
+def test_a_baseline_that_gains_a_method_a_variant_trained_survives_the_variants_deletion(snakemake, tiny_preset,
+                                                                                       work):
+    """Fault 2: the baseline linked into the variant's folder; deleting the scratch variant broke it."""
+    base = tiny_preset(work, "base", methods=[*BASE, "fedprox"], rounds=2, method_params=MU)
+    res = snakemake.dag(base, workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert _trained(work / "results/tiny")["fedprox"] is False  # linked the entry tiny-v trained
+    shutil.rmtree(work / "results/tiny-v")
+    shutil.rmtree(work / "results/tiny-v2")
+    verify = _cli("verify", str(work / "results/tiny"))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    again = snakemake.dag(base, workdir=work, target="runs", extra=("-n",))
+    assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+
+
+def test_a_deleted_folder_is_rebuilt_from_the_store_without_training(snakemake, work):
+    """Fault 3: a deleted baseline could not be rebuilt while a variant linked to it (FileNotFoundError)."""
+    before = _bytes(work / "results/tiny/runs/digits")
+    shutil.rmtree(work / "results/tiny")
+    res = snakemake.dag(work / "base.yaml", workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert _trained(work / "results/tiny") == {"fedavg": False, "fedprox": False, "hasfl": False}
+    assert _bytes(work / "results/tiny/runs/digits") == before
+
+
+def test_a_key_changed_in_place_reruns_from_the_data_stage_through_the_analysis(snakemake, tiny_preset, work):
+    """Fault 1a: alpha changed in a folder of shared runs was announced as rerun, but the analysis was built on the
+    old data stage while analysis.manifest.json recorded the new alpha, and `hasfl verify` exited 0."""
+    old_data = (work / "results/tiny/data/digits/seed42/manifest.json").resolve()
+    base = tiny_preset(work, "base", methods=[*BASE, "fedprox"], rounds=2, method_params=MU,
+                       partition={"alpha": 0.7})
+    res = snakemake.dag(base, workdir=work)
+    assert res.returncode == 0, res.stderr[-4000:]
+    results = work / "results/tiny"
+    data = json.loads((results / "data/digits/seed42/manifest.json").read_text())
+    assert (results / "data/digits/seed42/manifest.json").resolve() != old_data
+    assert data["identity"]["config"]["partition"]["alpha"] == 0.7
+    tables = {n: f["sha256"] for n, f in data["files"].items()}
+    analysis = json.loads((results / "analysis.manifest.json").read_text())
+    for m in (*BASE, "fedprox"):
+        identity = json.loads((results / f"runs/digits/{m}/seed42/manifest.json").read_text())["identity"]
+        assert identity["inputs"] == {n: tables[n] for n in identity["inputs"]}  # trained on the new tables
+        assert analysis["runs"][f"runs/digits/{m}/seed42"] == identity["digest"]
+    assert _trained(results) == {"fedavg": True, "fedprox": True, "hasfl": True}
+    verify = _cli("verify", str(results), "--config", str(work / "base.yaml"))
+    assert verify.returncode != 0 or "identities consistent" in verify.stdout, verify.stderr
+
+
+def test_a_run_slice_key_changed_in_place_retrains_instead_of_getting_stuck(snakemake, tiny_preset, work):
+    """Fault 1b: with a run-slice key changed in a folder of shared runs, the gate said 'written by hasfl train
+    --out' and --forcerun train could not help (the outputs belonged to share_run)."""
+    base = tiny_preset(work, "base", methods=[*BASE, "fedprox"], rounds=3, method_params=MU,
+                       partition={"alpha": 0.7})
+    res = snakemake.dag(base, workdir=work)
+    assert res.returncode == 0, res.stderr[-4000:]
+    for m in (*BASE, "fedprox"):
+        run = json.loads((work / f"results/tiny/runs/digits/{m}/seed42/run.json").read_text())
+        assert run["rounds"] == 3 if "rounds" in run else True
+        ident = json.loads((work / f"results/tiny/runs/digits/{m}/seed42/manifest.json").read_text())["identity"]
+        assert ident["config"]["federation"]["rounds"] == 3
+
+
+def test_gc_lists_then_removes_only_entries_no_folder_links(work):
+    results_dir = work / "results"
+    before = _bytes(results_dir / "tiny")
+    n_runs = len(_entries(work))
+    dry = _cli("gc", str(results_dir))
+    assert dry.returncode == 0, dry.stderr
+    assert "would remove" in dry.stdout and "--delete removes them" in dry.stdout
+    assert len(_entries(work)) == n_runs  # a dry run by default
+    listed = [line for line in dry.stdout.splitlines() if line.startswith("  .store/")]
+    assert listed, dry.stdout
+    res = _cli("gc", str(results_dir), "--delete")
+    assert res.returncode == 0, res.stderr
+    assert len(_entries(work)) == 3 and len(_entries(work, "data")) == 1  # what tiny links now
+    assert _bytes(results_dir / "tiny") == before
+    assert _cli("verify", str(results_dir / "tiny")).returncode == 0
+
+
+def test_a_link_whose_entry_was_removed_is_trained_again_never_stuck(snakemake, work):
+    run = work / "results/tiny/runs/digits/fedavg/seed42"
+    entry = (run / "final.pt").resolve().parent
+    shutil.rmtree(entry)
+    res = snakemake.dag(work / "base.yaml", workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert (run / "final.pt").resolve().parent == entry and (entry / "manifest.json").is_file()
+    assert _trained(work / "results/tiny")["fedavg"] is True
+
+
+def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakemake, work):
+    """A results folder of files (as before the store): `hasfl adopt` moves them into the store, each link keeping
+    its file's time, so Snakemake plans nothing; the bytes stay the same."""
+    results = work / "results/tiny"
+    before = _bytes(results)
+    for link in [f for f in results.rglob("*") if f.is_symlink()]:
+        when = link.lstat().st_mtime_ns
+        target = link.resolve()
+        link.unlink()
+        shutil.copyfile(target, link)
+        os.utime(link, ns=(when, when))
+    shutil.rmtree(work / "results/.store")
+    plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
+    assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
+    res = _cli("adopt", str(results))
+    assert res.returncode == 0, res.stderr
+    assert "1 data stages and 3 runs moved" in res.stdout
+    assert (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
+    assert _bytes(results) == before
+    plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
+    assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
+
+
+def test_a_folder_packed_with_tar_dereference_verifies_on_arrival(work, tmp_path):
+    with tarfile.open(tmp_path / "tiny.tar", "w", dereference=True) as tar:
+        tar.add(work / "results/tiny", arcname="tiny")
+    with tarfile.open(tmp_path / "tiny.tar") as tar:
+        tar.extractall(tmp_path / "arrived", filter="data")
+    arrived = tmp_path / "arrived/tiny"
+    assert not any(f.is_symlink() for f in arrived.rglob("*"))
+    res = _cli("verify", str(arrived))
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_share_runs_is_refused_with_what_replaced_it(snakemake, tiny_preset, tmp_path):
+    """Fault 4a: share_runs: false in a folder that shared retrained everything it shared."""
+    preset = tiny_preset(tmp_path, "old", share_runs=False)
+    res = snakemake.dag(preset, workdir=tmp_path, extra=("-n",))
+    assert res.returncode == 1
+    assert "config key 'share_runs' was removed" in res.stderr and "run store" in res.stderr
+    assert "unknown config key" not in res.stderr
+
+
+def test_a_training_code_edit_retrains_that_method_into_a_new_entry(work, repo, tiny_preset, tmp_path):
+    """Fault 1b (code): every code commit left every variant folder stuck ('written by hasfl train --out')."""
+    checkout = tmp_path / "checkout"
+    for item in ("Snakefile", "config.yaml", "presets", "workflow", "src"):
+        (shutil.copytree if (repo / item).is_dir() else shutil.copy2)(repo / item, checkout / item)
+    method = checkout / "src/hasfl/fl/methods/fedavg.py"
+    method.write_text(method.read_text() + "\n# an edit that changes the training code's digest\n")
+    entries = _entries(work)
+    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(checkout / "src"))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "runs", "--configfile",
+                          str(checkout / "presets/quick.yaml"), str(work / "base.yaml"), "-s",
+                          str(checkout / "Snakefile"), "--directory", str(work)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "runs/digits/fedavg/seed42: training code" in res.stderr
+    trained = _trained(work / "results/tiny")
+    assert trained["fedavg"] is True and trained["hasfl"] is False
+    assert len(_entries(work) - entries) == 1  # one new entry; the old one stays for folders that link it
