@@ -256,30 +256,51 @@ class ResultsLock:
             self._fd = None
 
 
+def _spellings(path: str | Path) -> list[Path]:
+    """``path`` as written (absolute, ``..`` folded lexically) and with every symlink resolved (also for a
+    path that does not exist yet: its deepest existing ancestor is resolved and the rest appended), so a
+    guard sees where a write would really land, not only where the path seems to point (the resolved path
+    first: the folder a message names is the real one)."""
+    lexical = Path(os.path.abspath(path))
+    resolved = Path(path).expanduser().resolve(strict=False)
+    return [resolved] if resolved == lexical else [resolved, lexical]
+
+
 def owning_results(path: str | Path) -> Path | None:
     """The results folder (``<results_dir>/<name>``, the one holding the workflow's ``.hasfl.lock``) that
-    ``path`` lies in, or None: what a CLI command must not write into (the DAG owns it)."""
-    p = Path(os.path.abspath(path))
-    for folder in (p, *p.parents):
-        if (folder / ResultsLock.NAME).is_file():
-            return folder
+    ``path`` lies in, or None: what a CLI command must not write into (the DAG owns it). Symlinks are
+    followed: a link outside that points into a results folder lies in it."""
+    for p in _spellings(path):
+        for folder in (p, *p.parents):
+            if (folder / ResultsLock.NAME).is_file():
+                return folder
+    return None
+
+
+def _finished_folder(path: str | Path) -> Path | None:
+    """The finished data-stage / run folder (one with a manifest) that ``path`` lies in (symlinks followed),
+    or None."""
+    for p in _spellings(path):
+        for folder in p.parents:
+            if (folder / MANIFEST).is_file():
+                return folder
     return None
 
 
 def refuse_results_folder(path: str | Path, what: str) -> None:
     """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a
     results folder of the workflow (:func:`owning_results`) or inside a finished data-stage / run folder
-    (one with a manifest) -- writing there would overwrite what the DAG made and checks."""
+    (one with a manifest) -- writing there would overwrite what the DAG made and checks. Symlinks in
+    ``path`` are resolved first (a path through a link into a results folder is refused too)."""
     results = owning_results(path)
     if results is not None:
         raise IntegrityError(f"{what} '{path}' is inside the results folder '{results}', which the workflow writes "
                              "and checks; write it outside (e.g. docs/results/ for a results page, or a scratch "
                              "folder for `hasfl data` / `hasfl train`)")
-    p = Path(os.path.abspath(path))
-    for folder in p.parents:
-        if (folder / MANIFEST).is_file():
-            raise IntegrityError(f"{what} '{path}' is inside the finished folder '{folder}' (it has a {MANIFEST}); "
-                                 "writing there would change a checked result; choose another path")
+    finished = _finished_folder(path)
+    if finished is not None:
+        raise IntegrityError(f"{what} '{path}' is inside the finished folder '{finished}' (it has a {MANIFEST}); "
+                             "writing there would change a checked result; choose another path")
 
 
 def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], code: str) -> str | None:
