@@ -35,6 +35,7 @@ __all__ = [
     "TRAINING_CODE",
     "IntegrityError",
     "ResultsLock",
+    "folder_problems",
     "method_module",
     "owning_results",
     "refuse_results_folder",
@@ -190,6 +191,31 @@ def verify_folder(folder: Path, names: Iterable[str] | None = None) -> dict[str,
                                  f"manifest {recorded[name]['sha256'][:12]}...); restore it, or delete the folder "
                                  f"{folder} to redo that stage")
     return manifest
+
+
+def folder_problems(folder: Path) -> list[str]:
+    """Every file of ``folder`` that does not match its manifest, one line each (``[]``: all match): ``missing:
+    <file> ...`` (absent, or a symlink whose target is gone) or ``modified: <file> sha256 differs from its
+    manifest``; an unreadable or absent manifest is one ``manifest: ...`` line. Unlike :func:`verify_folder`, which
+    stops at the first, it lists them all (for a report such as ``hasfl compare``)."""
+    try:
+        manifest = read_manifest(folder)
+    except IntegrityError as exc:
+        return [f"manifest: {exc}"]
+    if manifest is None:
+        return [f"manifest: {folder / MANIFEST} is missing (not a finished folder)"]
+    if not isinstance(manifest["files"], Mapping):
+        return [f"manifest: {folder / MANIFEST} has no mapping of files to sha256"]
+    problems = []
+    for name, entry in sorted(manifest["files"].items()):
+        path = folder / name
+        if path.is_symlink() and not path.exists():
+            problems.append(f"missing: {name} is a dangling symlink (to '{os.readlink(path)}'); its manifest lists it")
+        elif not path.is_file():
+            problems.append(f"missing: {name} is not in the folder; its manifest lists it")
+        elif not isinstance(entry, Mapping) or sha256_file(path) != entry.get("sha256"):
+            problems.append(f"modified: {name} sha256 differs from its manifest")
+    return problems
 
 
 def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, int]:
