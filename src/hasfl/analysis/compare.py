@@ -294,8 +294,8 @@ def _bytes_differ(run: Mapping[str, Any]) -> bool:
 
 def plot(result: Mapping[str, Any], path: str | Path) -> list[str]:
     """Overlay the mean accuracy curves of A (solid) and B (dashed) for every (dataset, method) whose run files
-    differ (none of whose runs failed verification), one colour per method (the registry's); returns those pairs as ``dataset/method``. Written to ``path``
-    (PNG) through a temporary file."""
+    differ (none of whose runs failed verification), one colour per method (the registry's); returns those pairs
+    as ``dataset/method``. Written to ``path`` (PNG) through a temporary file."""
     import matplotlib
 
     matplotlib.use("Agg")
