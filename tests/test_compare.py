@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from hasfl.analysis.compare import CompareError, compare, config_difference, plot, render
-from hasfl.io import write_parquet
+from hasfl.io import sha256_file, write_parquet
 
 CLI = "import sys; from hasfl.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -75,7 +75,8 @@ def test_same_identity_other_bytes_names_the_machines(folders, tmp_path):
     shutil.copytree(b, c)
     run = c / "runs" / "digits" / "fedavg" / "seed42"
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest["files"]["final.pt"]["sha256"] = "0" * 64  # as a run on another machine would differ
+    (run / "final.pt").write_bytes((run / "final.pt").read_bytes() + b"\0")  # as a run on another machine would
+    manifest["files"]["final.pt"]["sha256"] = sha256_file(run / "final.pt")  # differ, its manifest written after
     (run / "manifest.json").write_text(json.dumps(manifest))
     timings = json.loads((run / "timings.json").read_text())
     (run / "timings.json").write_text(json.dumps({**timings, "cpu_capability": "AVX2"}))
@@ -98,3 +99,63 @@ def test_cli_and_bad_folders(folders, tmp_path, capsys):
     with pytest.raises(CompareError, match="not a results folder"):
         compare(tmp_path / "empty", b)
     assert config_difference({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3, "d": 0}}) == ["a.c", "a.d"]
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from hasfl.cli import main
+
+    rc = main(["compare", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _assert_failed(folders, c: Path, problem: str, capsys) -> None:
+    """``compare(A, C)`` reports A's fedavg run in C as failed verification with ``problem``, never identical, in
+    Markdown and JSON, and the CLI names it and exits non-zero."""
+    a, _ = folders
+    res = compare(a, c)
+    fedavg = next(r for r in res["runs"] if r["method"] == "fedavg")
+    assert fedavg["status"] == "failed verification" and fedavg["in"] == "both", fedavg
+    assert list(fedavg["verification"]) == ["B"] and problem in fedavg["verification"]["B"], fedavg
+    assert res["verification_failed"] == [{"folder": "B", "run": "runs/digits/fedavg/seed42",
+                                           "problems": fedavg["verification"]["B"]}]
+    md = render(res)
+    assert "Verification: 1 run folder(s) FAILED" in md and problem in md and "0 identical" in md
+    rc, out, err = _cli(capsys, a, c)
+    assert rc != 0 and problem in out and "failed verification" in err
+    assert f"B {(c / 'runs/digits/fedavg/seed42').as_posix()}: " in err and problem in err and "Traceback" not in err
+    rc, out, err = _cli(capsys, a, c, "--json")
+    doc = json.loads(out)
+    assert rc != 0 and "identical" not in {r["status"] for r in doc["runs"]}
+    assert problem in doc["verification_failed"][0]["problems"]
+
+
+def test_a_copy_of_dangling_symlinks_is_not_identical(folders, tmp_path, capsys):
+    """B's fedavg run as symlinks to files that are gone (a shared run whose source folder was deleted), the manifest
+    copied: its manifest alone matches A's, its bytes are missing."""
+    _, b = folders
+    c = tmp_path / "C"
+    shutil.copytree(b, c, symlinks=True)
+    run = c / "runs" / "digits" / "fedavg" / "seed42"
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for f in run.iterdir():
+        if f.name != "manifest.json":
+            shutil.move(f, gone / f.name)
+            f.symlink_to(gone / f.name)
+    shutil.rmtree(gone)
+    _assert_failed(folders, c, f"missing: rounds.parquet is a dangling symlink (to '{gone / 'rounds.parquet'}'); "
+                               "its manifest lists it", capsys)
+
+
+def test_a_run_edited_after_its_manifest_is_not_identical(folders, tmp_path, capsys):
+    """B's fedavg run with one test_acc changed to 0.99 in rounds.parquet after its manifest was written."""
+    _, b = folders
+    c = tmp_path / "C"
+    shutil.copytree(b, c)
+    rounds = c / "runs" / "digits" / "fedavg" / "seed42" / "rounds.parquet"
+    df = pd.read_parquet(rounds)
+    df.loc[df.index[-1], "test_acc"] = 0.99
+    write_parquet(df, rounds)
+    _assert_failed(folders, c, "modified: rounds.parquet sha256 differs from its manifest", capsys)
+    assert not plot(compare(folders[0], c), tmp_path / "p.png").count("digits/fedavg")

@@ -222,3 +222,42 @@ def test_lists_from_the_command_line_are_typed_as_in_a_preset() -> None:
     assert out["seeds"] == [42, 43] and out["capacity"]["tiers"] == [0.5, 1] and out["methods"] == ["hasfl", "fedavg"]
     assert typed_command_line({"seeds": ["42.0"]}, {"seeds": ["42.0"]})["seeds"] == [42.0]
     assert typed_command_line({"seeds": ["42"]}, {})["seeds"] == ["42"]  # not from the command line: untouched
+
+
+# Widths below one unit of the smallest sliced layer (fault 6e): slicing keeps ceil(p * units) units but at least one
+# (hasfl.models.slicing.width), so such a width would train a wider sub-model than the run records; refused at
+# validation, naming the key, the width, the layer and its unit count. The quick preset's digits CNN has channels
+# [32, 32, 64, 64] and hidden 128: its smallest layer is channels[0], 32 units, so a width below 1/32 is refused.
+SUB_UNIT = [
+    ("capacity.tiers", [0.03, 0.5, 0.75, 1.0], "capacity.tiers[0]", "0.03"),
+    ("estimators.probe.width", 0.02, "estimators.probe.width", "0.02"),
+    ("hasfl.p_min", 0.03, "hasfl.p_min", "0.03"),
+    ("method_params.uniform.p", 0.025, "method_params.uniform.p", "0.025"),
+    ("method_params.uniform_rolling.p", 0.01, "method_params.uniform_rolling.p", "0.01"),
+]
+
+
+def _digits(quick_config: dict, *methods: str) -> dict:
+    return _set(_set(quick_config, "datasets", ["digits"]), "methods", list(methods))
+
+
+@pytest.mark.parametrize("key,value,named,width", SUB_UNIT, ids=[s[0] for s in SUB_UNIT])
+def test_a_width_below_one_unit_of_the_smallest_layer_is_refused(quick_config, key, value, named, width):
+    cfg = _digits(quick_config, "hasfl", "uniform", "uniform_rolling", "fedavg")
+    with pytest.raises(ConfigError) as exc:
+        validate_config(_set(cfg, key, value))
+    msg = str(exc.value)
+    assert f"config key '{named}': width {width} keeps fewer than one unit of digits's smallest layer " \
+           "dataset_params.digits.model.channels[0] (32 units" in msg, msg
+
+
+def test_one_unit_of_the_smallest_layer_is_enough_and_unused_keys_are_not_checked(quick_config):
+    cfg = _digits(quick_config, "hasfl", "uniform", "fedavg")
+    validate_config(_set(cfg, "method_params.uniform.p", 1 / 32))  # exactly one of 32 units
+    validate_config(_set(cfg, "method_params.uniform_rolling.p", 0.01))  # uniform_rolling does not run
+    validate_config(_set(_set(cfg, "methods", ["fedavg"]), "hasfl.p_min", 0.01))  # no method allocates by Eq. 6
+    lstm = _set(_set(cfg, "datasets", ["shakespeare"]), "dataset_params.shakespeare.model.hidden", 8)
+    with pytest.raises(ConfigError, match=r"'capacity.tiers\[0\]': width 0.1 keeps fewer than one unit of "
+                                          r"shakespeare's smallest layer dataset_params.shakespeare.model.hidden "
+                                          r"\(8 units"):
+        validate_config(_set(lstm, "capacity.tiers", [0.1, 0.5, 0.75, 1.0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -56,3 +57,26 @@ def test_cli_and_bad_folders(results, tmp_path, capsys):
     (tmp_path / "empty" / "runs").mkdir(parents=True)
     with pytest.raises(ExportError, match="no finished run"):
         export_tensorboard(tmp_path / "empty")
+
+
+def _event_files(folder):
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_exporting_twice_replaces_the_event_files(results, tmp_path):
+    """A second export into the same place gives the same scalars as one (not every curve twice): each run's folder
+    holds one event file afterwards, the earlier one gone, and no staging folder is left beside it."""
+    out = tmp_path / "tb"
+    first = export_tensorboard(results, out)
+    run = out / "digits" / "hasfl" / "seed42"
+    once = read_events(run)
+    assert len(_event_files(run)) == 1
+    time.sleep(1.1)  # tensorboardX names an event file by the second: a later export is a new file name
+    second = export_tensorboard(results, out)
+    assert second == first
+    files = _event_files(run)
+    assert len(files) == 1, files
+    assert _event_files(out) == [f"digits/hasfl/seed42/{files[0]}"]  # nothing else beside the run's folder
+    twice = read_events(run)
+    assert {k: sorted(v) for k, v in twice.items()} == {k: sorted(v) for k, v in once.items()}
+    assert sum(len(v) for v in twice.values()) == second["digits/hasfl/seed42"]

@@ -131,3 +131,24 @@ def test_results_page_needs_the_analysis_manifest(tmp_path) -> None:
     (results / "analysis.manifest.json").unlink()
     res = _page(results, tmp_path / "p.md")
     assert res.returncode == 2 and "has no analysis.manifest.json: its analysis did not finish" in res.stderr
+
+
+def test_results_page_refuses_its_own_notes_file_as_the_page(tmp_path) -> None:
+    """`--notes X` with X the page itself (same path, a ./ spelling, or a symlink to it) is refused before anything
+    is written: the notes stay as they were and no figure folder appears."""
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    notes = docs / "quick.md"
+    text = "My reading of the findings.\n"
+    notes.write_text(text)
+    (tmp_path / "alias.md").symlink_to(notes)
+    spellings = [(notes, notes), (notes, docs / "." / "quick.md"), (notes, docs / ".." / "docs" / "quick.md"),
+                 (tmp_path / "alias.md", notes), (notes, tmp_path / "alias.md")]
+    for out, given in spellings:
+        res = _page(results, out, "--notes", str(given))
+        assert res.returncode == 2, (out, given, res.stderr)
+        assert f"notes file '{given}' is the page to write '{out}'" in res.stderr and "Traceback" not in res.stderr
+        assert notes.read_text() == text and (tmp_path / "alias.md").is_symlink()
+        assert not (docs / "quick").exists() and not (tmp_path / "alias").exists()

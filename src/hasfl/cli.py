@@ -185,13 +185,18 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    """Runs, tables and findings of two results folders side by side."""
-    from hasfl.analysis.compare import compare, plot, render
+    """Runs, tables and findings of two results folders side by side; every run's files are first checked
+    against its manifest, and a run that fails makes the command exit non-zero (after the report)."""
+    from hasfl.analysis.compare import compare, plot, render, verification_error
 
     result = compare(args.a, args.b)
     if args.plot is not None:
         result["plotted"] = plot(result, args.plot)
     print(json.dumps(result, indent=2) if args.json else render(result))
+    error = verification_error(result)
+    if error is not None:
+        sys.stdout.flush()
+        raise error
     return 0
 
 

@@ -304,6 +304,7 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
                 errs.append(f"config key 'dataset_params.{ds}.model.pool_after': {pools} 2x2 max-pools shrink "
                             f"{ds}'s {side}x{side} input to nothing ({side} // 2**{pools} = 0); at most "
                             f"{side.bit_length() - 1} pools fit")
+    errs += _width_errors(config)
     if "shakespeare" in config["datasets"]:
         sp = config["dataset_params"]["shakespeare"]
         cap, seq, frac = sp["max_chars_per_role"], sp["seq_len"], sp["train_fraction"]
@@ -314,6 +315,48 @@ def _semantic_errors(config: Mapping[str, Any]) -> list[str]:
                             f"role cut to max_chars_per_role = {cap} characters (train_fraction = {frac:g}: "
                             f"{train_chars} train and {cap - train_chars} test characters; each split needs more "
                             f"than seq_len); expected seq_len < {min(train_chars, cap - train_chars)}")
+    return errs
+
+
+def _smallest_layer(model: Mapping[str, Any]) -> tuple[str, int]:
+    """The sliced layer of a model config with the fewest units (``channels[i]`` or ``hidden``) and that count:
+    every sliced layer keeps ``ceil(p * units)`` units (:func:`hasfl.models.slicing.width`)."""
+    channels = model.get("channels", []) if model["arch"] == "cnn" else []
+    layers = [(f"channels[{i}]", int(c)) for i, c in enumerate(channels)]
+    layers.append(("hidden", int(model["hidden"])))
+    return min(layers, key=lambda layer: layer[1])
+
+
+def _widths(config: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Every width a job of ``config`` can train or probe at its smallest, by dotted key: the capacity tiers (the
+    clients' pmax, every run), E2's probe width (every run, when set), ``hasfl.p_min`` (methods that allocate by
+    Eq. 6, whose widths are at least min(p_min, pmax)) and ``method_params.<m>.p`` (the fixed-width methods)."""
+    out = [(f"capacity.tiers[{i}]", float(t)) for i, t in enumerate(config["capacity"]["tiers"])]
+    probe = config["estimators"]["probe"]["width"]
+    if probe is not None:
+        out.append(("estimators.probe.width", float(probe)))
+    methods = [m for m in config["methods"] if m in METHODS]
+    if any(METHODS[m].allocation_rule for m in methods):
+        out.append(("hasfl.p_min", float(config["hasfl"]["p_min"])))
+    for m in methods:
+        if METHODS[m].cost == "fixed":
+            out.append((f"method_params.{m}.p", float(config["method_params"][m]["p"])))
+    return out
+
+
+def _width_errors(config: Mapping[str, Any]) -> list[str]:
+    """Widths that keep fewer than one unit of a dataset's smallest sliced layer (``p * units < 1``): slicing would
+    round them up to one unit (:func:`hasfl.models.slicing.width`), so the sub-model trained would be wider than the
+    width the run records. Refused, with the key, the width, the layer and its unit count."""
+    errs = []
+    for ds in config["datasets"]:
+        layer, units = _smallest_layer(config["dataset_params"][ds]["model"])
+        for key, p in _widths(config):
+            if p * units < 1 - 1e-9:
+                errs.append(f"config key '{key}': width {p:g} keeps fewer than one unit of {ds}'s smallest layer "
+                            f"dataset_params.{ds}.model.{layer} ({units} units: {p:g} x {units} = {p * units:.3g}); "
+                            f"slicing keeps at least one unit, so the run would train width {1 / units:.4g}, not "
+                            f"{p:g}; expected a width >= 1/{units} = {1 / units:.4g} (or a wider layer)")
     return errs
 
 

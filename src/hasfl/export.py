@@ -10,6 +10,9 @@ from the run files the DAG made, after the fact -- nothing in training depends o
   local loss, Eq. 4 and Eq. 5 estimates, window shift), step = the round the client took part in, and per
   round the participants' mean and spread (``ledger/<column>_mean``, ``_min``, ``_max``).
 
+Exporting again replaces each run's folder whole (written beside it, then renamed into place): a run never holds
+the event files of two exports, whose curves TensorBoard would draw twice.
+
 ``tensorboard --logdir <out>`` shows them. Needs the ``tensorboard`` extra (``pip install -e '.[tensorboard]'``:
 tensorboardX, which writes the event files without TensorFlow).
 """
@@ -17,6 +20,9 @@ tensorboardX, which writes the event files without TensorFlow).
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +66,56 @@ def _read(path: Path) -> pd.DataFrame:
         raise ExportError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from exc
 
 
+def _write_run(folder: Path, rounds: pd.DataFrame, ledger: pd.DataFrame | None) -> int:
+    """Write one run's scalars (module doc) as one event file in ``folder``; returns how many."""
+    writer = _writer(folder)
+    n = 0
+    try:
+        for row in rounds.to_dict("records"):
+            for col in ROUND_SCALARS:
+                v = row.get(col)
+                if v is not None and math.isfinite(float(v)):
+                    writer.add_scalar(f"round/{col}", float(v), int(row["round"]))
+                    n += 1
+        if ledger is not None and len(ledger):
+            for row in ledger.to_dict("records"):
+                for col in LEDGER_SCALARS:
+                    v = float(row[col])
+                    if math.isfinite(v):
+                        writer.add_scalar(f"client_{int(row['client_id'])}/{col}", v, int(row["round"]))
+                        n += 1
+            stats = ledger.groupby("round")[list(LEDGER_SCALARS)].agg(["mean", "min", "max"])
+            for r, vals in stats.iterrows():
+                for (col, how), v in vals.items():
+                    if math.isfinite(float(v)):
+                        writer.add_scalar(f"ledger/{col}_{how}", float(v), int(r))
+                        n += 1
+    finally:
+        writer.close()
+    return n
+
+
+def _sibling(target: Path, what: str) -> Path:
+    """A fresh hidden folder name beside ``target`` (``.<name>.<what>-<random>``), on the same file system."""
+    return target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:12]}"
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Make the complete folder ``staging`` the run's folder ``target`` (a sibling): the old folder, with the
+    event files of an earlier export, is renamed aside and deleted, so a run never holds two exports' curves.
+    Each step is a rename within one folder (no copy): a reader sees the old export, for an instant no folder, or
+    the new export, never a mix of the two nor a half-written one."""
+    if not target.exists() and not target.is_symlink():
+        os.replace(staging, target)
+        return
+    if target.is_symlink() or not target.is_dir():
+        raise ExportError(f"'{target}' exists and is not a folder of event files; move it away to export there")
+    old = _sibling(target, "old")
+    os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old)
+
+
 def export_tensorboard(results: str | Path, out: str | Path | None = None) -> dict[str, int]:
     """Write the event files of every finished run of ``results`` under ``out`` (default ``<results>/tensorboard``);
     returns run (``dataset/method/seed<s>``) -> number of scalars written."""
@@ -71,30 +127,16 @@ def export_tensorboard(results: str | Path, out: str | Path | None = None) -> di
     for d, m, s, run in _runs(results):
         rounds = _read(run / "rounds.parquet")
         ledger = _read(run / "participation.parquet") if (run / "participation.parquet").is_file() else None
-        writer = _writer(out / d / m / s)
-        n = 0
+        target = out / d / m / s
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = _sibling(target, "export")
+        staging.mkdir()
         try:
-            for row in rounds.to_dict("records"):
-                for col in ROUND_SCALARS:
-                    v = row.get(col)
-                    if v is not None and math.isfinite(float(v)):
-                        writer.add_scalar(f"round/{col}", float(v), int(row["round"]))
-                        n += 1
-            if ledger is not None and len(ledger):
-                for row in ledger.to_dict("records"):
-                    for col in LEDGER_SCALARS:
-                        v = float(row[col])
-                        if math.isfinite(v):
-                            writer.add_scalar(f"client_{int(row['client_id'])}/{col}", v, int(row["round"]))
-                            n += 1
-                stats = ledger.groupby("round")[list(LEDGER_SCALARS)].agg(["mean", "min", "max"])
-                for r, vals in stats.iterrows():
-                    for (col, how), v in vals.items():
-                        if math.isfinite(float(v)):
-                            writer.add_scalar(f"ledger/{col}_{how}", float(v), int(r))
-                            n += 1
-        finally:
-            writer.close()
+            n = _write_run(staging, rounds, ledger)
+            _swap_in(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         written[f"{d}/{m}/{s}"] = n
     if not written:
         raise ExportError(f"'{results}': no finished run (runs/<dataset>/<method>/seed<s>/manifest.json)")

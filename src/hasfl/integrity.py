@@ -35,6 +35,7 @@ __all__ = [
     "TRAINING_CODE",
     "IntegrityError",
     "ResultsLock",
+    "folder_problems",
     "method_module",
     "owning_results",
     "refuse_results_folder",
@@ -192,6 +193,31 @@ def verify_folder(folder: Path, names: Iterable[str] | None = None) -> dict[str,
     return manifest
 
 
+def folder_problems(folder: Path) -> list[str]:
+    """Every file of ``folder`` that does not match its manifest, one line each (``[]``: all match): ``missing:
+    <file> ...`` (absent, or a symlink whose target is gone) or ``modified: <file> sha256 differs from its
+    manifest``; an unreadable or absent manifest is one ``manifest: ...`` line. Unlike :func:`verify_folder`, which
+    stops at the first, it lists them all (for a report such as ``hasfl compare``)."""
+    try:
+        manifest = read_manifest(folder)
+    except IntegrityError as exc:
+        return [f"manifest: {exc}"]
+    if manifest is None:
+        return [f"manifest: {folder / MANIFEST} is missing (not a finished folder)"]
+    if not isinstance(manifest["files"], Mapping):
+        return [f"manifest: {folder / MANIFEST} has no mapping of files to sha256"]
+    problems = []
+    for name, entry in sorted(manifest["files"].items()):
+        path = folder / name
+        if path.is_symlink() and not path.exists():
+            problems.append(f"missing: {name} is a dangling symlink (to '{os.readlink(path)}'); its manifest lists it")
+        elif not path.is_file():
+            problems.append(f"missing: {name} is not in the folder; its manifest lists it")
+        elif not isinstance(entry, Mapping) or sha256_file(path) != entry.get("sha256"):
+            problems.append(f"modified: {name} sha256 differs from its manifest")
+    return problems
+
+
 def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, int]:
     """Check every finished data-stage and run folder under ``results`` (``<results_dir>/<name>``).
 
@@ -256,30 +282,51 @@ class ResultsLock:
             self._fd = None
 
 
+def _spellings(path: str | Path) -> list[Path]:
+    """``path`` as written (absolute, ``..`` folded lexically) and with every symlink resolved (also for a
+    path that does not exist yet: its deepest existing ancestor is resolved and the rest appended), so a
+    guard sees where a write would really land, not only where the path seems to point (the resolved path
+    first: the folder a message names is the real one)."""
+    lexical = Path(os.path.abspath(path))
+    resolved = Path(path).expanduser().resolve(strict=False)
+    return [resolved] if resolved == lexical else [resolved, lexical]
+
+
 def owning_results(path: str | Path) -> Path | None:
     """The results folder (``<results_dir>/<name>``, the one holding the workflow's ``.hasfl.lock``) that
-    ``path`` lies in, or None: what a CLI command must not write into (the DAG owns it)."""
-    p = Path(os.path.abspath(path))
-    for folder in (p, *p.parents):
-        if (folder / ResultsLock.NAME).is_file():
-            return folder
+    ``path`` lies in, or None: what a CLI command must not write into (the DAG owns it). Symlinks are
+    followed: a link outside that points into a results folder lies in it."""
+    for p in _spellings(path):
+        for folder in (p, *p.parents):
+            if (folder / ResultsLock.NAME).is_file():
+                return folder
+    return None
+
+
+def _finished_folder(path: str | Path) -> Path | None:
+    """The finished data-stage / run folder (one with a manifest) that ``path`` lies in (symlinks followed),
+    or None."""
+    for p in _spellings(path):
+        for folder in p.parents:
+            if (folder / MANIFEST).is_file():
+                return folder
     return None
 
 
 def refuse_results_folder(path: str | Path, what: str) -> None:
     """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a
     results folder of the workflow (:func:`owning_results`) or inside a finished data-stage / run folder
-    (one with a manifest) -- writing there would overwrite what the DAG made and checks."""
+    (one with a manifest) -- writing there would overwrite what the DAG made and checks. Symlinks in
+    ``path`` are resolved first (a path through a link into a results folder is refused too)."""
     results = owning_results(path)
     if results is not None:
         raise IntegrityError(f"{what} '{path}' is inside the results folder '{results}', which the workflow writes "
                              "and checks; write it outside (e.g. docs/results/ for a results page, or a scratch "
                              "folder for `hasfl data` / `hasfl train`)")
-    p = Path(os.path.abspath(path))
-    for folder in p.parents:
-        if (folder / MANIFEST).is_file():
-            raise IntegrityError(f"{what} '{path}' is inside the finished folder '{folder}' (it has a {MANIFEST}); "
-                                 "writing there would change a checked result; choose another path")
+    finished = _finished_folder(path)
+    if finished is not None:
+        raise IntegrityError(f"{what} '{path}' is inside the finished folder '{finished}' (it has a {MANIFEST}); "
+                             "writing there would change a checked result; choose another path")
 
 
 def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], code: str) -> str | None:

@@ -3,7 +3,10 @@
 The researcher's loop (change one thing, run it beside the baseline, compare): two folders of finished DAG runs
 (``results/<name>/``) are compared on three levels:
 
-* **runs** (``runs/<dataset>/<method>/seed<s>/manifest.json``): the same identity and the same bytes; the same
+* **runs** (``runs/<dataset>/<method>/seed<s>/manifest.json``): first each run folder's files against its own
+  manifest (:func:`hasfl.integrity.folder_problems`): a run with a missing file (or a dangling symlink) or a file
+  changed after its manifest was written is "failed verification", whatever its manifest says, and the command
+  exits non-zero naming it; then, for runs that pass, the same identity and the same bytes; the same
   identity but other bytes (then the device and CPU instruction set each run recorded in ``timings.json``, the
   usual cause: floating-point kernels differ across instruction sets); another identity (which config keys, by
   dotted name, or which other component: training code, data-stage files, matched run, device); or a run of one
@@ -27,14 +30,16 @@ import numpy as np
 import pandas as pd
 
 from hasfl.errors import HasflError
-from hasfl.integrity import identity_difference
+from hasfl.integrity import folder_problems, identity_difference
 
-__all__ = ["CompareError", "RTOL", "compare", "config_difference", "plot", "render"]
+__all__ = ["CompareError", "FAILED", "RTOL", "compare", "config_difference", "plot", "render", "verification_error"]
 
 #: Two floats are the same cell when |a - b| <= RTOL * max(1, |a|, |b|) (or both NaN).
 RTOL = 1e-9
 #: Examples of differing cells listed per table.
 EXAMPLES = 5
+#: The status of a run whose files do not match its own manifest (in A, in B or both).
+FAILED = "failed verification"
 
 
 class CompareError(HasflError, ValueError):
@@ -154,10 +159,17 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
         if not (f / "runs").is_dir() and not (f / "tables").is_dir():
             raise CompareError(f"hasfl compare: '{f}' has neither runs/ nor tables/ (not a results folder)")
     runs_a, runs_b = _runs(fa), _runs(fb)
-    runs = []
+    runs, failed = [], []
     for key in sorted(set(runs_a) | set(runs_b)):
         d, m, s = key
-        if key not in runs_b:
+        problems = {side: folder_problems(found[key]) for side, found in (("A", runs_a), ("B", runs_b)) if key in found}
+        problems = {side: lines for side, lines in problems.items() if lines}
+        if problems:
+            row: dict[str, Any] = {"status": FAILED, "verification": problems,
+                                   "in": "both" if key in runs_a and key in runs_b else ("A" if key in runs_a else "B")}
+            failed += [{"folder": side, "run": f"runs/{d}/{m}/seed{s}", "problems": lines}
+                       for side, lines in problems.items()]
+        elif key not in runs_b:
             row = {"status": "only in A"}
         elif key not in runs_a:
             row = {"status": "only in B"}
@@ -176,7 +188,23 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
     va, vb = _verdicts(fa), _verdicts(fb)
     for fid in list(dict.fromkeys([*va, *vb])):
         findings.append({"id": fid, "a": va.get(fid), "b": vb.get(fid), "moved": va.get(fid) != vb.get(fid)})
-    return {"a": str(fa), "b": str(fb), "runs": runs, "tables": tables, "findings": findings}
+    return {"a": str(fa), "b": str(fb), "verification_failed": failed, "runs": runs, "tables": tables,
+            "findings": findings}
+
+
+def verification_error(result: Mapping[str, Any]) -> CompareError | None:
+    """The error naming every run of ``result`` (:func:`compare`) whose files do not match its manifest, or None
+    when every run verified (``hasfl compare`` then exits 0)."""
+    failed = result.get("verification_failed") or []
+    if not failed:
+        return None
+    where = {"A": result["a"], "B": result["b"]}
+    lines = [f"{f['folder']} {Path(where[f['folder']], f['run']).as_posix()}: {'; '.join(f['problems'])}"
+             for f in failed]
+    return CompareError(f"hasfl compare: {len(failed)} run folder(s) failed verification against their "
+                        "manifest.json, so their comparison says nothing about their results:\n  - "
+                        + "\n  - ".join(lines) + "\n(restore the files, or delete the run folder and rerun the "
+                        "preset's DAG to train it again)")
 
 
 def _verdicts(folder: Path) -> dict[str, str]:
@@ -196,7 +224,14 @@ def render(result: Mapping[str, Any]) -> str:
     """The comparison as Markdown."""
     runs, tables, findings = result["runs"], result["tables"], result["findings"]
     lines = [f"# hasfl compare: A = `{result['a']}`, B = `{result['b']}`", ""]
-    statuses = ("identical", "same identity, different bytes", "different identity", "only in A", "only in B")
+    failed = result.get("verification_failed") or []
+    if failed:
+        lines += [f"## Verification: {len(failed)} run folder(s) FAILED (their files do not match their "
+                  "manifest.json; not compared)", ""]
+        lines += [f"- {f['folder']} `{f['run']}`: {'; '.join(f['problems'])}" for f in failed]
+        lines.append("")
+    statuses = ((FAILED,) if failed else ()) + ("identical", "same identity, different bytes", "different identity",
+                                                "only in A", "only in B")
     lines.append("## Runs: " + ", ".join(f"{_count(runs, s)} {s}" for s in statuses))
     lines.append("")
     odd = [r for r in runs if r["status"] != "identical"]
@@ -216,6 +251,8 @@ def render(result: Mapping[str, Any]) -> str:
                         f"{_where(r['machine_b'])}")
                 if r["machine_a"] == r["machine_b"]:
                     what += " (the same: a nondeterminism to report)"
+            elif r["status"] == FAILED:
+                what = "; ".join(f"{side}: {'; '.join(p)}" for side, p in r["verification"].items())
             else:
                 what = ""
             lines.append(f"| {r['dataset']} | {r['method']} | {r['seed']} | {r['status']} | {what} |")
@@ -247,7 +284,9 @@ def _where(machine: Mapping[str, Any]) -> str:
 
 def _bytes_differ(run: Mapping[str, Any]) -> bool:
     """Whether a run's result files differ between the folders (or it is in one only): another identity whose
-    files are all byte-identical computed the same curve."""
+    files are all byte-identical computed the same curve. A run that failed verification is not plotted."""
+    if run["status"] == FAILED:
+        return False
     if run["status"] == "different identity":
         return bool(run["files_differ"])
     return run["status"] != "identical"
@@ -255,8 +294,8 @@ def _bytes_differ(run: Mapping[str, Any]) -> bool:
 
 def plot(result: Mapping[str, Any], path: str | Path) -> list[str]:
     """Overlay the mean accuracy curves of A (solid) and B (dashed) for every (dataset, method) whose run files
-    differ, one colour per method (the registry's); returns those pairs as ``dataset/method``. Written to ``path``
-    (PNG) through a temporary file."""
+    differ (none of whose runs failed verification), one colour per method (the registry's); returns those pairs
+    as ``dataset/method``. Written to ``path`` (PNG) through a temporary file."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,7 +306,8 @@ def plot(result: Mapping[str, Any], path: str | Path) -> list[str]:
     from hasfl.analysis.labels import method_color, method_label
     from hasfl.io import atomic_path
 
-    pairs = sorted({(r["dataset"], r["method"]) for r in result["runs"] if _bytes_differ(r)})
+    unverified = {(r["dataset"], r["method"]) for r in result["runs"] if r["status"] == FAILED}
+    pairs = sorted({(r["dataset"], r["method"]) for r in result["runs"] if _bytes_differ(r)} - unverified)
     datasets = sorted({d for d, _ in pairs})
     fig, axes = plt.subplots(1, max(1, len(datasets)), figsize=(5.5 * max(1, len(datasets)), 4.6), squeeze=False)
     for ax, d in zip(axes[0], datasets or [""], strict=False):

@@ -183,6 +183,23 @@ def _kernels(results: Path, runs: Any) -> str:
     return "CPU kernels: " + ", ".join(f"{k} ({n} runs)" for k, n in sorted(counts.items()))
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once symlinks, ``.`` and ``..`` are resolved, or
+    (both existing) the same inode (a hard link)."""
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and a.samefile(b)
+
+
+def _refuse_notes_as_page(notes: Path, out_md: Path) -> None:
+    """Raise :class:`ResultsPageError` when the page would be written over its own ``--notes`` file (the
+    notes, a person's text, would be lost)."""
+    if _same_file(notes, out_md):
+        raise ResultsPageError(f"notes file '{notes}' is the page to write '{out_md}' (both are "
+                               f"'{out_md.resolve()}'); writing the page would destroy the notes. Keep the notes "
+                               "in a file of their own, e.g. docs/results/<name>.notes.md")
+
+
 def write_results_page(results: str | Path, out_md: str | Path, *, title: str | None = None,
                        notes_path: str | Path | None = None) -> Path:
     """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the
@@ -190,6 +207,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     results, out_md = Path(results), Path(out_md)
     if notes_path is not None and not Path(notes_path).is_file():
         raise ResultsPageError(f"notes file '{notes_path}' does not exist")
+    if notes_path is not None:
+        _refuse_notes_as_page(Path(notes_path), out_md)
     notes = Path(notes_path).read_text() if notes_path is not None else None
     findings_path = results / "findings.json"
     if not findings_path.is_file():
