@@ -3,7 +3,7 @@
 A GPU that ``nvidia-smi`` lists (here a stand-in ``nvidia-smi`` on PATH: an external tool) but torch cannot use
 (this machine's torch has no CUDA device; ``CUDA_VISIBLE_DEVICES=""``; a probe that fails) is no GPU: the paper
 preset keeps its CPU stop, ``device: cuda`` is refused before any job. The torch probe runs for real (this
-interpreter, in a subprocess).
+interpreter, in a subprocess). Runs of different device classes never meet in one analysis.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import pytest
 import torch
 
 from hasfl import device
+from hasfl.config import load_config, run_config
+from hasfl.integrity import IntegrityError, run_identity, training_code_digest, verify_runs_job, write_run_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 LISTED = ("GPU 0: NVIDIA H200 (UUID: GPU-a)",)
@@ -116,3 +118,30 @@ def test_resolve_is_the_jobs_decision() -> None:
     assert device.resolve("cpu", True) == "cpu" and device.resolve("cuda", True) == "cuda"
     with pytest.raises(device.DeviceError, match=r"config key 'device' is 'cuda' but no CUDA device .*\(why\)"):
         device.resolve("cuda", False, "why")
+
+
+def _finished_run(folder: Path, config: dict, method: str, device_class: str) -> None:
+    """A finished run folder's manifest, written as a training job writes it (no result files needed)."""
+    folder.mkdir(parents=True)
+    identity = run_identity(run_config(config, "digits", method, 42), {}, data_digest="d",
+                            code=training_code_digest(method, "digits"), budget=None, device_class=device_class)
+    write_run_manifest(folder, [], identity)
+
+
+def test_analysis_gate_refuses_runs_of_two_device_classes(tmp_path) -> None:
+    """verify_runs (the gate before the analysis): a CPU run and a GPU run of one preset stop the analysis,
+    naming both classes and a folder of each; nothing is deleted. One device class passes."""
+    config = load_config(REPO / "presets" / "quick.yaml")
+    runs = tmp_path / "results" / "runs" / "digits"
+    _finished_run(runs / "hasfl" / "seed42", config, "hasfl", "cpu")
+    _finished_run(runs / "fedavg" / "seed42", config, "fedavg", "cuda:NVIDIA H200")
+    folders = [str(runs / m / "seed42") for m in ("hasfl", "fedavg")]
+    expected = {f: run_config(config, "digits", m, 42) for f, m in zip(folders, ("hasfl", "fedavg"), strict=True)}
+    out = tmp_path / "verified.json"
+    with pytest.raises(IntegrityError, match=r"2 device classes") as err:
+        verify_runs_job(folders, expected, str(out))
+    msg = str(err.value)
+    assert f"cpu: 1 run(s), e.g. '{folders[0]}'" in msg and f"cuda:NVIDIA H200: 1 run(s), e.g. '{folders[1]}'" in msg
+    assert not out.exists() and all((Path(f) / "manifest.json").is_file() for f in folders)
+    verify_runs_job(folders[:1], {folders[0]: expected[folders[0]]}, str(out))  # one class: the gate passes
+    assert out.exists()
