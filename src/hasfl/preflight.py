@@ -25,7 +25,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
