@@ -54,7 +54,7 @@ import json, sys
 from pathlib import Path
 from hasfl import gpu, preflight
 cal = json.loads(Path(sys.argv[1]).read_text())
-gpus = gpu.visible_gpus(preflight.hardware()["gpus"])
+gpus = preflight.hardware()["gpus"]  # the GPUs torch confirms (hasfl.device), as the Snakefile plans
 path = gpu.calibration_path(preflight.CACHE, gpus, "fp32", True, bool(gpu.shutil.which(gpu.MPS_CONTROL)))
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(cal))

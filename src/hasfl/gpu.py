@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV_SLOTS", "MPS", "Packing", "calibration_path", "job_slot", "plan", "replace", "visible_gpus"]
+__all__ = ["ENV_SLOTS", "MPS", "Packing", "calibration_path", "job_slot", "plan", "replace"]
 
 #: The environment variable through which the DAG's main process hands the slot plan to the job processes.
 ENV_SLOTS = "HASFL_GPU_SLOTS"
@@ -50,7 +50,8 @@ MPS_CONTROL = "nvidia-cuda-mps-control"
 
 @dataclass(frozen=True)
 class Packing:
-    """How training jobs share the local GPUs: ``gpus`` (``nvidia-smi -L`` names, in CUDA order), K jobs per GPU,
+    """How training jobs share the local GPUs: ``gpus`` (the names torch confirms, :func:`hasfl.device.devices`, in
+    CUDA order), K jobs per GPU,
     whether MPS serves them (``mps_reason``: why not), the measured aggregate speed-up of K jobs over one
     (None when K is given, not calibrated) and where K came from."""
 
@@ -77,20 +78,6 @@ class Packing:
         gain = f", {self.speedup:.2f}x one job's throughput per GPU" if self.speedup else ""
         return [f"  GPU packing: {self.jobs_per_gpu} jobs per GPU x {len(self.gpus)} GPU(s) = {self.slots} training "
                 f"jobs at once, {mps}{gain} (K from {self.source})"]
-
-
-def visible_gpus(listed: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The GPUs of ``nvidia-smi -L`` (``listed``) that ``CUDA_VISIBLE_DEVICES`` leaves visible, in CUDA order."""
-    env = os.environ if env is None else env
-    spec = env.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        return tuple(listed)
-    out = []
-    for tok in (t.strip() for t in spec.split(",")):
-        if not tok.isdigit() or int(tok) >= len(listed):
-            break  # CUDA stops at the first entry it cannot use (a UUID is not resolved here: kept as listed)
-        out.append(listed[int(tok)])
-    return tuple(out)
 
 
 def _socket_dir(results: Path, kind: str) -> Path:
@@ -174,7 +161,7 @@ def _calibration(gpus: Sequence[str], precision: str, deterministic: bool, mps_d
                  cache: Path, measure: bool = True) -> dict[str, Any] | None:
     """The packing calibration of these GPUs: from the cache, else (``measure``) measured once by
     ``python -m hasfl.bench.packing`` on the first GPU and cached; None when there is none."""
-    from hasfl.preflight import cached_measurement
+    from hasfl.cache import cached_measurement
 
     path = calibration_path(cache, gpus, precision, deterministic, mps_dir is not None)
     cached = cached_measurement(path)
@@ -190,12 +177,13 @@ def _calibration(gpus: Sequence[str], precision: str, deterministic: bool, mps_d
     return None if result is None else {**result, "source": "calibration measured now"}
 
 
-def plan(config: Mapping[str, Any], listed_gpus: Sequence[str], results: Path, cache: Path,
+def plan(config: Mapping[str, Any], gpus: Sequence[str], results: Path, cache: Path,
          calibrate: bool = True) -> Packing | None:
-    """The packing of this DAG run (None without a GPU). K: config ``gpu.jobs_per_gpu``, or with ``auto`` the
-    calibration's best K under MPS when MPS is used, else its best K without; 1 when the calibration cannot run
-    (or ``calibrate`` is off: a dry run, whose plan is printed from the cache only)."""
-    gpus = visible_gpus(listed_gpus)
+    """The packing of this DAG run on ``gpus``, the GPUs the jobs' torch sees (:func:`hasfl.device.devices`,
+    which honours ``CUDA_VISIBLE_DEVICES``; None without one). K: config ``gpu.jobs_per_gpu``, or with ``auto``
+    the calibration's best K under MPS when MPS is used, else its best K without; 1 when the calibration cannot
+    run (or ``calibrate`` is off: a dry run, whose plan is printed from the cache only)."""
+    gpus = tuple(gpus)
     if not gpus:
         return None
     g = config["gpu"]

@@ -35,6 +35,7 @@ __all__ = [
     "TRAINING_CODE",
     "IntegrityError",
     "ResultsLock",
+    "device_mix",
     "folder_problems",
     "method_module",
     "owning_results",
@@ -340,13 +341,28 @@ def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], cod
     return None
 
 
+def device_mix(classes: Mapping[str, Sequence[str]]) -> str | None:
+    """Why runs of several device classes (a manifest's ``identity.device_class``: ``cpu``, ``cuda:<GPU name>``)
+    cannot go into one analysis (``classes``: class -> run folders), or None when there is one class. Float
+    results differ in rounding between devices, so a comparison across methods would mix in the device."""
+    if len(classes) <= 1:
+        return None
+    listed = "; ".join(f"{c}: {len(f)} run(s), e.g. '{sorted(f)[0]}'" for c, f in sorted(classes.items()))
+    return (f"the runs of this analysis were trained on {len(classes)} device classes ({listed}); one analysis "
+            "takes runs of one device class only. Nothing was deleted: move or delete the runs of the other "
+            "class(es) yourself and train them again on the device of the rest, or analyse each class under its "
+            "own results_dir / name")
+
+
 def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str) -> None:
     """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its
     manifest, was trained with the config slice the preset expects (``expected``: folder ->
-    run_config) and with the installed training code. Writes ``out_json`` (folder -> identity)."""
+    run_config) and with the installed training code, and all were trained on one device class
+    (:func:`device_mix`). Writes ``out_json`` (folder -> identity)."""
     expected = {Path(k).as_posix(): v for k, v in expected.items()}
     codes: dict[tuple[str, str], str] = {}
     identities = {}
+    classes: dict[str, list[str]] = {}
     for folder in map(Path, run_dirs):
         manifest = verify_folder(folder)
         if manifest is None:
@@ -368,4 +384,8 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
                 f"{str(identity.get('code'))[:12]}... vs {code[:12]}...); rerun it (snakemake --forcerun train) or "
                 "restore the code it was trained with")
         identities[folder.as_posix()] = identity.get("digest")
+        classes.setdefault(str(identity.get("device_class") or "unrecorded"), []).append(folder.as_posix())
+    mixed = device_mix(classes)
+    if mixed:
+        raise IntegrityError(mixed)
     write_json(out_json, identities)

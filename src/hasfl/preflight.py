@@ -25,21 +25,20 @@ import json
 import math
 import os
 import platform
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hasfl.cache import CACHE, cached_measurement
+from hasfl.device import devices, resolve
 from hasfl.registry import DATASETS, METHODS
 
 __all__ = ["cached_measurement", "device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render",
            "reused", "runs_jobs", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hasfl"
 #: Used when the calibration cannot run (no torch, a failure): this project's 2-core AMD EPYC VM,
 #: 1 thread, measured 2026-11-30 with hasfl.bench.calibrate under load (conservative).
 FALLBACK = {"device": "cpu", "device_name": "reference 2-core VM", "threads": 1, "step_overhead_s": 0.0033,
@@ -189,7 +188,9 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
 
 
 def hardware() -> dict[str, Any]:
-    """CPU model and cores, and the NVIDIA GPUs ``nvidia-smi -L`` lists (none when it is absent)."""
+    """CPU model and cores, and the GPUs the training jobs' torch will use (:func:`hasfl.device.devices`:
+    ``nvidia-smi -L`` confirmed by a cached torch probe): ``gpus`` those names, ``listed`` what ``nvidia-smi``
+    lists, ``gpu_note`` why listed GPUs do not count ('' when there is nothing to say)."""
     model = platform.processor() or "cpu"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -198,14 +199,9 @@ def hardware() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    gpus: list[str] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-            gpus = [ln.strip() for ln in out.stdout.splitlines() if ln.strip().startswith("GPU")]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return {"cpu": model, "cores": os.cpu_count() or 1, "gpus": gpus}
+    found = devices(CACHE)
+    return {"cpu": model, "cores": os.cpu_count() or 1, "gpus": list(found.gpus), "listed": list(found.listed),
+            "gpu_note": found.note}
 
 
 def _torch_version() -> str:
@@ -228,32 +224,6 @@ def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, An
     return dict(FALLBACK) if rates is None else {**rates, "source": "measured now"}
 
 
-def cached_measurement(path: Path, cmd: Sequence[str] | None = None, timeout_s: float = 300,
-                       env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """A once-per-machine measurement: the JSON cached at ``path``; else, with ``cmd``, the last stdout line of
-    running it (cached atomically at ``path``; a cache that cannot be written is skipped); None when there is
-    neither."""
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        pass
-    if cmd is None:
-        return None
-    try:
-        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s, env=env)
-        result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
-    except (OSError, ValueError, IndexError, TypeError, subprocess.SubprocessError):
-        return None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return result
-
-
 def _hours(h: float) -> str:
     if h < 1.0:
         return f"{h * 60:.0f} min"
@@ -267,6 +237,7 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
     lines = [
         f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, {gpu}); "
         f"device {device}, --cores {cores} ({est['slots']} jobs at a time)",
+        *([f"  GPU: {hw['gpu_note']}"] if hw.get("gpu_note") else []),
         f"  jobs: {est['data_jobs']} data stage, {est['train_jobs']} training "
         f"({len(config['datasets'])} datasets x {len(config['methods'])} methods x {len(config['seeds'])} seeds"
         + (f"; {est['reused_runs']} finished runs and {est['reused_data']} data-stage folders reused, not priced"
@@ -321,9 +292,10 @@ def finished_jobs(config: Mapping[str, Any], root: Path | None = None,
 
 
 def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:
-    """The device the jobs of ``config`` run on here: config ``device``, ``auto`` resolved by the GPUs listed."""
+    """The device the jobs of ``config`` run on here: config ``device``, ``auto`` resolved as a job resolves it
+    (:func:`hasfl.device.resolve`) by the GPUs torch confirms (``hw["gpus"]``, :func:`hardware`)."""
     device = str(config["device"])
-    return ("cuda" if hw["gpus"] else "cpu") if device == "auto" else device
+    return resolve(device, bool(hw["gpus"])) if device == "auto" else device
 
 
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
@@ -336,8 +308,9 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
     hw = hw or hardware()
     device = config["device"]
     if device == "cuda" and local and not hw["gpus"]:
+        why = hw.get("gpu_note") or "nvidia-smi lists none"
         return (f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, no GPU); device cuda",
-                "config key 'device' is 'cuda' but this machine has no GPU (nvidia-smi lists none) and the jobs "
+                f"config key 'device' is 'cuda' but this machine has no GPU torch can use ({why}) and the jobs "
                 "would run here; use device: cpu (or auto), or run on a GPU machine or a SLURM cluster "
                 "(--profile profiles/slurm)")
     device = device_of(config, hw)
