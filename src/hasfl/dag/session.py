@@ -1,0 +1,225 @@
+"""The DAG session: everything the Snakefile does around its rules, in one object (issue 36).
+
+``SESSION = Session(workflow, config)`` in the Snakefile, before its rules are included, does in order:
+
+1. types ``--config`` lists as a preset file would, rereads every ``--configfile`` strictly and validates the merged
+   config (:func:`hasfl.config.validate_config`), naming the key of every violation;
+2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
+   (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder against its manifest
+   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.identity.audit`: what is stale
+   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
+   packing (:mod:`hasfl.gpu`) and prints the pre-flight (:mod:`hasfl.preflight`), stopping a run it refuses before
+   Snakemake's job table.
+
+Every code digest the rules carry is computed here, once, with one meaning (:attr:`data_code`,
+:attr:`analysis_code`, :meth:`train_code`). The rules read the session only through methods (:meth:`rerun_input`,
+:meth:`rerun_tokens`, :meth:`rerun_why`, :meth:`gpu_slot`), after it is complete. ``onstart`` / ``onsuccess`` /
+``onerror`` call :meth:`on_start` (the results lock, adoption of a folder written before the store, MPS, the warm
+worker) and :meth:`on_exit`.
+
+Torch-free (the Snakefile imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from hasfl import gpu as hasfl_gpu
+from hasfl import preflight
+from hasfl import worker as hasfl_worker
+from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
+from hasfl.dag import store
+from hasfl.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest, writable_results
+from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
+
+__all__ = ["Session", "base_config", "stop"]
+
+
+def stop(exc: object) -> NoReturn:
+    """End the run with one clear message (no traceback) and exit code 1."""
+    print(f"hasfl: {exc}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def base_config(basedir: str | Path) -> str:
+    """The base preset ``config.yaml`` beside the Snakefile, read by hasfl first so an unreadable or non-UTF-8 file is
+    named in one line (files given with ``--configfile`` are read by Snakemake's command line before the Snakefile
+    runs: ``hasfl config --config F`` checks one the same way)."""
+    path = os.path.join(str(basedir), "config.yaml")
+    try:
+        read_yaml(path)
+    except ConfigError as exc:
+        stop(exc)
+    return path
+
+
+class Session:
+    """One DAG build: the validated config, the digests, the identity check's reruns, the GPU plan, and the
+    handlers around the jobs (module docstring)."""
+
+    def __init__(self, workflow: Any, config: dict[str, Any]) -> None:
+        self.workflow, self.config = workflow, config
+        self.basedir = Path(workflow.basedir)
+        self.main = bool(workflow.is_main_process)
+        self._validate()
+        #: the results folder as the rules spell it (Snakemake matches paths as text)
+        self.results = f"{config['results_dir']}/{config['name']}"
+        self.rerun_dir = f"{self.results}/.hasfl/rerun"
+        self.reruns: dict[str, tuple[str, str]] = {}  # folder -> (token, why)
+        self.plan: Any = None
+        self.refusal: str | None = None
+        self._train_code: dict[tuple[str, str], str] = {}
+        self._lock = ResultsLock(Path(self.results))
+        self._mps: Any = None
+        self._socket: str | None = None
+        self.data_code = data_code_digest(self.basedir / "src" / "hasfl",
+                                          extra=(self.basedir / "workflow/scripts/data_stage.py",))
+        self.analysis_code = source_digest(self.basedir, *ANALYSIS_CODE)
+        if self.main:
+            self._prepare()
+
+    # ------------------------------------------------------------------------------------------- digests
+    def train_code(self, method: str, dataset: str) -> str:
+        """The training code of a run of ``method`` on ``dataset`` (:func:`hasfl.integrity.training_code_digest` of
+        this checkout): the meaning the run's identity, its store key, the gate and the audit share."""
+        key = (method, dataset)
+        if key not in self._train_code:
+            self._train_code[key] = training_code_digest(method, dataset, self.basedir / "src" / "hasfl")
+        return self._train_code[key]
+
+    # ------------------------------------------------------------------------------------------- what rules read
+    def rerun_input(self, folder: str) -> dict[str, str]:
+        """``{"rerun": <token>}`` when the finished output in ``folder`` must be rerun, else ``{}``."""
+        return {"rerun": self.reruns[folder][0]} if folder in self.reruns else {}
+
+    def rerun_tokens(self, *kinds: str) -> list[str]:
+        """The rerun tokens of this build: of the folders of ``kinds`` (``data``, ``runs``, ``analysis``), or all."""
+        return [token for folder, (token, _) in sorted(self.reruns.items())
+                if not kinds or folder.split("/")[0] in kinds]
+
+    def rerun_why(self, folder: str) -> str:
+        """Why ``folder`` is rerun (the token's content)."""
+        return self.reruns.get(folder, (None, "unknown"))[1]
+
+    def gpu_slot(self) -> int:
+        """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.gpu`), else 0."""
+        return 1 if self.plan is not None else 0
+
+    # ------------------------------------------------------------------------------------------- the build
+    def _validate(self) -> None:
+        settings = getattr(self.workflow, "config_settings", None)
+        # lists given with --config reach us as strings ('seeds=[42,43]' -> ['42', '43'])
+        self.config.update(typed_command_line(self.config, getattr(settings, "overwrite_config", None) or {}))
+        try:
+            # Snakemake reads --configfile itself, keeping the last of a key given twice: read again, strictly
+            for path in getattr(settings, "configfiles", None) or []:
+                read_yaml(path)
+            validate_config(self.config)
+        except ConfigError as exc:
+            stop(exc)
+
+    def _prepare(self) -> None:
+        results = Path(self.results)
+        unwritable = writable_results(results)
+        if unwritable:
+            stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
+                 "you can write")
+        gone = store.drop_dangling(results)
+        if gone:
+            print(f"hasfl store: {len(gone)} folders linked store entries that are gone; they are made again: "
+                  + ", ".join(gone[:5]) + (" ..." if len(gone) > 5 else ""), file=sys.stderr)
+        try:
+            verify_results(results)  # an edited file stops here, before Snakemake deletes what depends on it
+            found = audit(self.config, results, data_code=self.data_code, analysis_code=self.analysis_code,
+                          train_code=self.train_code)
+            found.raise_errors()
+        except IntegrityError as exc:
+            stop(exc)
+        if found.rerun:
+            lines = found.lines()
+            print(f"hasfl identity: {len(lines)} finished outputs are not what this preset would make; they are "
+                  "rerun:\n  " + "\n  ".join(lines[:20])
+                  + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""), file=sys.stderr)
+            stamp = time.time_ns()  # one token per build: a dry run writes nothing, the next build makes its own
+            self.reruns = {folder: (f"{self.rerun_dir}/{folder}.{stamp}.json", why)
+                           for folder, why in found.rerun.items()}
+        self._preflight(found.current)
+
+    def _preflight(self, current: list[str]) -> None:
+        """What this run costs here (after the identity check and the store, whose outputs are reused); a run far
+        too long for a CPU stops here, once, before Snakemake's job table."""
+        config, results, wf = self.config, Path(self.results), self.workflow
+        hw = preflight.hardware()
+        device = preflight.device_of(config, hw)
+        linked = store.in_store(config, results, data_code=self.data_code, train_code=self.train_code,
+                                device_class="cpu" if device == "cpu" else None)
+        if linked:
+            n_runs = sum(1 for f in linked if f.startswith("runs/"))
+            print(f"hasfl store: {n_runs} runs and {len(linked) - n_runs} data stages of this preset are finished "
+                  f"in the run store {store.store_of(results)}: linked, not recomputed", file=sys.stderr)
+        if wf.local_exec and device == "cuda":
+            # K jobs per GPU (config gpu); calibrated once per device, not in a dry run
+            self.plan = hasfl_gpu.plan(config, hw["gpus"], results, preflight.CACHE,
+                                       calibrate=preflight.runs_jobs(sys.argv[1:]))
+            if self.plan is not None and "gpu_slot" not in wf.global_resources:
+                wf.register_resource("gpu_slot", self.plan.slots)
+        manifests: Mapping[str, Any] = {
+            d: json.loads(m.read_text()) for d in config["datasets"]
+            for m in sorted((results / "data" / d).glob("seed*/manifest.json"))[:1]}
+        block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
+                                              preflight.reused([*current, *linked]), local=bool(wf.local_exec),
+                                              hw=hw, packing=self.plan)
+        print(block, file=sys.stderr)
+        if self.refusal and preflight.runs_jobs(sys.argv[1:]):
+            stop(f"not starting: {self.refusal}")
+        if self.refusal:  # a dry run goes on (on_start stops a run the command line did not show)
+            print(f"  a run would not start: {self.refusal}", file=sys.stderr)
+
+    # ------------------------------------------------------------------------------------------- around the jobs
+    def on_start(self) -> None:
+        """``onstart``: the results lock (one writer), adoption of files written before the store, the GPU slots
+        and MPS, the warm worker."""
+        if not self.main:
+            return
+        if self.refusal:
+            stop(f"not starting: {self.refusal}")
+        try:
+            self._lock.acquire()  # held until this process exits; before any job removes an output
+            adopted = store.adopt(Path(self.results))
+        except IntegrityError as exc:
+            stop(exc)
+        if adopted["data"] or adopted["runs"]:
+            print(f"hasfl store: {adopted['data']} data stages and {adopted['runs']} runs of {self.results} moved "
+                  f"into the run store {store.store_of(self.results)} (links in their place, times kept)",
+                  file=sys.stderr)
+        os.environ.pop(hasfl_gpu.ENV_SLOTS, None)  # only this run's plan, never one left in the environment
+        if self.plan is not None:
+            plan = self.plan
+            if plan.mps:
+                self._mps = hasfl_gpu.MPS(plan.mps_dir)
+                why = self._mps.start()
+                if why:
+                    print(f"hasfl gpu: MPS did not start ({why}); jobs run without it", file=sys.stderr)
+                    plan = hasfl_gpu.replace(plan, mps=False, mps_reason=why)
+            os.environ[hasfl_gpu.ENV_SLOTS] = plan.env()  # the training jobs take their slots from it
+        if self.workflow.local_exec:
+            if self.config["warm_worker"]:
+                self._socket = hasfl_worker.start_server(parent_pid=os.getpid())
+                os.environ[hasfl_worker.ENV_SOCKET] = self._socket
+            hasfl_worker.stop_jobs_on_interrupt(lambda: hasfl_worker.stop_server(self._socket))
+
+    def on_exit(self, *, success: bool) -> None:
+        """``onsuccess`` / ``onerror``: stop the warm worker and MPS; on success name the report."""
+        hasfl_worker.stop_server(self._socket)
+        if self._mps is not None:
+            self._mps.stop()
+        report = Path(self.results) / "report.md"
+        if success and self.main and report.is_file():
+            print(f"hasfl: done; the report is {report} (HTML: snakemake --report {report.with_suffix('.html')} "
+                  "with the same --configfile)", file=sys.stderr)
