@@ -24,6 +24,7 @@ from hasfl.analysis.specs import (
     resolve_thresholds,
 )
 from hasfl.config import load_config
+from hasfl import preflight
 from hasfl.identity import analysis_identity, canonical
 import os
 

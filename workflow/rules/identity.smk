@@ -4,27 +4,7 @@
 # anyway, so the token must be wanted in its own right), so Snakemake reruns the job ("input files
 # updated by another job") and everything downstream of it.
 
-import time
-
-RERUN_DIR = f"{RESULTS}/.hasfl/rerun"
-
-
-def schedule_reruns(stale):
-    """Give each stale folder (relative to RESULTS -> why) a token that does not exist yet (one per
-    DAG build: a dry run writes nothing, the next build makes its own)."""
-    stamp = time.time_ns()
-    for folder, why in stale.items():
-        RERUNS[folder] = (f"{RERUN_DIR}/{folder}.{stamp}.json", why)
-
-
-def rerun_tokens(*kinds):
-    """The rerun tokens of this DAG build: of the folders of ``kinds`` (``data``, ``runs``, ``analysis``),
-    or all."""
-    return [
-        token
-        for folder, (token, _) in sorted(RERUNS.items())
-        if not kinds or folder.split("/")[0] in kinds
-    ]
+RERUN_DIR = SESSION.rerun_dir
 
 
 rule identity_rerun:
@@ -39,6 +19,6 @@ rule identity_rerun:
     priority: 100
     localrule: True
     params:
-        why=lambda wc: RERUNS.get(wc.folder, (None, "unknown"))[1],
+        why=lambda wc: SESSION.rerun_why(wc.folder),
     script:
         "../scripts/rerun_token.py"

@@ -32,7 +32,7 @@ rule train:
         runtime=lambda wc: 30 if config["name"] != "paper" else 24 * 60,
         gpu=1 if config["device"] == "cuda" else 0,
         # one of the G x K local GPU slots (hasfl.gpu; registered by the Snakefile when it packs jobs)
-        gpu_slot=lambda wc: 1 if GPU_PACKING["plan"] is not None else 0,
+        gpu_slot=lambda wc: SESSION.gpu_slot(),
     params:
         run_cfg=lambda wc: run_slice(config, wc.dataset, wc.method, int(wc.seed)),
         data_cfg=lambda wc: data_slice(config, wc.dataset),
