@@ -188,9 +188,14 @@ def verify_folder(folder: Path, names: Iterable[str] | None = None) -> dict[str,
                                  f"delete the folder {folder} to redo that stage")
         actual = sha256_file(path)
         if actual != recorded[name]["sha256"]:
+            where = folder
+            if path.is_symlink():  # a link into the run store: the entry is what changed, for every folder
+                where = path.resolve().parent
             raise IntegrityError(f"result file '{path}' was modified after it was written (sha256 {actual[:12]}..., "
                                  f"manifest {recorded[name]['sha256'][:12]}...); restore it, or delete the folder "
-                                 f"{folder} to redo that stage")
+                                 f"{where} to redo that stage"
+                                 + (" (a run-store entry: every results folder that links it is made again)"
+                                    if where != folder else ""))
     return manifest
 
 
