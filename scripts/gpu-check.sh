@@ -52,7 +52,7 @@ if want packing && [ -s "$OUT/packing.json" ]; then
   python3 - "$OUT/packing.json" <<'EOF'
 import json, sys
 from pathlib import Path
-from hasfl import gpu, preflight
+from hasfl.dag import gpu, preflight
 cal = json.loads(Path(sys.argv[1]).read_text())
 gpus = preflight.hardware()["gpus"]  # the GPUs torch confirms (hasfl.device), as the Snakefile plans
 path = gpu.calibration_path(preflight.CACHE, gpus, "fp32", True, bool(gpu.shutil.which(gpu.MPS_CONTROL)))

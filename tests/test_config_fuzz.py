@@ -145,8 +145,8 @@ def _exercise_valid(config: dict[str, Any]) -> None:
     batch, cut every job's slices and identities, price the preset."""
     import torch
 
-    from hasfl import preflight
-    from hasfl.identity import data_slice, digest, run_slice
+    from hasfl.dag import preflight
+    from hasfl.dag.identity import data_slice, digest, run_slice
     from hasfl.models import family_from_config
     from hasfl.registry import DATASETS
 

@@ -1,4 +1,4 @@
-"""Packing training jobs onto the local GPUs (hasfl.gpu, hasfl.bench.packing), checked without a GPU.
+"""Packing training jobs onto the local GPUs (hasfl.dag.gpu, hasfl.bench.packing), checked without a GPU.
 
 The calibration runs for real on the CPU (one-thread jobs sharing its cores); the slots are real ``flock``s
 held by real processes; MPS is driven through a stand-in ``nvidia-cuda-mps-control`` on PATH (an external
@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from hasfl import device, gpu
+from hasfl import device
+from hasfl.dag import gpu
 from hasfl.bench.packing import calibrate_packing, choose
 from hasfl.config import load_config
-from hasfl.preflight import FALLBACK, estimate, render
+from hasfl.dag.preflight import FALLBACK, estimate, render
 
 TWO = ("GPU 0: NVIDIA H200 (UUID: GPU-a)", "GPU 1: NVIDIA H200 (UUID: GPU-b)")
 
@@ -94,7 +95,7 @@ def test_preflight_prices_the_packed_gpus(gpu_config) -> None:
 
 SLOT_HOLDER = textwrap.dedent("""
     import os, sys, time
-    from hasfl.gpu import job_slot
+    from hasfl.dag.gpu import job_slot
     with job_slot(poll_s=0.05) as s:
         print(s["slot"], s["gpu"], os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
         time.sleep(float(sys.argv[1]))
@@ -213,7 +214,7 @@ def test_dry_run_on_two_gpus_prints_the_packing(snakemake, tiny_preset, tmp_path
 def test_packing_keys_change_no_identity(gpu_config) -> None:
     """How jobs share the GPUs changes no byte: neither a run's slice nor the analysis identity moves."""
     from hasfl.config import run_config
-    from hasfl.identity import analysis_identity
+    from hasfl.dag.identity import analysis_identity
 
     other = copy.deepcopy(gpu_config)
     other["gpu"].update(jobs_per_gpu=5, mps=False)

@@ -1,4 +1,4 @@
-"""Issue 26: identity in one place (hasfl.identity). Each test reproduces one item of the issue's hostile
+"""Issue 26: identity in one place (hasfl.dag.identity). Each test reproduces one item of the issue's hostile
 trial on a finished tiny DAG (digits, hasfl + random_budget + fedprox, seeds 42 and 43, 2 rounds) and
 checks what happens now: the output is rerun, or a clear error names it, and no finished run is lost.
 
@@ -265,8 +265,8 @@ def test_12_seeds_on_the_command_line_are_integers(world, snakemake, job_counts)
 
 
 def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> None:
-    """hasfl.identity.audit without a preset: a run moved into another method's folder is named."""
-    from hasfl.identity import audit
+    """hasfl.dag.identity.audit without a preset: a run moved into another method's folder is named."""
+    from hasfl.dag.identity import audit
 
     copy = tmp_path / "moved"
     shutil.copytree(world["results"], copy)

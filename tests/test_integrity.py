@@ -372,7 +372,7 @@ def test_8_sigterm_is_logged_with_the_checkpoint_round(tmp_path) -> None:
 
 
 def test_8_killed_worker_socket_folder_is_removed_at_next_start(tmp_path) -> None:
-    from hasfl import worker
+    from hasfl.dag import worker
 
     stale = tmp_path / "hasfl-w-stale"
     stale.mkdir()

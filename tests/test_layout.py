@@ -81,6 +81,9 @@ RULES = [
     ("hasfl.data", "hasfl.analysis", "the data stage does not import upward"),
     ("hasfl.models", "hasfl.fl", "models do not import the engine"),
     ("hasfl.models", "hasfl.data", "models do not import the loaders"),
+    *[(room, "hasfl.dag", "the library never imports the DAG's front door (hasfl.dag imports it)")
+      for room in ("hasfl.registry", "hasfl.config", "hasfl.data", "hasfl.models", "hasfl.fl", "hasfl.analysis",
+                   "hasfl.integrity", "hasfl.io")],
 ]
 
 

@@ -1,4 +1,4 @@
-"""The pre-flight block (hasfl.preflight): its cost model equals Table 1's, its estimate scales the
+"""The pre-flight block (hasfl.dag.preflight): its cost model equals Table 1's, its estimate scales the
 right way, and a run far too long for a CPU stops before any job while a dry run goes on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hasfl import preflight
+from hasfl.dag import preflight
 from hasfl.config import load_config
 from hasfl.models import family_from_config
 
@@ -102,7 +102,7 @@ def test_quick_preset_prints_its_estimate(tmp_path) -> None:
 
 def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config) -> None:
     """A method's pre-flight cost comes from its registry entry's rule (a new one is not costed as HAS-FL)."""
-    from hasfl import preflight, registry
+    from hasfl.dag import preflight, registry
 
     rates = dict(preflight.FALLBACK)
     monkeypatch.setitem(registry.METHODS, "toy", registry.MethodInfo("hasfl.fl.methods.toy:toy", "Toy", "full"))

@@ -1,4 +1,4 @@
-"""The warm worker (hasfl.worker): jobs forked from one process that has imported torch.
+"""The warm worker (hasfl.dag.worker): jobs forked from one process that has imported torch.
 
 Real processes and a real Unix socket: a job module written to tmp_path, a worker started
 with it importable, and job processes that call it the way the workflow's scripts do.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hasfl import worker
+from hasfl.dag import worker
 
 JOB = textwrap.dedent('''
     import logging, os, sys, time
@@ -62,7 +62,7 @@ def _job(jobdir: Path, call_args: str, socket: str | None, ack_timeout_s: float 
         env[worker.ENV_ACK_TIMEOUT] = str(ack_timeout_s)
     if socket:
         env[worker.ENV_SOCKET] = socket
-    code = f"from hasfl.worker import call; call({call_args})"
+    code = f"from hasfl.dag.worker import call; call({call_args})"
     return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=jobdir, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **popen)
 

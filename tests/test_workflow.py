@@ -27,7 +27,7 @@ def _worker_call(script) -> tuple[str, list[str]]:
     """(target, keyword names) of the script's one ``call("module:function", {...}, log)``."""
     calls = [n for n in ast.walk(ast.parse(script.read_text())) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == "call"]
-    assert len(calls) == 1, f"{script.name}: expected one hasfl.worker.call, found {len(calls)}"
+    assert len(calls) == 1, f"{script.name}: expected one hasfl.dag.worker.call, found {len(calls)}"
     target, kwargs = calls[0].args[:2]
     assert isinstance(target, ast.Constant) and isinstance(kwargs, ast.Dict), script.name
     return target.value, [k.value for k in kwargs.keys]
@@ -35,7 +35,7 @@ def _worker_call(script) -> tuple[str, list[str]]:
 
 def test_one_script_per_rule_each_calling_its_job_through_the_worker(repo) -> None:
     """Every rule with a script has its own; each script hands one job function, importable, exactly
-    the keyword arguments it takes (every required one) through hasfl.worker.call."""
+    the keyword arguments it takes (every required one) through hasfl.dag.worker.call."""
     rules = "\n".join(p.read_text() for p in sorted((repo / "workflow" / "rules").glob("*.smk")))
     used = re.findall(r'script:\s*\n\s*"\.\./scripts/(\w+\.py)"', rules)
     assert len(used) == len(set(used)) == rules.count("script:"), used
@@ -43,7 +43,7 @@ def test_one_script_per_rule_each_calling_its_job_through_the_worker(repo) -> No
     assert sorted(used) == scripts
     for name in scripts:
         script = repo / "workflow" / "scripts" / name
-        assert "from hasfl.worker import call" in script.read_text(), name
+        assert "from hasfl.dag.worker import call" in script.read_text(), name
         target, keys = _worker_call(script)
         fn = resolve(target)
         params = inspect.signature(fn).parameters

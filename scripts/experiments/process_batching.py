@@ -11,7 +11,7 @@ What it measures:
   per job (as the train rule ran them) vs all of them in one process. Result: 22.5 s vs 17.5 s wall
   for the same 15.2 s of engine time, 2.45 s vs 0.74 s outside the engine per job, byte-identical
   ``rounds.parquet``. *Not adopted as such*: batching jobs into one process would break the DAG's
-  one-job-per-run contract; the warm worker (``hasfl.worker``, docs/decisions.md "Job start-up")
+  one-job-per-run contract; the warm worker (``hasfl.dag.worker``, docs/decisions.md "Job start-up")
   keeps one job per run and cut the train-job overhead from 5.5 s to 0.55 s instead.
 
 Run: ``python scripts/experiments/process_batching.py [--which start,batch]``; prints JSON.

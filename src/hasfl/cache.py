@@ -1,6 +1,6 @@
 """Once-per-machine measurements, cached as JSON under :data:`CACHE` (``$XDG_CACHE_HOME/hasfl``).
 
-The pre-flight's throughput (:mod:`hasfl.preflight`), the GPU packing calibration (:mod:`hasfl.gpu`) and the
+The pre-flight's throughput (:mod:`hasfl.dag.preflight`), the GPU packing calibration (:mod:`hasfl.dag.gpu`) and the
 device probe (:mod:`hasfl.device`) are each measured by running a command once and caching its last stdout line.
 Torch-free and config-free: the Snakefile's process and the engine's device decision both use it.
 """

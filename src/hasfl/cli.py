@@ -46,7 +46,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
     never over a finished data stage of another identity unless --overwrite)."""
     from hasfl.data import load_dataset
     from hasfl.data.stage import run_data_stage
-    from hasfl.identity import data_code_digest, data_identity
+    from hasfl.dag.identity import data_code_digest, data_identity
     from hasfl.integrity import IntegrityError, read_manifest, refuse_results_folder
     from hasfl.logs import setup_logging
 
@@ -98,7 +98,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest
+    from hasfl.dag.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest
 
     found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"

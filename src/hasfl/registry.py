@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-#: How the pre-flight (:mod:`hasfl.preflight`) costs a method's widths, roughly, per client:
+#: How the pre-flight (:mod:`hasfl.dag.preflight`) costs a method's widths, roughly, per client:
 #: ``full`` every client at width 1; ``capacity`` at its pmax; ``fixed`` at min(p, pmax) with p
 #: the method's own ``method_params.<method>.p``; ``allocation_rule`` Eq. 6 at H / H_bar = 1 capped
 #: at pmax; ``allocation_rule_covered`` the same with the highest-capacity clients at full width

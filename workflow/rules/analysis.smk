@@ -24,8 +24,8 @@ from hasfl.analysis.specs import (
     resolve_thresholds,
 )
 from hasfl.config import load_config
-from hasfl import preflight
-from hasfl.identity import analysis_identity, canonical
+from hasfl.dag import preflight
+from hasfl.dag.identity import analysis_identity, canonical
 import os
 
 ANALYSIS_THRESHOLDS = resolve_thresholds(config.get("analysis", {}))
@@ -370,7 +370,7 @@ rule analysis_report:
 
 ANALYSIS_MANIFEST = f"{RESULTS}/analysis.manifest.json"
 # The analysis's own identity (config without where files live, analysis code): recorded in the
-# manifest and compared by the identity check when the DAG is built (hasfl.identity.audit).
+# manifest and compared by the identity check when the DAG is built (hasfl.dag.identity.audit).
 ANALYSIS_IDENTITY = analysis_identity(config, SRC_ANALYSIS)
 
 

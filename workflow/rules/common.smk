@@ -4,7 +4,7 @@
 
 from pathlib import Path
 
-from hasfl.identity import data_slice, run_slice
+from hasfl.dag.identity import data_slice, run_slice
 from hasfl.registry import (
     DATA_FILES,
     DATASETS,

@@ -31,7 +31,7 @@ rule train:
         mem_mb=lambda wc: {"emnist": 12000, "cifar10": 6000}.get(wc.dataset, 2000),
         runtime=lambda wc: 30 if config["name"] != "paper" else 24 * 60,
         gpu=1 if config["device"] == "cuda" else 0,
-        # one of the G x K local GPU slots (hasfl.gpu; registered by the Snakefile when it packs jobs)
+        # one of the G x K local GPU slots (hasfl.dag.gpu; registered by the Snakefile when it packs jobs)
         gpu_slot=lambda wc: SESSION.gpu_slot(),
     params:
         run_cfg=lambda wc: run_slice(config, wc.dataset, wc.method, int(wc.seed)),

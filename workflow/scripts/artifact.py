@@ -1,6 +1,6 @@
 """Snakemake glue for every generated analysis rule, one per table / figure (hasfl.analysis.jobs.run_artifact)."""
 
-from hasfl.worker import call
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 call("hasfl.analysis.jobs:run_artifact",

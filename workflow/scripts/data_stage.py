@@ -5,8 +5,8 @@ sha256 are), the raw-data folder, its seed, its identity, its output folder and 
 from pathlib import Path
 
 from hasfl.dag.store import store_of
-from hasfl.identity import data_identity
-from hasfl.worker import call
+from hasfl.dag.identity import data_identity
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 data_cfg = {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}

@@ -3,7 +3,7 @@ each dataset's fetch function). The preset's datasets are read from the config o
 error message (which other datasets miss files), not as params: they change no output."""
 
 from hasfl.registry import raw_files
-from hasfl.worker import call
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.config

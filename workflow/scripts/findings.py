@@ -1,6 +1,6 @@
 """Snakemake glue for rule analysis_findings (hasfl.analysis.jobs.job_findings)."""
 
-from hasfl.worker import call
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 call("hasfl.analysis.jobs:job_findings",

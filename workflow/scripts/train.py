@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 from hasfl.dag.store import store_of
-from hasfl.gpu import job_slot
-from hasfl.worker import call
+from hasfl.dag.gpu import job_slot
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 budget_run = sm.input.get("budget_run")
 out = Path(sm.output.run).parent
-with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.gpu)
+with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.dag.gpu)
     if slot:
         print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
     call("hasfl.dag.store:train_run",

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from hasfl.worker import call
+from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 call("hasfl.integrity:verify_runs_job",

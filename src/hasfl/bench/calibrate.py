@@ -1,4 +1,4 @@
-"""Throughput of this machine for the pre-flight estimate (:mod:`hasfl.preflight`), in seconds.
+"""Throughput of this machine for the pre-flight estimate (:mod:`hasfl.dag.preflight`), in seconds.
 
 Three measurements with the engine's own local optimiser (:class:`hasfl.fl.client.LocalSGD`)
 on one thread, the way one Snakemake job runs:

@@ -5,10 +5,10 @@ K one-thread processes, each running the engine's local SGD (:class:`hasfl.fl.cl
 width), start together and step for ``seconds``; their steps per second, summed, against one job alone, for
 each K of ``ks``. The chosen K is the smallest whose aggregate rate is within :data:`TOLERANCE` of the best
 (more jobs than that cost memory and gain nothing). With an MPS directory the same levels run again under a
-CUDA MPS daemon started there for the measurement (:class:`hasfl.gpu.MPS`), so the plan can use the better
+CUDA MPS daemon started there for the measurement (:class:`hasfl.dag.gpu.MPS`), so the plan can use the better
 of the two. A paper-model step is launch-bound on a GPU (about the same time at every width,
 docs/performance-gpu.md), so one model stands for all; the calibration is cached per device
-(:func:`hasfl.gpu.plan`).
+(:func:`hasfl.dag.gpu.plan`).
 
 ``python -m hasfl.bench.packing calibrate --device cuda [--mps-dir DIR]`` prints the JSON; ``worker`` is one
 job (internal). On a CPU it measures the same (tests/test_gpu_packing.py runs it there: jobs share cores).
@@ -104,7 +104,7 @@ def choose(rows: Sequence[Mapping[str, Any]], tolerance: float = TOLERANCE) -> d
 def calibrate_packing(device: str, ks: Sequence[int] = DEFAULT_KS, seconds: float = 3.0, precision: str = "fp32",
                       deterministic: bool = True, mps_dir: str | None = None) -> dict[str, Any]:
     """K without MPS and, with ``mps_dir``, K under an MPS daemon started there for the measurement."""
-    from hasfl.gpu import MPS
+    from hasfl.dag.gpu import MPS
 
     out: dict[str, Any] = {"device": device, "ks": list(ks), "seconds": seconds, "precision": precision,
                            "deterministic": deterministic, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -6,9 +6,9 @@
    config (:func:`hasfl.config.validate_config`), naming the key of every violation;
 2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
    (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder against its manifest
-   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.identity.audit`: what is stale
+   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.identity.audit`: what is stale
    gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
-   packing (:mod:`hasfl.gpu`) and prints the pre-flight (:mod:`hasfl.preflight`), stopping a run it refuses before
+   packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses before
    Snakemake's job table.
 
 Every code digest the rules carry is computed here, once, with one meaning (:attr:`data_code`,
@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hasfl import gpu as hasfl_gpu
-from hasfl import preflight
-from hasfl import worker as hasfl_worker
+from hasfl.dag import gpu as hasfl_gpu
+from hasfl.dag import preflight
+from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest, writable_results
+from hasfl.dag.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
 
 __all__ = ["Session", "base_config", "stop"]
@@ -108,7 +108,7 @@ class Session:
         return self.reruns.get(folder, (None, "unknown"))[1]
 
     def gpu_slot(self) -> int:
-        """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.gpu`), else 0."""
+        """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.dag.gpu`), else 0."""
         return 1 if self.plan is not None else 0
 
     # ------------------------------------------------------------------------------------------- the build

@@ -7,7 +7,7 @@ Layout (``<results_dir>`` is the config key; a preset's folder is ``<results_dir
     <results_dir>/<name>/data/<dataset>/seed<s>/<file>          -> relative symbolic link into .store/data/<key>/
     <results_dir>/<name>/runs/<dataset>/<method>/seed<s>/<file> -> relative symbolic link into .store/runs/<key>/
 
-* **Key.** A data stage's key is the digest of its identity (:func:`hasfl.identity.data_identity`: dataset, seed,
+* **Key.** A data stage's key is the digest of its identity (:func:`hasfl.dag.identity.data_identity`: dataset, seed,
   config slice, raw-file sha256, data-stage code). A run's key (:func:`run_key`) is the digest of everything its
   bytes depend on that is known before it trains: its config slice, the key and table sha256 of the data stage it
   reads, its training code, the run whose budget it matches and the device class. Same key, same entry: a variant,
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.identity import digest
+from hasfl.dag.identity import digest
 from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
 
 __all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
@@ -63,7 +63,7 @@ def store_of(results: str | Path) -> Path:
 
 
 def data_key(identity: Mapping[str, Any]) -> str:
-    """The store key of a data stage: the digest of its identity (:func:`hasfl.identity.data_identity`)."""
+    """The store key of a data stage: the digest of its identity (:func:`hasfl.dag.identity.data_identity`)."""
     return digest(dict(identity))
 
 
@@ -228,7 +228,7 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     only (the job checks every file). ``train_code(method, dataset)``: the training-code digest; ``device_class``:
     what a job here would record (None: unknown before a job runs, so no run is predicted)."""
     from hasfl.config import data_config
-    from hasfl.identity import data_identity, run_slice
+    from hasfl.dag.identity import data_identity, run_slice
     from hasfl.registry import METHODS
 
     results = Path(results)

@@ -15,7 +15,7 @@ The observed effect and spread are taken as the true ones (a planning number, no
 
 A unit made inconclusive by a gate (a run at the floor or that never peaked, a blind positive control)
 gets none: more seeds do not lift it. The cost is the pre-flight's job-hours per seed of the finding's
-methods on the unit's dataset (:func:`hasfl.preflight.estimate` on the reference machine's rates, so it
+methods on the unit's dataset (:func:`hasfl.dag.preflight.estimate` on the reference machine's rates, so it
 is the same on every machine).
 """
 

@@ -130,7 +130,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
     ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
     (:func:`finished_jobs`): the runs and data-stage folders that are reused, left out of the price.
-    ``packing`` (:class:`hasfl.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
+    ``packing`` (:class:`hasfl.dag.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
     device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
     K is not calibrated), and the wall the device-hours over the GPUs."""
     done_runs = set((finished or {}).get("runs", ()))
@@ -232,7 +232,7 @@ def _hours(h: float) -> str:
 
 def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str, Any], hw: Mapping[str, Any],
            cores: int, device: str, packing: Any = None) -> str:
-    """The pre-flight block (with ``packing``, :class:`hasfl.gpu.Packing`: K, device time, wall time)."""
+    """The pre-flight block (with ``packing``, :class:`hasfl.dag.gpu.Packing`: K, device time, wall time)."""
     gpu = ", ".join(hw["gpus"]) if hw["gpus"] else "no GPU"
     lines = [
         f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, {gpu}); "
@@ -263,7 +263,7 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
 
 
 def reused(current: Iterable[str]) -> dict[str, set[Any]]:
-    """The jobs a DAG run reuses, from the folders :func:`hasfl.identity.audit` found current (``runs/<d>/<m>/
+    """The jobs a DAG run reuses, from the folders :func:`hasfl.dag.identity.audit` found current (``runs/<d>/<m>/
     seed<s>``, ``data/<d>/seed<s>``): ``{"runs": {(d, m, s)}, "data": {(d, s)}}``."""
     runs, data = set(), set()
     for rel in current:
@@ -278,11 +278,11 @@ def reused(current: Iterable[str]) -> dict[str, set[Any]]:
 def finished_jobs(config: Mapping[str, Any], root: Path | None = None,
                   data_code: str | None = None) -> dict[str, set[Any]]:
     """The jobs of ``config`` a DAG run will reuse (:func:`reused` of the identity check
-    :func:`hasfl.identity.audit`): runs of this preset's config slice, training code (of the ``hasfl``
+    :func:`hasfl.dag.identity.audit`): runs of this preset's config slice, training code (of the ``hasfl``
     package ``root``, the installed one by default) and sha256 chain; data stages of its identity (with
     ``data_code``, the data-stage code digest; without it none counts as reused). The Snakefile passes
     the audit it runs anyway to :func:`reused` instead."""
-    from hasfl.identity import audit
+    from hasfl.dag.identity import audit
     from hasfl.integrity import PACKAGE, training_code_digest
 
     results = Path(config["results_dir"]) / str(config["name"])
@@ -304,7 +304,7 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
     """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
     (:func:`reused`): what is reused and so not priced. ``local``: the jobs run on this machine
     (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here. ``packing``: the GPU plan
-    (:func:`hasfl.gpu.plan`) the jobs run under."""
+    (:func:`hasfl.dag.gpu.plan`) the jobs run under."""
     hw = hw or hardware()
     device = config["device"]
     if device == "cuda" and local and not hw["gpus"]:

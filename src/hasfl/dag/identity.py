@@ -318,7 +318,7 @@ def write_rerun_token(path: str | Path, folder: str, why: str, stamp: int) -> No
 
     from hasfl.io import write_json
 
-    logging.getLogger("hasfl.identity").info("rerun %s: %s", folder, why)
+    logging.getLogger("hasfl.dag.identity").info("rerun %s: %s", folder, why)
     write_json(path, {"folder": folder, "why": why, "stamp": int(stamp)})
 
 

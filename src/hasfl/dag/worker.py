@@ -528,7 +528,7 @@ def start_server(parent_pid: int | None = None, idle_s: float = 600.0) -> str:
     remove_stale_folders()
     folder = Path(tempfile.mkdtemp(prefix="hasfl-w-"))
     path = str(folder / "s")
-    args = [sys.executable, "-m", "hasfl.worker", "--socket", path, "--idle-s", str(idle_s)]
+    args = [sys.executable, "-m", "hasfl.dag.worker", "--socket", path, "--idle-s", str(idle_s)]
     if parent_pid is not None:
         args += ["--parent-pid", str(parent_pid)]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -583,7 +583,7 @@ def _is_worker(pid: int, path: str) -> bool:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"hasfl.worker" in args and os.fsencode(path) in args
+    return b"hasfl.dag.worker" in args and os.fsencode(path) in args
 
 
 def _parent_of(pid: int) -> int | None:
@@ -678,7 +678,7 @@ def stop_server(path: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m hasfl.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hasfl.dag.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--socket", required=True)
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--idle-s", type=float, default=600.0)
