@@ -105,7 +105,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.config is not None or args.set:
         config = load_config(args.config, args.base, args.set)
         preset = audit(config, args.results,
-                       data_code=data_code_digest(extra=(REPO_ROOT / "workflow/scripts/data_stage.py",)),
+                       data_code=data_code_digest(REPO_ROOT / "src" / "hasfl"),
                        analysis_code=source_digest(REPO_ROOT, *ANALYSIS_CODE))
         found.errors += [e for e in preset.errors if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}

@@ -75,14 +75,12 @@ def run_slice(config: Mapping[str, Any], dataset: str, method: str, seed: int) -
     return canonical(run_config(config, dataset, method, int(seed)))
 
 
-def data_code_digest(root: Path = PACKAGE, extra: tuple[Path, ...] = ()) -> str:
-    """The data-stage code identity: the loaders, the partitioner and :mod:`hasfl.io` under ``root``
-    (the ``hasfl`` package folder), ``extra`` files (the DAG's glue script) and the registry's dataset
-    facts (not its method list: adding a method repartitions nothing)."""
+def data_code_digest(root: Path = PACKAGE) -> str:
+    """The data-stage code identity: the loaders, the partitioner and :mod:`hasfl.io` under ``root`` (the ``hasfl``
+    package folder) and the registry's dataset facts (not its method list: adding a method repartitions nothing).
+    One meaning for the DAG, ``hasfl data`` and ``hasfl verify``: the Snakemake glue passes the config slice and
+    changes no byte, so it is not part of it (an edit of it reruns nothing)."""
     h = hashlib.sha256(source_digest(root, *DATA_CODE).encode())
-    for f in extra:
-        h.update(f.name.encode())
-        h.update(Path(f).read_bytes())
     h.update(json.dumps({"datasets": {d: i.training_fields() for d, i in DATASETS.items()},
                          "data_files": list(DATA_FILES)}, sort_keys=True).encode())
     return h.hexdigest()

@@ -78,8 +78,7 @@ class Session:
         self._lock = ResultsLock(Path(self.results))
         self._mps: Any = None
         self._socket: str | None = None
-        self.data_code = data_code_digest(self.basedir / "src" / "hasfl",
-                                          extra=(self.basedir / "workflow/scripts/data_stage.py",))
+        self.data_code = data_code_digest(self.basedir / "src" / "hasfl")
         self.analysis_code = source_digest(self.basedir, *ANALYSIS_CODE)
         if self.main:
             self._prepare()

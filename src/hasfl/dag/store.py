@@ -44,7 +44,7 @@ from typing import Any
 from hasfl.dag.identity import digest
 from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
 
-__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
+__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
            "stage_data", "store_of", "train_run"]
 
 #: The store's folder under ``results_dir``.
@@ -67,10 +67,19 @@ def data_key(identity: Mapping[str, Any]) -> str:
     return digest(dict(identity))
 
 
+def data_source(identity: Mapping[str, Any]) -> str:
+    """What a run takes from its data stage besides the tables: the digest of the stage's identity without its code
+    (dataset, seed, config slice, raw-file sha256). The code that reads the data is part of the run's training code
+    (:data:`hasfl.integrity.TRAINING_CODE` holds ``data/``), so a data stage recomputed by other code into the same
+    tables leaves every run's key as it was."""
+    return digest({k: v for k, v in dict(identity).items() if k != "code"})
+
+
 def run_key(run_cfg: Mapping[str, Any], *, data_stage: str | None, inputs: Mapping[str, str], code: str,
             budget: Mapping[str, Any] | None, device_class: str) -> str:
-    """The store key of a run: its config slice, the key of the data stage it reads (``data_stage``; None for one
-    written before identities were recorded) and that stage's table sha256 (``inputs``), its training code
+    """The store key of a run: its config slice, what it takes from its data stage (``data_stage``:
+    :func:`data_source`; None for one written before identities were recorded) and that stage's table sha256
+    (``inputs``), its training code
     (:func:`hasfl.integrity.training_code_digest`), the budget run it matches (``budget``: what
     :func:`hasfl.fl.train.read_budget_run` records) and the device class. The dataset tensors' digest that the run's
     identity also holds follows from the data stage's raw-file sha256 and the loader code in ``code``."""
@@ -208,7 +217,7 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         if hasfl_run is None:
             raise ValueError(f"method {method} needs the run.json of {budget_of} (same dataset and seed)")
         budget = read_budget_run(hasfl_run, budget_of, dataset, seed)[2]
-    key = run_key(run_cfg, data_stage=None if identity is None else data_key(identity), inputs=inputs,
+    key = run_key(run_cfg, data_stage=None if identity is None else data_source(identity), inputs=inputs,
                   code=training_code_digest(method, dataset), budget=budget, device_class=device_class(run_cfg))
 
     def train(staging: Path) -> None:
@@ -236,17 +245,17 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     if not store.is_dir():
         return []
     found: list[str] = []
-    keys: dict[str, str] = {}
+    keys: dict[str, str] = {}  # data folder -> data_source of its identity
     tables: dict[str, dict[str, str]] = {}
     seeds = [int(s) for s in config["seeds"]]
     for d in config["datasets"]:
         for sd in seeds:
             rel = f"data/{d}/seed{sd}"
-            key = data_key(data_identity(data_config(config, d), sd, data_code))
-            manifest = _manifest_of(entry_of(store, "data", key))
+            identity = data_identity(data_config(config, d), sd, data_code)
+            manifest = _manifest_of(entry_of(store, "data", data_key(identity)))
             if manifest is None:
                 continue
-            keys[rel] = key
+            keys[rel] = data_source(identity)
             tables[rel] = {n: str((manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
             if not (results / rel / MANIFEST).is_file():
                 found.append(rel)
@@ -343,7 +352,7 @@ def adopt(results: str | Path) -> dict[str, int]:
             continue
         identity = manifest.get("identity")
         key = None if identity is None else data_key(identity)
-        data_keys[folder.relative_to(results).as_posix()] = key
+        data_keys[folder.relative_to(results).as_posix()] = None if identity is None else data_source(identity)
         if key is not None and _real_files(folder):
             _adopt_folder(folder, entry_of(store, "data", key))
             counts["data"] += 1

@@ -97,7 +97,7 @@ def dataset_summary(bundle: DatasetBundle, n_clients: int) -> dict[str, Any]:
 def run_data_stage(bundle: DatasetBundle, data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path,
                    identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write partition.parquet, clients.parquet and manifest.json for one dataset x seed; ``identity``
-    (:func:`hasfl.dag.identity.data_identity`: config slice, raw sha256, code) goes into the manifest."""
+    (:func:`hasfl.identity.data_identity`: config slice, raw sha256, code) goes into the manifest."""
     out = Path(out_dir)
     partition, clients = build_tables(bundle, data_cfg, seed)
     files = {"partition.parquet": partition, "clients.parquet": clients}

@@ -70,13 +70,12 @@ def determinism_flags() -> dict[str, Any]:
 
 
 def resolve_device(name: str) -> torch.device:
-    """Config key ``device``: ``auto`` picks cuda when torch can use it. The one device decision
-    (:func:`hasfl.device.resolve` of :func:`hasfl.device.torch_view`), the same the pre-flight's probe makes;
-    ``cuda`` without a usable device raises :class:`hasfl.device.DeviceError` (one line, no traceback)."""
-    from hasfl.device import resolve, torch_view, unusable
-
-    view = torch_view()
-    return torch.device(resolve(name, bool(view["cuda"]), "" if view["cuda"] else unusable(view)))
+    """Config key ``device``: ``auto`` picks cuda when present."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("config key 'device' is 'cuda' but no CUDA device is available")
+    return torch.device(name)
 
 
 def family_for(bundle: DatasetBundle, model_cfg: Mapping[str, Any]) -> ModelFamily:
