@@ -118,6 +118,16 @@ def test_resolve_is_the_jobs_decision() -> None:
     assert device.resolve("cpu", True) == "cpu" and device.resolve("cuda", True) == "cuda"
     with pytest.raises(device.DeviceError, match=r"config key 'device' is 'cuda' but no CUDA device .*\(why\)"):
         device.resolve("cuda", False, "why")
+    # the job's own resolution (hasfl.fl.runtime.resolve_device, unchanged so that no run's training-code identity
+    # changes) is the same predicate: torch.cuda.is_available(), which the probe reports as "cuda"
+    import torch
+
+    from hasfl.fl.runtime import resolve_device
+
+    view = device.torch_view()
+    assert bool(view["cuda"]) == torch.cuda.is_available()
+    for name in ("auto", "cpu"):
+        assert resolve_device(name).type == device.resolve(name, bool(view["cuda"]))
 
 
 def _finished_run(folder: Path, config: dict, method: str, device_class: str) -> None:
