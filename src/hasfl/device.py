@@ -74,8 +74,9 @@ def listed_gpus(timeout_s: float = 10) -> tuple[str, ...]:
 
 def torch_view() -> dict[str, Any]:
     """What torch in this process sees (imports torch): CUDA usable, how many devices, their names, torch's
-    version and CUDA build, and ``CUDA_VISIBLE_DEVICES``. The probe prints it; a job (:func:`hasfl.fl.runtime.resolve_device`)
-    tests the same ``torch.cuda.is_available()`` (tests/test_device.py pins the two together)."""
+    version and CUDA build, and ``CUDA_VISIBLE_DEVICES``. The probe prints it; a job
+    (:func:`hasfl.fl.runtime.resolve_device`) tests the same ``torch.cuda.is_available()`` (tests/test_device.py
+    pins the two together)."""
     import torch
 
     cuda = bool(torch.cuda.is_available())
