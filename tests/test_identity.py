@@ -48,11 +48,13 @@ def world(snakemake, tiny_preset, repo, tmp_path_factory) -> dict[str, Path]:
 
 
 def _copy(world: dict[str, Path], name: str, **changes) -> tuple[Path, Path]:
-    """``cp -a results/tiny results/<name>`` and an overlay naming it (plus ``changes``)."""
+    """``cp -rL results/tiny results/<name>`` (the files the store links point to: the tests then write into the
+    copy, which through ``cp -a``'s links would write into the run store the world links too) and an overlay naming
+    it (plus ``changes``)."""
     dst = world["results"].parent / name
     if dst.exists():
         shutil.rmtree(dst)
-    shutil.copytree(world["results"], dst, symlinks=True)
+    shutil.copytree(world["results"], dst)
     overlay = yaml.safe_load(world["overlay"].read_text())
     overlay["name"] = name
     for dotted, value in changes.items():

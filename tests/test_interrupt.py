@@ -44,11 +44,12 @@ def reference(snakemake, overlay, tmp_path_factory) -> dict[str, str]:
 def test_interrupted_dag_completes_with_identical_bytes(snakemake, overlay, tmp_path, reference, sig):
     args = snakemake.dag_args(overlay(tmp_path, "cut"), workdir=tmp_path)
     runs = tmp_path / "cut" / "tiny" / "runs"
+    store = tmp_path / "cut" / ".store" / "runs"  # a job trains into <key>.partial (hasfl.dag.store)
     proc = subprocess.Popen([*snakemake.command, *args], cwd=tmp_path, start_new_session=True,
                             env=snakemake.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     def running() -> bool:  # a train job between two checkpoints: interrupt it, not only the scheduler
-        return any(not (c.parent / "run.json").exists() for c in runs.glob("*/*/seed*/checkpoint.pt"))
+        return any(not (c.parent / "run.json").exists() for c in store.glob("*.partial/checkpoint.pt"))
 
     while len(list(runs.glob("*/*/seed*/run.json"))) < 1 or not running():
         assert proc.poll() is None, "the DAG finished before the interruption point"
@@ -84,13 +85,13 @@ def test_one_sigint_to_snakemake_stops_every_job_within_seconds(snakemake, overl
     """Ctrl-C that reaches only the Snakemake process (not the terminal's group): every job, also the
     ones forked by the warm worker, ends within seconds, with one line of explanation and no traceback."""
     args = snakemake.dag_args(overlay(tmp_path, "sig"), workdir=tmp_path)
-    runs = tmp_path / "sig" / "tiny" / "runs"
+    store = tmp_path / "sig" / ".store" / "runs"  # a job trains into <key>.partial (hasfl.dag.store)
     log = tmp_path / "snakemake.out"
     with log.open("w") as out:
         proc = subprocess.Popen([*snakemake.command, *args], cwd=tmp_path, start_new_session=True,
                                 env=snakemake.env(), stdout=out, stderr=subprocess.STDOUT)
         deadline = time.time() + 600
-        while not list(runs.glob("*/*/seed*/checkpoint.pt")):  # a train job is in its rounds
+        while not list(store.glob("*.partial/checkpoint.pt")):  # a train job is in its rounds
             assert proc.poll() is None, "the DAG finished before the interruption point"
             assert time.time() < deadline
             time.sleep(0.05)
