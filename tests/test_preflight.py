@@ -102,7 +102,8 @@ def test_quick_preset_prints_its_estimate(tmp_path) -> None:
 
 def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config) -> None:
     """A method's pre-flight cost comes from its registry entry's rule (a new one is not costed as HAS-FL)."""
-    from hasfl.dag import preflight, registry
+    from hasfl import registry
+    from hasfl.dag import preflight
 
     rates = dict(preflight.FALLBACK)
     monkeypatch.setitem(registry.METHODS, "toy", registry.MethodInfo("hasfl.fl.methods.toy:toy", "Toy", "full"))

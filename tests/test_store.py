@@ -237,11 +237,13 @@ def test_share_runs_is_refused_with_what_replaced_it(snakemake, tiny_preset, tmp
 def test_a_training_code_edit_retrains_that_method_into_a_new_entry(work, repo, tiny_preset, tmp_path):
     """Fault 1b (code): every code commit left every variant folder stuck ('written by hasfl train --out')."""
     checkout = tmp_path / "checkout"
+    checkout.mkdir()
     for item in ("Snakefile", "config.yaml", "presets", "workflow", "src"):
         (shutil.copytree if (repo / item).is_dir() else shutil.copy2)(repo / item, checkout / item)
     method = checkout / "src/hasfl/fl/methods/fedavg.py"
     method.write_text(method.read_text() + "\n# an edit that changes the training code's digest\n")
     entries = _entries(work)
+    linked = {m: (work / f"results/tiny/runs/digits/{m}/seed42/final.pt").resolve().parent for m in BASE}
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(checkout / "src"))
     res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "runs", "--configfile",
                           str(checkout / "presets/quick.yaml"), str(work / "base.yaml"), "-s",
@@ -249,6 +251,9 @@ def test_a_training_code_edit_retrains_that_method_into_a_new_entry(work, repo, 
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-4000:]
     assert "runs/digits/fedavg/seed42: training code" in res.stderr
-    trained = _trained(work / "results/tiny")
-    assert trained["fedavg"] is True and trained["hasfl"] is False
-    assert len(_entries(work) - entries) == 1  # one new entry; the old one stays for folders that link it
+    assert "runs/digits/hasfl/seed42: training code" not in res.stderr
+    assert _trained(work / "results/tiny")["fedavg"] is True
+    now = {m: (work / f"results/tiny/runs/digits/{m}/seed42/final.pt").resolve().parent for m in BASE}
+    assert now["hasfl"] == linked["hasfl"] and now["fedavg"] != linked["fedavg"]
+    assert _entries(work) - entries == {now["fedavg"].name}  # one new entry; the old one stays for other folders
+    assert linked["fedavg"].is_dir()

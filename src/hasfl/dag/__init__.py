@@ -1,7 +1,16 @@
-"""The DAG's front door: what every output of a preset must be, and where its bytes are kept.
+"""The DAG's front door: what every output of a preset must be, where its bytes are kept, and what the Snakefile does
+around its rules. Nothing of the library imports this package (tests/test_layout.py).
 
+* :mod:`hasfl.dag.session` -- one DAG build (``SESSION = Session(workflow, config)`` in the Snakefile): validation,
+  verification, the identity check and its rerun tokens, the store count, the pre-flight, the GPU plan; the results
+  lock, adoption, MPS and the warm worker around the jobs.
+* :mod:`hasfl.dag.identity` -- what each output must be (config slices, code digests, the sha256 chain) and the
+  audit of every present one.
 * :mod:`hasfl.dag.store` -- the run store: finished data stages and runs kept once per identity key under
   ``<results_dir>/.store/``, owned by no results folder; every ``results/<name>/`` folder holds links into it.
+* :mod:`hasfl.dag.preflight` -- what a run will cost on this machine, printed before any job.
+* :mod:`hasfl.dag.gpu` -- K training jobs per local GPU (slots, MPS).
+* :mod:`hasfl.dag.worker` -- the warm worker that forks the jobs from one process with torch imported.
 
 Torch-free at import (the Snakefile imports this package).
 """
