@@ -1,10 +1,9 @@
 """Snakemake glue for rule data_stage (hasfl.dag.store.stage_data): exactly the job's config slice
 ``params.data_cfg`` (canonical, without ``data_dir``: where the raw files live is not part of the identity, their
-sha256 are), the raw-data folder, its seed, its identity, its output folder and the run store."""
+sha256 are), the raw-data folder, its seed, its identity, its output folder and its results folder (hasfl.dag.store)."""
 
 from pathlib import Path
 
-from hasfl.dag.store import store_of
 from hasfl.dag.identity import data_identity
 from hasfl.dag.worker import call
 
@@ -13,6 +12,6 @@ data_cfg = {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}
 seed = int(sm.wildcards.seed)
 out = Path(sm.output.manifest).parent
 call("hasfl.dag.store:stage_data",
-     {"data_cfg": data_cfg, "seed": seed, "out_dir": str(out), "store": str(store_of(out.parents[2])),
+     {"data_cfg": data_cfg, "seed": seed, "out_dir": str(out), "results": str(out.parents[2]),
       "identity": data_identity(data_cfg, seed, sm.params.code)},
      sm.log[0])

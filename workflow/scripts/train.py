@@ -1,6 +1,7 @@
 """Snakemake glue for rule train (hasfl.dag.store.train_run): exactly the job's config slices
 ``params.run_cfg`` / ``params.data_cfg`` (canonical; ``data_dir``, where the raw files live, is added
-from the config: it is not part of any identity), its paths and the run store.
+from the config: it is not part of any identity), its paths and its results folder (whose run store it
+uses: hasfl.dag.store). The glue imports nothing heavy (pandas, torch): the job imports them in the warm worker.
 
 ``checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
@@ -9,7 +10,6 @@ the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 import sys
 from pathlib import Path
 
-from hasfl.dag.store import store_of
 from hasfl.dag.gpu import job_slot
 from hasfl.dag.worker import call
 
@@ -21,7 +21,7 @@ with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_D
         print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
     call("hasfl.dag.store:train_run",
          {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
-          "out_dir": str(out), "store": str(store_of(out.parents[3])),
+          "out_dir": str(out), "results": str(out.parents[3]),
           "data_dir": str(Path(sm.input.partition).parent),
           "hasfl_run": None if budget_run is None else str(budget_run),
           "checkpoint_every": int(sm.config["checkpoint_every"])},

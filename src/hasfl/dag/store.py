@@ -188,19 +188,20 @@ def _complete(folder: Path) -> bool:
 
 
 def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, identity: Mapping[str, Any],
-               store: str | Path) -> None:
-    """The data_stage job: the entry of ``identity``'s key in ``store`` (written by
+               results: str | Path) -> None:
+    """The data_stage job: the entry of ``identity``'s key in the store of ``results`` (the results folder; written by
     :func:`hasfl.data.stage.stage_job` unless finished), linked into ``out_dir``."""
     from hasfl.data.stage import stage_job
 
-    _place(Path(store), "data", data_key(identity), Path(out_dir),
+    _place(store_of(results), "data", data_key(identity), Path(out_dir),
            lambda staging: stage_job(data_cfg, int(seed), staging, identity))
 
 
 def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *, data_dir: str | Path,
-              store: str | Path, hasfl_run: str | Path | None = None, checkpoint_every: int = 0) -> None:
-    """The train job: the entry of the run's key in ``store`` (trained by :func:`hasfl.fl.train.train_job` into
-    ``<key>.partial`` unless finished), linked into ``out_dir``. ``data_dir``: the data-stage folder it reads."""
+              results: str | Path, hasfl_run: str | Path | None = None, checkpoint_every: int = 0) -> None:
+    """The train job: the entry of the run's key in the store of ``results`` (the results folder; trained by
+    :func:`hasfl.fl.train.train_job` into ``<key>.partial`` unless finished), linked into ``out_dir``. ``data_dir``:
+    the data-stage folder it reads."""
     from hasfl.fl.train import device_class, read_budget_run
     from hasfl.integrity import training_code_digest
     from hasfl.registry import METHODS
@@ -226,7 +227,7 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
                   checkpoint_every=int(checkpoint_every))
 
-    _place(Path(store), "runs", key, Path(out_dir), train)
+    _place(store_of(results), "runs", key, Path(out_dir), train)
 
 
 # ------------------------------------------------------------------------------------------------ prediction
