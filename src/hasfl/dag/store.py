@@ -30,6 +30,7 @@ Torch-free at import; the job functions import the engine when they train.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import digest
-from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
+from hasfl.integrity import MANIFEST, IntegrityError, folder_problems, read_manifest, verify_folder
 
 __all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
            "stage_data", "store_of", "train_run"]
@@ -65,6 +66,11 @@ def store_of(results: str | Path) -> Path:
 def data_key(identity: Mapping[str, Any]) -> str:
     """The store key of a data stage: the digest of its identity (:func:`hasfl.dag.identity.data_identity`)."""
     return digest(dict(identity))
+
+
+def tables_of(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The sha256 of the data-stage tables a run reads (:data:`DATA_TABLES`), from the stage's manifest."""
+    return {n: str((manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
 
 
 def data_source(identity: Mapping[str, Any]) -> str:
@@ -169,7 +175,7 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any) -> Path:
                 raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
             staging = entry.with_name(key + ".partial")
             staging.mkdir(parents=True, exist_ok=True)
-            if (staging / MANIFEST).is_file() and _complete(staging):
+            if not folder_problems(staging):  # a manifest, and every file it lists matches
                 log.info("store: %s entry %s was finished before the job ended; sealed", kind, key[:16])
             else:
                 make(staging)
@@ -178,13 +184,6 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any) -> Path:
     link_into(entry, out_dir)
     log.info("store: %s -> %s", out_dir, entry)
     return entry
-
-
-def _complete(folder: Path) -> bool:
-    try:
-        return verify_folder(folder) is not None
-    except IntegrityError:
-        return False
 
 
 def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, identity: Mapping[str, Any],
@@ -209,7 +208,7 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     data_manifest = read_manifest(Path(data_dir))
     if data_manifest is None:
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
-    inputs = {n: str((data_manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
+    inputs = tables_of(data_manifest)
     identity = data_manifest.get("identity")
     dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
     budget = None
@@ -257,7 +256,7 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
             if manifest is None:
                 continue
             keys[rel] = data_source(identity)
-            tables[rel] = {n: str((manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
+            tables[rel] = tables_of(manifest)
             if not (results / rel / MANIFEST).is_file():
                 found.append(rel)
     if device_class is None:
@@ -277,8 +276,6 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
         if manifest is None:
             continue
         try:
-            import json
-
             budgets[rel] = {"method": m, "avg_p": float(json.loads((entry / "run.json").read_text())["avg_p"]),
                             "identity": (manifest.get("identity") or {}).get("digest")}
         except (OSError, ValueError, KeyError, TypeError):
