@@ -261,3 +261,26 @@ def test_one_unit_of_the_smallest_layer_is_enough_and_unused_keys_are_not_checke
                                           r"shakespeare's smallest layer dataset_params.shakespeare.model.hidden "
                                           r"\(8 units"):
         validate_config(_set(lstm, "capacity.tiers", [0.1, 0.5, 0.75, 1.0]))
+
+
+def test_execution_keys_live_in_one_block_outside_every_identity() -> None:
+    """Issue 36: how jobs run (GPU packing, checkpoints, the warm worker, the CPU-hours cap) is one
+    ``execution`` block; no run slice or analysis identity holds it, and the old top-level keys are
+    refused naming where they went. A mapping on Snakemake's command line has its scalars typed."""
+    from hasfl.config import ConfigError, run_config, typed_command_line
+    from hasfl.dag.identity import analysis_identity
+
+    base = load_config()
+    other = load_config(overrides=["execution.checkpoint_every=3", "execution.warm_worker=false",
+                                   "execution.max_cpu_wall_hours=0", "execution.gpu.jobs_per_gpu=5"])
+    assert other["execution"] != base["execution"]
+    assert run_config(other, "cifar10", "hasfl", 42) == run_config(base, "cifar10", "hasfl", 42)
+    assert analysis_identity(other, "c") == analysis_identity(base, "c")
+    assert analysis_identity(load_config(overrides=["seeds=[42]"]), "c") != analysis_identity(base, "c")
+    for key in ("warm_worker", "checkpoint_every", "max_cpu_wall_hours", "gpu"):
+        with pytest.raises(ConfigError, match=rf"config key '{key}' was removed: it moved into the execution block"):
+            load_config(overrides=[f"{key}=0"])
+    cli = {"execution": {"max_cpu_wall_hours": "0", "warm_worker": "false"}}
+    merged = {**base, "execution": {**base["execution"], **cli["execution"]}}
+    typed = typed_command_line(merged, cli)["execution"]
+    assert typed["max_cpu_wall_hours"] == 0 and typed["warm_worker"] is False and typed["checkpoint_every"] == 10

@@ -35,7 +35,7 @@ HOT = ["seeds", "federation.rounds", "hasfl.warmup", "federation.clients", "fede
        "dataset_params.shakespeare.seq_len", "dataset_params.shakespeare.max_chars_per_role",
        "dataset_params.shakespeare.train_fraction", "dataset_params.shakespeare.top_roles", "device",
        "precision", "threads_per_job", "datasets", "methods", "name", "partition.alpha", "hasfl.t_adapt",
-       "hasfl.p_min", "hasfl.beta", "method_params.fedprox.mu", "max_cpu_wall_hours", "checkpoint_every"]
+       "hasfl.p_min", "hasfl.beta", "method_params.fedprox.mu", "execution.max_cpu_wall_hours", "execution.checkpoint_every"]
 
 
 def _leaves(value: Any, prefix: str = "") -> list[str]:
@@ -203,7 +203,7 @@ DAG_COUNTS: Counter[str] = Counter()
 def _dry_run_one(snakemake, tmp_path: Path, config: dict[str, Any]) -> None:
     DAG_COUNTS["tried"] += 1
     preset = tmp_path / f"fuzz{DAG_COUNTS['tried']}.yaml"
-    config = deep_merge(config, {"results_dir": str(tmp_path / "results"), "max_cpu_wall_hours": 0})
+    config = deep_merge(config, {"results_dir": str(tmp_path / "results"), "execution": {"max_cpu_wall_hours": 0}})
     preset.write_text(yaml.safe_dump(config, allow_unicode=True))
     res = snakemake("-n", "all", "--configfile", preset, timeout=300)
     assert "Traceback" not in res.stderr, res.stderr[-3000:]

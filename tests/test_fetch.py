@@ -23,7 +23,7 @@ def test_offline_preset_reports_every_missing_dataset_and_starts_nothing(tmp_pat
     overlay.write_text(yaml.safe_dump({
         "name": "offline", "results_dir": str(tmp_path / "results"), "data_dir": str(data),
         "datasets": ["cifar10", "emnist", "digits"], "methods": ["fedavg"], "seeds": [42],
-        "federation": {"rounds": 2}, "hasfl": {"warmup": 0}, "max_cpu_wall_hours": 0}))
+        "federation": {"rounds": 2}, "hasfl": {"warmup": 0}, "execution": {"max_cpu_wall_hours": 0}}))
     # no network for the downloads, whatever the machine has: a proxy that refuses connections
     env = dict(os.environ, HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
                http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")

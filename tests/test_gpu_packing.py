@@ -61,10 +61,10 @@ def test_plan_k_from_config_or_cached_calibration(gpu_config, tmp_path, monkeypa
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-cuda-mps-control
     assert gpu.plan(gpu_config, [], tmp_path, tmp_path) is None  # no GPU: nothing to pack
     cfg = copy.deepcopy(gpu_config)
-    cfg["gpu"]["jobs_per_gpu"] = 3
+    cfg["execution"]["gpu"]["jobs_per_gpu"] = 3
     fixed = gpu.plan(cfg, TWO, tmp_path, tmp_path)
     assert (fixed.slots, fixed.jobs_per_gpu, fixed.mps, fixed.speedup) == (6, 3, False, None)
-    assert "not found" in fixed.mps_reason and fixed.source == "config gpu.jobs_per_gpu"
+    assert "not found" in fixed.mps_reason and fixed.source == "config execution.gpu.jobs_per_gpu"
     # auto: not calibrated yet (a dry run does not measure) -> 1 job per GPU, said so
     dry = gpu.plan(gpu_config, TWO, tmp_path, tmp_path, calibrate=False)
     assert dry.jobs_per_gpu == 1 and "not calibrated yet" in dry.source
@@ -179,8 +179,8 @@ def test_mps_not_permitted_is_a_reason_and_the_plan_says_so(fake_mps, gpu_config
     why = gpu.MPS(fake_mps).start()
     assert "exited 1" in why and "another user" in why
     cfg = copy.deepcopy(gpu_config)
-    cfg["gpu"]["mps"] = False
-    assert gpu.plan(cfg, TWO, tmp_path, tmp_path, calibrate=False).mps_reason == "config gpu.mps is false"
+    cfg["execution"]["gpu"]["mps"] = False
+    assert gpu.plan(cfg, TWO, tmp_path, tmp_path, calibrate=False).mps_reason == "config execution.gpu.mps is false"
 
 
 FAKE_SMI = textwrap.dedent("""\
@@ -196,7 +196,7 @@ def test_dry_run_on_two_gpus_prints_the_packing(snakemake, tiny_preset, tmp_path
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
-    preset = tiny_preset(tmp_path, device="cuda", gpu={"jobs_per_gpu": 3, "mps": "auto"})
+    preset = tiny_preset(tmp_path, device="cuda", execution={"gpu": {"jobs_per_gpu": 3, "mps": "auto"}})
     env = {**snakemake.env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     # what torch on that machine answers the pre-flight's probe, in the probe's cache format (hasfl.device):
     # the GPUs are confirmed without running torch on a GPU this machine lacks
@@ -217,7 +217,7 @@ def test_packing_keys_change_no_identity(gpu_config) -> None:
     from hasfl.dag.identity import analysis_identity
 
     other = copy.deepcopy(gpu_config)
-    other["gpu"].update(jobs_per_gpu=5, mps=False)
+    other["execution"]["gpu"].update(jobs_per_gpu=5, mps=False)
     assert run_config(other, "cifar10", "hasfl", 42) == run_config(gpu_config, "cifar10", "hasfl", 42)
     assert analysis_identity(other, "code") == analysis_identity(gpu_config, "code")
 

@@ -354,7 +354,7 @@ def test_8_non_utf8_base_config_stops_the_workflow_in_one_line(tmp_path) -> None
 def test_8_sigterm_is_logged_with_the_checkpoint_round(tmp_path) -> None:
     preset = tmp_path / "p.yaml"
     overlay = yaml.safe_load((REPO / "presets/quick.yaml").read_text())
-    overlay.update({"checkpoint_every": 2, "federation": {"rounds": 400}, "threads_per_job": 1})
+    overlay.update({"execution": {"checkpoint_every": 2}, "federation": {"rounds": 400}, "threads_per_job": 1})
     preset.write_text(yaml.safe_dump(overlay))
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "hasfl.cli", "train", "--config", str(preset), "--dataset",

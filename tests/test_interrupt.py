@@ -21,7 +21,7 @@ def overlay(tiny_preset):
     """The interrupted preset: 4 runs of 10 rounds checkpointing every 2, in ``folder/name``."""
 
     def write(folder: Path, name: str) -> Path:
-        return tiny_preset(folder, name, results_dir=name, data_dir="data", rounds=10, checkpoint_every=2,
+        return tiny_preset(folder, name, results_dir=name, data_dir="data", rounds=10, execution={"checkpoint_every": 2},
                            methods=["hasfl", "random_budget", "fedavg", "scaffold"])
 
     return write

@@ -55,8 +55,8 @@ def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
     monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": []})
     monkeypatch.setattr(preflight, "throughput", lambda device, threads, hw: dict(RATES))
     block, reason = preflight.check(load_config(), 4)
-    assert "pre-flight: preset 'paper'" in block and reason is not None and "max_cpu_wall_hours=0" in reason
-    _, reason = preflight.check(load_config(overrides=["max_cpu_wall_hours=0"]), 4)
+    assert "pre-flight: preset 'paper'" in block and reason is not None and "execution={max_cpu_wall_hours: 0}" in reason
+    _, reason = preflight.check(load_config(overrides=["execution.max_cpu_wall_hours=0"]), 4)
     assert reason is None  # deliberately allowed
     _, reason = preflight.check(load_config(REPO / "presets" / "quick.yaml"), 2)
     assert reason is None
@@ -74,7 +74,7 @@ def test_paper_preset_on_this_cpu_stops_before_any_job_and_a_dry_run_goes_on(tmp
     res = _snakemake("--cores", "2", "all", results=tmp_path / "results")
     assert res.returncode == 1
     assert "hasfl pre-flight: preset 'paper'" in res.stderr
-    assert "hasfl: not starting: the estimated" in res.stderr and "--config max_cpu_wall_hours=0" in res.stderr
+    assert "hasfl: not starting: the estimated" in res.stderr and "--config 'execution={max_cpu_wall_hours: 0}'" in res.stderr
     assert "Traceback" not in res.stderr
     # the refusal once, and before any job table (issue 28): the run stops where the pre-flight ends
     assert res.stderr.count("not starting") == 1 and "would not start" not in res.stderr

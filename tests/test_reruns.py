@@ -109,8 +109,8 @@ def test_adding_methods_reruns_no_finished_run(finished, planned):
 
 
 def test_checkpoint_interval_reruns_nothing(finished, planned):
-    """checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
-    extra = _with_overlay(finished, "ckpt", {"checkpoint_every": 3})
+    """execution.checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
+    extra = _with_overlay(finished, "ckpt", {"execution": {"checkpoint_every": 3}})
     assert planned(finished, extra) == {}
 
 

@@ -80,7 +80,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config["threads_per_job"] = args.threads
     summary = train_job(run_config(config, args.dataset, args.method, args.seed), data_config(config, args.dataset),
                         args.out, data_dir=args.data, hasfl_run=args.hasfl_run,
-                        checkpoint_every=int(config["checkpoint_every"]), overwrite=args.overwrite)
+                        checkpoint_every=int(config["execution"]["checkpoint_every"]), overwrite=args.overwrite)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0 if summary["status"] == "completed" else 3
 

@@ -117,16 +117,20 @@ def typed_command_line(config: Mapping[str, Any], overrides: Mapping[str, Any]) 
     """``config`` with the lists given on Snakemake's command line (``--config 'seeds=[42,43]'``) typed as a
     preset file would type them. Snakemake reads a list's items with YAML's base loader, as strings
     (``['42', '43']``); each string item is read again as YAML (``42`` -> 42, ``0.5`` -> 0.5, ``cifar10``
-    stays a string, ``42.0`` is a float and still refused where an integer is expected). Keys not in
-    ``overrides`` and scalars (which Snakemake already types) are left as they are."""
-    def typed(value: Any, given: Any) -> Any:
+    stays a string, ``42.0`` is a float and still refused where an integer is expected). The scalars of a
+    mapping given there (``--config 'execution={max_cpu_wall_hours: 0}'``, read as ``{'max_cpu_wall_hours':
+    '0'}``) are read again the same way. Keys not in ``overrides`` and top-level scalars (which Snakemake
+    already types) are left as they are."""
+    def typed(value: Any, given: Any, nested: bool) -> Any:
         if isinstance(given, Mapping) and isinstance(value, Mapping):
-            return {k: typed(value[k], given[k]) if k in given else value[k] for k in value}
+            return {k: typed(value[k], given[k], True) if k in given else value[k] for k in value}
         if isinstance(value, list) and isinstance(given, list):
             return [yaml.safe_load(v) if isinstance(v, str) else v for v in value]
+        if nested and isinstance(value, str) and value == given:
+            return yaml.safe_load(value)
         return value
 
-    return {k: typed(v, overrides[k]) if k in overrides else v for k, v in config.items()}
+    return {k: typed(v, overrides[k], False) if k in overrides else v for k, v in config.items()}
 
 
 def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG,
@@ -232,7 +236,10 @@ def validate_config(config: Mapping[str, Any]) -> None:
 #: Keys that were removed, and what replaced them (named in the error instead of "unknown key").
 REMOVED_KEYS = {"share_runs": "finished data stages and runs are kept once per identity in the run store "
                               "(<results_dir>/.store, hasfl.dag.store) and every folder links them; there is "
-                              "nothing to turn off: delete the key"}
+                              "nothing to turn off: delete the key",
+                **{k: f"it moved into the execution block (how jobs run, never what they compute): write "
+                      f"'execution: {{{k}: ...}}' instead (on the command line: --config 'execution={{{k}: ...}}')"
+                   for k in ("gpu", "checkpoint_every", "warm_worker", "max_cpu_wall_hours")}}
 
 
 def _removed_keys(config: Mapping[str, Any]) -> list[str]:

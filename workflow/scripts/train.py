@@ -3,7 +3,7 @@
 from the config: it is not part of any identity), its paths and its results folder (whose run store it
 uses: hasfl.dag.store). The glue imports nothing heavy (pandas, torch): the job imports them in the warm worker.
 
-``checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
+``execution.checkpoint_every`` is read from the config, not passed as a param: it changes no byte of
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 """
 
@@ -24,5 +24,5 @@ with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_D
           "out_dir": str(out), "results": str(out.parents[3]),
           "data_dir": str(Path(sm.input.partition).parent),
           "hasfl_run": None if budget_run is None else str(budget_run),
-          "checkpoint_every": int(sm.config["checkpoint_every"])},
+          "checkpoint_every": int(sm.config["execution"]["checkpoint_every"])},
          sm.log[0])

@@ -52,7 +52,7 @@ def determinism(workdir: Path, device: str, rounds: int = 8, method: str = "hasf
     """Two runs of one job and a SIGKILLed-then-resumed third: are their run files byte-identical?"""
     workdir.mkdir(parents=True, exist_ok=True)
     quick = yaml.safe_load((REPO_ROOT / "presets" / "quick.yaml").read_text())
-    preset = deep_merge(quick, {"name": "gpu-check", "device": device, "checkpoint_every": 2, "datasets": ["digits"],
+    preset = deep_merge(quick, {"name": "gpu-check", "device": device, "execution": {"checkpoint_every": 2}, "datasets": ["digits"],
                            "federation": {"rounds": rounds}, "hasfl": {"warmup": 2, "t_adapt": 2}})
     path = workdir / "preset.yaml"
     path.write_text(yaml.safe_dump(preset))

@@ -1,12 +1,12 @@
-"""Packing training jobs onto the local GPUs (config ``gpu``): K jobs per GPU, every local GPU, CUDA MPS.
+"""Packing training jobs onto the local GPUs (config ``execution.gpu``): K jobs per GPU, every local GPU, CUDA MPS.
 
 A small model's local step on a GPU is bound by kernel launches, not arithmetic (docs/performance-gpu.md:
 ~4 ms at every width of the paper CNN on an H200), so one job alone leaves the GPU mostly idle and K jobs
 sharing it finish several times sooner, more so under CUDA MPS (one hardware context for every process).
 When the DAG runs locally on a machine with GPUs and the device is CUDA:
 
-* :func:`plan` decides K (config ``gpu.jobs_per_gpu``; ``auto``: the calibration
-  :mod:`hasfl.bench.packing` measures once per device and caches) and whether MPS is used (config ``gpu.mps``;
+* :func:`plan` decides K (config ``execution.gpu.jobs_per_gpu``; ``auto``: the calibration
+  :mod:`hasfl.bench.packing` measures once per device and caches) and whether MPS is used (config ``execution.gpu.mps``;
   ``auto``: when ``nvidia-cuda-mps-control`` is present and a daemon can be started);
 * the Snakefile registers the Snakemake resource ``gpu_slot`` = G x K (unless ``--resources`` gives it) and
   gives rule train ``gpu_slot=1``, so at most G x K training jobs run at once, and starts and stops the MPS
@@ -180,20 +180,20 @@ def _calibration(gpus: Sequence[str], precision: str, deterministic: bool, mps_d
 def plan(config: Mapping[str, Any], gpus: Sequence[str], results: Path, cache: Path,
          calibrate: bool = True) -> Packing | None:
     """The packing of this DAG run on ``gpus``, the GPUs the jobs' torch sees (:func:`hasfl.device.devices`,
-    which honours ``CUDA_VISIBLE_DEVICES``; None without one). K: config ``gpu.jobs_per_gpu``, or with ``auto``
+    which honours ``CUDA_VISIBLE_DEVICES``; None without one). K: config ``execution.gpu.jobs_per_gpu``, or with ``auto``
     the calibration's best K under MPS when MPS is used, else its best K without; 1 when the calibration cannot
     run (or ``calibrate`` is off: a dry run, whose plan is printed from the cache only)."""
     gpus = tuple(gpus)
     if not gpus:
         return None
-    g = config["gpu"]
+    g = config["execution"]["gpu"]
     mps_dir = _socket_dir(results, "mps")
-    reason = "config gpu.mps is false" if g["mps"] is False else (
+    reason = "config execution.gpu.mps is false" if g["mps"] is False else (
         "" if shutil.which(MPS_CONTROL) else f"{MPS_CONTROL} not found")
     mps = not reason
     slot_dir = str(_socket_dir(results, "slots"))
     if g["jobs_per_gpu"] != "auto":
-        return Packing(gpus, int(g["jobs_per_gpu"]), mps, reason, None, "config gpu.jobs_per_gpu", slot_dir,
+        return Packing(gpus, int(g["jobs_per_gpu"]), mps, reason, None, "config execution.gpu.jobs_per_gpu", slot_dir,
                        str(mps_dir))
     cal = _calibration(gpus, config["precision"], bool(config["cuda_deterministic"]), mps_dir if mps else None, cache,
                        measure=calibrate)

@@ -135,8 +135,7 @@ ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis", "src/hasfl/models", "src
                                   "workflow/scripts/artifact.py", "workflow/scripts/findings.py",
                                   "workflow/scripts/report.py")
 #: Config keys no analysis byte depends on (where files live, how jobs are run).
-NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "warm_worker", "checkpoint_every", "max_cpu_wall_hours",
-                     "gpu")
+NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution")
 
 
 def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ The Snakefile prints one block for every run: the jobs, the training work from t
 and evaluations), this machine's measured throughput (:mod:`hasfl.bench.calibrate`, measured
 once per machine and cached), and the resulting job-hours and wall time at the given
 ``--cores``. On a machine without a GPU a run whose estimate exceeds the config key
-``max_cpu_wall_hours`` (the paper preset: thousands of CPU hours) stops there, naming the way to
+``execution.max_cpu_wall_hours`` (the paper preset: thousands of CPU hours) stops there, naming the way to
 proceed deliberately.
 
 The estimate is deliberately simple: local steps x (a fixed per-step cost + 3 x forward MACs /
@@ -318,12 +318,12 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
     est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished,
                    packing if device == "cuda" else None)
     block = render(config, est, rates, hw, cores, device, packing if device == "cuda" else None)
-    limit = float(config["max_cpu_wall_hours"])
+    limit = float(config["execution"]["max_cpu_wall_hours"])
     if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
-        return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key max_cpu_wall_hours = {limit:g} "
+        return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key execution.max_cpu_wall_hours = {limit:g} "
                        f"on a machine without a GPU; preset '{config['name']}' is meant for a GPU machine or a SLURM "
                        f"cluster (README \"Speed\", \"Running on a SLURM cluster\"). To start it here anyway: add "
-                       f"--config max_cpu_wall_hours=0")
+                       f"--config 'execution={{max_cpu_wall_hours: 0}}'")
     return block, None
 
 

@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 from hasfl.dag import gpu as hasfl_gpu
 from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
-from hasfl.config import ConfigError, read_yaml, typed_command_line, validate_config
+from hasfl.config import ConfigError, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
 from hasfl.dag.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
@@ -113,12 +113,18 @@ class Session:
     # ------------------------------------------------------------------------------------------- the build
     def _validate(self) -> None:
         settings = getattr(self.workflow, "config_settings", None)
-        # lists given with --config reach us as strings ('seeds=[42,43]' -> ['42', '43'])
-        self.config.update(typed_command_line(self.config, getattr(settings, "overwrite_config", None) or {}))
+        # what --config gives reaches us as strings inside lists and mappings ('seeds=[42,43]' -> ['42', '43']);
+        # settings.config holds only --config (overwrite_config also holds the --configfile files, typed already)
+        self.config.update(typed_command_line(self.config, getattr(settings, "config", None) or {}))
         try:
-            # Snakemake reads --configfile itself, keeping the last of a key given twice: read again, strictly
+            # Snakemake reads --configfile itself, keeping the last of a key given twice and dropping an empty
+            # mapping given for a list or a number (``seeds: {}``): read again, strictly, and merge as a preset is
+            # merged (hasfl.config.deep_merge); both must be valid
+            ours = read_yaml(base_config(self.basedir))
             for path in getattr(settings, "configfiles", None) or []:
-                read_yaml(path)
+                ours = deep_merge(ours, read_yaml(path))
+            cli = getattr(settings, "config", None) or {}
+            validate_config(deep_merge(ours, typed_command_line(cli, cli)))
             validate_config(self.config)
         except ConfigError as exc:
             stop(exc)
@@ -208,7 +214,7 @@ class Session:
                     plan = hasfl_gpu.replace(plan, mps=False, mps_reason=why)
             os.environ[hasfl_gpu.ENV_SLOTS] = plan.env()  # the training jobs take their slots from it
         if self.workflow.local_exec:
-            if self.config["warm_worker"]:
+            if self.config["execution"]["warm_worker"]:
                 self._socket = hasfl_worker.start_server(parent_pid=os.getpid())
                 os.environ[hasfl_worker.ENV_SOCKET] = self._socket
             hasfl_worker.stop_jobs_on_interrupt(lambda: hasfl_worker.stop_server(self._socket))
