@@ -132,6 +132,27 @@ def test_a_rolling_method_is_read_under_its_declared_rule(tmp_path):
     assert _units(new, "F2b")["cifar10"]["verdict"] == _units(old, "F2b")["cifar10"]["verdict"]
 
 
+def test_a_trained_fedrolex_run_is_read_under_test_batch_statistics(engine_cfg, federate, digits, digits_family,
+                                                                     one_thread):
+    """A 2-round FedRolex run on the quick digits federation: its final model evaluated as the sensitivity job
+    does under every mode; findings.json's input takes the ``batch`` evaluation, not the per-width one the run
+    logged (and HeteroFL's rule ``static`` and Uniform's ``per_width`` are not applied to it)."""
+    res = federate(engine_cfg(rounds=2), "fedrolex")
+    state = res.final_state
+    fam, bundle = digits_family, digits.bundle
+    acc = {m: bns.final_accuracy(fam, bundle, state, "per_width", m) for m in ("per_width", "mixed", "batch")}
+    assert acc["batch"] != acc["per_width"]
+    rows = [{"dataset": "digits", "method": "fedrolex", "seed": digits.seed, "status": "completed",
+             "run_mode": "per_width", "mode": m, "final_acc_pct": a, "logged_final_acc_pct": acc["per_width"]}
+            for m, a in acc.items()]
+    sens = pd.DataFrame(rows, columns=bns.COLUMNS)
+    t4s = pd.DataFrame([{"dataset": "digits", "method": "fedrolex", "seed": digits.seed, "status": "completed",
+                         "final_acc_pct": acc["per_width"]}])
+    out = bns.tables_under({F.T4S: t4s}, sens, bns.declared_rules())[F.T4S]
+    assert out["final_acc_pct"].tolist() == [acc["batch"]]
+    assert bns.tables_under({F.T4S: t4s}, sens, "per_width")[F.T4S]["final_acc_pct"].tolist() == [acc["per_width"]]
+
+
 def test_a_run_without_an_evaluation_under_its_rule_keeps_its_own_and_is_named():
     sens = _sens()
     sens = sens[~((sens["method"] == "fedrolex") & (sens["seed"] == 43) & (sens["mode"] == "batch"))]

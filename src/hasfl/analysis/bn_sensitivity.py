@@ -46,7 +46,8 @@ from hasfl.analysis import findings as findings_mod
 from hasfl.analysis.report import md_table, pm
 
 __all__ = ["COLUMNS", "DECAY_FINDINGS", "EVAL_BATCH", "FINDING_COLUMNS", "STATIC", "accuracies_under",
-           "annotate_rules", "capable_batches", "declared_rules", "findings_under_modes", "markdown", "modes_of",
+           "annotate_rules", "capable_batches", "declared_rules", "final_accuracy", "findings_under_modes", "markdown",
+           "modes_of",
            "rule_dependent", "static_statistics", "summary_frame", "tables_under"]
 
 COLUMNS = ["dataset", "method", "seed", "status", "run_mode", "mode", "final_acc_pct", "logged_final_acc_pct"]
@@ -74,6 +75,21 @@ def modes_of(run_mode: str) -> tuple[str, ...]:
     if run_mode == "batch":
         return ("batch",)
     return (run_mode, *(m for m in BN_MODES if m != run_mode), STATIC)
+
+
+def final_accuracy(family: Any, bundle: Any, state: Mapping[str, Any], run_mode: str, mode: str,
+                   static_batches: Sequence[Any] = ()) -> float:
+    """Test accuracy (percent) of the full global model of ``state`` (a run trained under ``run_mode``) with
+    the batch-norm statistics of ``mode``; ``static`` recomputes them over ``static_batches`` (NaN without)."""
+    from hasfl.analysis.stale import evaluate_accuracy
+    from hasfl.models.bn import model_at
+
+    if mode == STATIC:
+        if not static_batches:
+            return math.nan
+        net = static_statistics(model_at(family, 1.0, state, run_mode), static_batches)
+        return 100.0 * evaluate_accuracy(net, bundle, 512)
+    return 100.0 * evaluate_accuracy(model_at(family, 1.0, state, mode), bundle, EVAL_BATCH if mode == "batch" else 512)
 
 
 def static_statistics(model: Any, batches: Sequence[Any]) -> Any:
