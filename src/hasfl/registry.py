@@ -26,6 +26,7 @@ from typing import Any
 __all__ = [
     "COST_RULES",
     "DATASETS",
+    "EVAL_BN_MODES",
     "DATA_FILES",
     "DatasetFacts",
     "METHODS",
@@ -45,6 +46,12 @@ __all__ = [
 #: at pmax; ``allocation_rule_covered`` the same with the highest-capacity clients at full width
 #: (the coverage guarantee).
 COST_RULES: tuple[str, ...] = ("full", "capacity", "fixed", "allocation_rule", "allocation_rule_covered")
+
+#: The batch-norm rules a method can be evaluated with (:attr:`MethodInfo.eval_bn`): the config modes of
+#: ``model.bn_stats`` (:data:`hasfl.models.bn.BN_MODES`) and the evaluation-only ``static``
+#: (:data:`hasfl.analysis.bn_sensitivity.STATIC`); written here because this module imports nothing heavy
+#: (a test keeps the three lists equal).
+EVAL_BN_MODES: tuple[str, ...] = ("per_width", "mixed", "batch", "static")
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,26 @@ class MethodInfo:
         color, marker: its plot style (matplotlib colour and marker); None: black, circle.
         shown_in: analysis artifacts (tables and figures of :mod:`hasfl.analysis.artifacts`) that show
             it beyond the paper's own method lists, e.g. ``("table3_allocation", "fig6_frontier")``.
+        eval_bn: the batch-norm rule the method's authors evaluate with, one of :data:`EVAL_BN_MODES`
+            (issue 37; docs/decisions.md "Evaluation BN rule per method"). The findings that compare methods'
+            final accuracies read each run's final model under its method's rule (the batch-norm
+            sensitivity's re-evaluation, :mod:`hasfl.analysis.bn_sensitivity`); training never reads it,
+            so it is not among :meth:`training_fields` and no run's bytes depend on it. Sources:
+
+            * ``per_width`` (the default): the rule issue 23 chose for the paper's methods and this project's
+              (one set of running statistics per width, from FjORD's layers); FjORD's own: Flower
+              ``baselines/fjord`` @0b6f679, ``fjord/od/layers/batch_norm.py:24-30`` (one ``BatchNorm2d`` per
+              width in ``p_s``) and ``:56`` (the evaluated width's set normalises).
+            * ``static``: HeteroFL, statistics recomputed for the evaluated model before testing:
+              ``diaoenmao/HeteroFL-Computation-and-Communication-Efficient-Federated-Learning-for-Heterogeneous-Clients``
+              @cc40f3e, ``src/train_classifier_fed.py:77`` (``test_model = stats(dataset['train'], model)``
+              before ``test``), ``:127-138`` (``stats``: a ``track=True`` model, a training-mode pass over the
+              train set), ``src/models/conv.py:14,36`` (``BatchNorm2d(momentum=None, track_running_stats=track)``).
+            * ``batch``: FedRolex, test-batch statistics: ``AIoT-MLSys-Lab/FedRolex`` @8135109,
+              ``models/resnet.py:16-17,115,164`` and ``main_resnet.py:103`` (``BatchNorm2d(momentum=None,
+              track_running_stats=False)`` for the global model), ``resnet_client.py:55``; the statistics
+              recompute in ``resnet_test.py:80`` is commented out (/work/shared/notes/fedrolex-official.md D4).
+              uniform_rolling follows FedRolex (its rolling family; it has no official counterpart).
     """
 
     build: str | Callable[..., Any]
@@ -88,10 +115,14 @@ class MethodInfo:
     color: str | None = None
     marker: str | None = None
     shown_in: tuple[str, ...] = ()
+    eval_bn: str = "per_width"
 
     def __post_init__(self) -> None:
         if self.cost not in COST_RULES:
             raise ValueError(f"MethodInfo.cost: unknown rule {self.cost!r}; expected one of {', '.join(COST_RULES)}")
+        if self.eval_bn not in EVAL_BN_MODES:
+            raise ValueError(f"MethodInfo.eval_bn of method {self.label!r}: unknown batch-norm rule {self.eval_bn!r}; "
+                             f"expected one of {', '.join(EVAL_BN_MODES)}")
 
     def training_fields(self) -> dict[str, Any]:
         """What of this entry a run's bytes depend on (its label, style and tables do not)."""
@@ -108,7 +139,8 @@ METHODS: dict[str, MethodInfo] = {
                         color="#1f77b4", marker="o"),
     "hasfl_nocov": MethodInfo(f"{_M}.hasfl:hasfl_nocov", "HAS-FL (no coverage)", "allocation_rule",
                               allocation_rule=True, color="#ff7f0e", marker="v"),
-    "heterofl": MethodInfo(f"{_M}.heterofl:heterofl", "HeteroFL", "capacity", color="#2ca02c", marker="s"),
+    "heterofl": MethodInfo(f"{_M}.heterofl:heterofl", "HeteroFL", "capacity", color="#2ca02c", marker="s",
+                           eval_bn="static"),
     "fjord": MethodInfo(f"{_M}.fjord:fjord", "FjORD", "capacity", cost_factor=1.5, plain_local_sgd=False,
                         color="#d62728", marker="D"),
     "uniform": MethodInfo(f"{_M}.uniform:uniform", "Uniform", "fixed", color="#9467bd", marker="^"),
@@ -129,9 +161,10 @@ METHODS: dict[str, MethodInfo] = {
                                          "allocation_rule_covered", budget_of="hasfl_reported"),
     # issue 27: sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
     "fedrolex": MethodInfo(f"{_M}.fedrolex:fedrolex", "FedRolex", "capacity", nested=False, color="#17becf",
-                           marker="*", shown_in=("table4_coverage",)),
+                           marker="*", shown_in=("table4_coverage",), eval_bn="batch"),
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
-                                  nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",)),
+                                  nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",),
+                                  eval_bn="batch"),
 }
 
 

@@ -311,9 +311,11 @@ for art in ARTIFACTS.values():
 
 rule analysis_findings:
     """findings.json: the paper's claims F1-F6, each in its scope, and the estimator findings F7 / F8, with
-    a test, margin, power and a three-valued verdict."""
+    a test, margin, power and a three-valued verdict; each run's final accuracy read under its method's
+    declared batch-norm rule, from the batch-norm sensitivity."""
     input:
         **{n: table_file(n) for n in FINDING_TABLES},
+        bn_sensitivity=table_file("bn_sensitivity"),
     output:
         json=report(
             f"{RESULTS}/findings.json",

@@ -59,9 +59,13 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
 
 
 def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], thresholds: Mapping[str, Any],
-                 out_json: PathLike, seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+                 out_json: PathLike, seed_hours: Mapping[str, Mapping[str, float]] | None = None,
+                 bn_sensitivity: PathLike | None = None) -> dict[str, Any]:
     """findings.json from the tables (``table_paths`` keyed by table name); ``seed_hours``: the pre-flight's
-    job-hours per seed of each dataset x method, to price the seeds an inconclusive unit needs."""
+    job-hours per seed of each dataset x method, to price the seeds an inconclusive unit needs;
+    ``bn_sensitivity``: tables/bn_sensitivity.parquet, every run's final model under every batch-norm mode,
+    from which each run's final accuracy is read under its method's declared rule
+    (:func:`hasfl.analysis.bn_sensitivity.tables_under`; without it, every run as trained)."""
     missing = [n for n in findings_mod.REQUIRED_TABLES if n not in table_paths]
     if missing:
         raise ValueError(f"findings: the tables {', '.join(missing)} are not among the inputs")
@@ -70,7 +74,17 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
     names = [*findings_mod.REQUIRED_TABLES, *(n for n in findings_mod.ESTIMATOR_TABLES if n in table_paths)]
     t = read_tables({n: table_paths[n] for n in names})
     th = resolve_thresholds(thresholds)
+    sens = rules = None
+    if bn_sensitivity is not None:
+        import pandas as pd
+
+        from hasfl.analysis import bn_sensitivity as bns
+
+        sens, rules = pd.read_parquet(bn_sensitivity), bns.declared_rules()
+        t = bns.tables_under(t, sens, rules)
     items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th, seed_hours=seed_hours)
+    if sens is not None:
+        bns.annotate_rules(items, sens, rules)
     doc = {"thresholds": th, "alpha": findings_mod.alpha_of(th), "verdicts": list(findings_mod.VERDICTS),
            "findings": items}
     # Round-trip through json to fail here (not in the report) on anything non-serialisable.

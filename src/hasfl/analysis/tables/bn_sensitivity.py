@@ -1,6 +1,7 @@
 """Batch-norm sensitivity: every run's final model evaluated under each BN statistics mode (per width,
-mixed across widths, test-batch, HeteroFL's static), and each finding's verdict with the final
-accuracies of the other modes (:mod:`hasfl.analysis.bn_sensitivity`)."""
+mixed across widths, test-batch, HeteroFL's static), and each finding's verdict under each method's
+declared rule (as findings.json) and with every method's final accuracy under one mode alike
+(:mod:`hasfl.analysis.bn_sensitivity`)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,8 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike],
     clients.parquet of every dataset x seed (``data_tables``)."""
     from hasfl.analysis import bn_sensitivity as bns
     from hasfl.analysis.coverage import load_global_state
-    from hasfl.analysis.stale import evaluate_accuracy
     from hasfl.data import load_dataset
     from hasfl.models import family_from_config
-    from hasfl.models.bn import model_at
 
     specs = preset_models(manifests, models)
     stage = group_data_files(data_tables)
@@ -75,13 +74,9 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike],
                     capable[key] = bns.capable_batches(bundles[dataset], pd.read_parquet(tables["partition.parquet"]),
                                                        pd.read_parquet(tables["clients.parquet"]), 1.0,
                                                        int(dataset_params[dataset]["optim"]["batch_size"]))
-                batches = capable[key]
-                if batches:
-                    net = bns.static_statistics(model_at(families[dataset], 1.0, state, run_mode), batches)
-                    acc = 100.0 * evaluate_accuracy(net, bundles[dataset], 512)
+                acc = bns.final_accuracy(families[dataset], bundles[dataset], state, run_mode, mode, capable[key])
             elif state is not None:
-                net = model_at(families[dataset], 1.0, state, mode)
-                acc = 100.0 * evaluate_accuracy(net, bundles[dataset], bns.EVAL_BATCH if mode == "batch" else 512)
+                acc = bns.final_accuracy(families[dataset], bundles[dataset], state, run_mode, mode)
             rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
                          "run_mode": run_mode, "mode": mode, "final_acc_pct": acc,
                          "logged_final_acc_pct": float(logged) * 100.0 if logged is not None else math.nan})
