@@ -132,6 +132,9 @@ METHODS: dict[str, MethodInfo] = {
                            marker="*", shown_in=("table4_coverage",)),
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
                                   nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",)),
+    # issue 37: each participant's own units, sampled cyclically without replacement (FedEcover)
+    "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
+                            marker="p", shown_in=("table4_coverage",)),
 }
 
 

@@ -46,6 +46,11 @@ class ModelFamily(ABC):
     @abstractmethod
     def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]: ...
 
+    def dims(self, p: float) -> list[tuple[int, int]]:
+        """(units, units kept at width ``p``) of each sliced dimension, in the order of the ``dim`` argument
+        :meth:`_make_rules` passes to :meth:`Window.span` (a sampled window's units, FedEcover)."""
+        raise NotImplementedError(f"{type(self).__name__} names no sliced dimensions")
+
     @abstractmethod
     def _macs(self, p: float, module: nn.Module) -> int: ...
 
