@@ -232,11 +232,29 @@ def blocks(full: Tensor, rule: SliceRule) -> list[tuple[Tensor, tuple[slice, ...
     return [(base[tuple(f for f, _ in combo)], tuple(s for _, s in combo)) for combo in itertools.product(*per_dim)]
 
 
+def _indexed(full: Tensor, rule: SliceRule) -> tuple[Tensor, tuple[Tensor, ...]] | None:
+    """(``full`` viewed as the rule's base, broadcast index tensors of its sliced dimensions) for a rule with more than
+    two pieces along some dimension (a sampled window's units, FedEcover), whose blocks would be many; None for every
+    other rule (basic slices, and a rolling window's at most two pieces, which keep their blocks)."""
+    if all(not isinstance(s, tuple) or len(s) <= 2 for s in rule.index):
+        return None
+    base = _base(full, rule)
+    k = len(rule.index)
+    idx = []
+    for d, span in enumerate(rule.index):
+        units = [u for f, _ in _dim_pieces(span, base.shape[d]) for u in range(f.start, f.stop)]
+        idx.append(torch.tensor(units, dtype=torch.int64, device=full.device).view([-1] + [1] * (k - 1 - d)))
+    return base, tuple(idx)
+
+
 def gather(full: Tensor, rule: SliceRule) -> Tensor:
     """The rule's coordinates of ``full`` in :func:`region_shape`: the view itself for a rule of basic slices, a new
     tensor otherwise."""
     if is_basic(rule):
         return region(full, rule)
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        return indexed[0][indexed[1]]
     out = torch.empty(region_shape(full, rule), dtype=full.dtype, device=full.device)
     for src, at in blocks(full, rule):
         out[at] = src
@@ -250,6 +268,13 @@ def scatter_add_(full: Tensor, rule: SliceRule, sub: Tensor, alpha: float = 1.0)
         acc = region(full, rule)
         acc.add_(sub.view(acc.shape), alpha=alpha)
         return
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        base, ix = indexed
+        acc = base[ix]
+        acc.add_(sub.view(acc.shape), alpha=alpha)
+        base[ix] = acc
+        return
     sub = sub.view(region_shape(full, rule))
     for dst, at in blocks(full, rule):
         dst.add_(sub[at], alpha=alpha)
@@ -258,6 +283,10 @@ def scatter_add_(full: Tensor, rule: SliceRule, sub: Tensor, alpha: float = 1.0)
 @torch.no_grad()
 def fill_(full: Tensor, rule: SliceRule, value: float | bool) -> None:
     """Set the rule's coordinates of ``full`` to ``value`` in place."""
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        indexed[0][indexed[1]] = value
+        return
     for dst, _ in blocks(full, rule):
         dst.fill_(value)
 
@@ -265,6 +294,11 @@ def fill_(full: Tensor, rule: SliceRule, value: float | bool) -> None:
 @torch.no_grad()
 def add_scalar_(full: Tensor, rule: SliceRule, value: float) -> None:
     """``full[rule] += value`` in place."""
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        base, ix = indexed
+        base[ix] = base[ix].add_(value)
+        return
     for dst, _ in blocks(full, rule):
         dst.add_(value)
 
@@ -277,6 +311,10 @@ def assign_(sub: Tensor, full: Tensor, rule: SliceRule) -> None:
         sub.view(src.shape).copy_(src)
         return
     target = sub.view(region_shape(full, rule))
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        target.copy_(indexed[0][indexed[1]])
+        return
     for src, at in blocks(full, rule):
         target[at].copy_(src)
 
