@@ -60,9 +60,9 @@ if TYPE_CHECKING:
     from hasfl.models.family import ModelFamily
     from hasfl.models.slicing import Window
 
-__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts", "coverage_union",
-           "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger", "row_windows", "run_rows",
-           "summary_frame", "unit_counts"]
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts",
+           "coverage_union", "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger",
+           "row_windows", "run_rows", "summary_frame", "unit_counts"]
 
 PathLike = str | Path
 NAME = "table4c_coverage_over_time"
