@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from hasfl.analysis.tables import table4c_coverage_over_time as T4C
-from hasfl.fl.methods.fedecover import CyclicSampler, cycle_order, replay
+from hasfl.models.cyclic import CyclicSampler, cycle_order, replay
 from hasfl.models.slicing import SliceRule, Window, gather, runs, scatter_add_, width
 from hasfl.registry import METHODS
 

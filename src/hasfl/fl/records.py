@@ -41,7 +41,7 @@ ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "up
 #: (width of the module trained and uploaded), ``window`` and ``window_shift`` (its units: ``prefix``, the leading
 #: ones, or ``rolling`` by ``window_shift``: in a layer of C units the window starts at (C - shift mod C) mod C,
 #: or ``sampled``, FedEcover's own units of the participant, ``window_shift`` its draw number in the run: the units
-#: follow from the seed and the earlier draws' ``p_trained``, :func:`hasfl.fl.methods.fedecover.replay`;
+#: follow from the seed and the earlier draws' ``p_trained``, :func:`hasfl.models.cyclic.replay`;
 #: :class:`hasfl.models.slicing.Window`), ``samples`` (n_i, its aggregation weight), ``steps`` (local SGD steps),
 #: ``local_loss`` (mean training loss of its local steps), ``upload_mb`` and ``train_mmacs`` (what it paid, as in
 #: rounds.parquet), ``h_hat`` (its Eq. 4 estimate of the round; NaN outside adaptation rounds) and ``h_tilde``

@@ -12,8 +12,7 @@ import torch
 
 from hasfl.data.partition import rng_for
 
-__all__ = ["STREAM_LOCAL", "STREAM_POLICY", "STREAM_PROBE", "STREAM_REPORT", "STREAM_SAMPLING", "STREAM_WINDOWS",
-           "local_generator",
+__all__ = ["STREAM_LOCAL", "STREAM_POLICY", "STREAM_PROBE", "STREAM_REPORT", "STREAM_SAMPLING", "local_generator",
            "participant_schedule", "policy_rng", "report_rng", "stream_generator"]
 
 # numpy streams of one seed (1 and 2 are the data stage's partition and capacities)
@@ -22,7 +21,7 @@ STREAM_POLICY = 4
 STREAM_LOCAL = 5
 STREAM_PROBE = 6   # E2's mini-batches (hasfl.fl.probe)
 STREAM_REPORT = 7  # E3's Laplace noise (hasfl.fl.estimator.reported_tv)
-STREAM_WINDOWS = 8  # FedEcover's unit draws (hasfl.fl.methods.fedecover)
+# 8: FedEcover's unit draws (hasfl.models.cyclic.STREAM_WINDOWS: the analysis replays them without the engine)
 
 
 def participant_schedule(seed: int, n_clients: int, per_round: int, rounds: int) -> list[np.ndarray]:

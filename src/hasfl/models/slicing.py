@@ -106,7 +106,7 @@ class Window:
     ``(size - shift mod size) mod size``, wrapping around; ``shift`` is the round t. A window that
     keeps every unit of a dimension is that dimension in its own order for both kinds (FedRolex's
     index for it is a rotation, the same units: docs/decisions.md "FedRolex's rolling windows").
-    ``sampled`` (FedEcover, :mod:`hasfl.fl.methods.fedecover`): one client's own units, ``units[d]`` the
+    ``sampled`` (FedEcover, :mod:`hasfl.models.cyclic`): one client's own units, ``units[d]`` the
     sorted unit indices of sliced dimension ``d`` (the family's order, :meth:`ModelFamily.dims`); ``shift``
     is the client's draw number in the run. A ``sampled`` window without units is a round's common window
     (the probe's): the leading units.

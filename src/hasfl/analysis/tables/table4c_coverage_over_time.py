@@ -17,7 +17,7 @@ least one participant trained
 overall and per block. A participant trained the coordinates of the slice rules of its trained width
 ``p_trained`` and its window (``window`` / ``window_shift``: :class:`hasfl.models.slicing.Window`; a
 ``sampled`` window, FedEcover's, is rebuilt by replaying the run's draws in ``window_shift`` order from the
-run's seed, :func:`hasfl.fl.methods.fedecover.replay`); the union over participants is ORed into one boolean
+run's seed, :func:`hasfl.models.cyclic.replay`); the union over participants is ORed into one boolean
 accumulator per parameter (one fill per distinct physical width and window, not per ledger row). Only
 parameters count (the keys of ``named_parameters()`` of the full model): BatchNorm running statistics are no
 trained coordinates.
@@ -140,7 +140,7 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
 def row_windows(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> list[Window]:
     """The window of each ledger row, in row order: ``Window(window, window_shift)`` for a prefix or rolling row; a
     sampled row's units replayed from the run's ``seed`` through every sampled row in ``window_shift`` (draw number)
-    order (:func:`hasfl.fl.methods.fedecover.replay`), so the draw numbers must be 0 .. n-1."""
+    order (:func:`hasfl.models.cyclic.replay`), so the draw numbers must be 0 .. n-1."""
     from hasfl.models.slicing import Window
 
     kinds = [str(k) for k in ledger["window"]]
@@ -153,7 +153,7 @@ def row_windows(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> list[Wi
         if [shifts[i] for i in sampled] != list(range(len(sampled))):
             raise ValueError("table4c: a sampled window's window_shift is its draw number in the run, 0 .. n-1 once "
                              f"each; the ledger's {len(sampled)} sampled rows hold others")
-        from hasfl.fl.methods.fedecover import replay
+        from hasfl.models.cyclic import replay
 
         for i, w in zip(sampled, replay(family, int(seed), [widths[i] for i in sampled]), strict=True):
             out[i] = w
