@@ -28,7 +28,8 @@ two (tail, then head), and a rule holding such a *span* maps its sub-tensor bloc
 (:func:`blocks`): :func:`gather`, :func:`scatter_add_`, :func:`fill_` and :func:`assign_` take
 either kind of rule and do, for a rule of basic slices, exactly what :func:`region` does. FedEcover
 (issue 37) gives each client its own sorted set of units per dimension (``sampled``): its span is the
-set's runs of consecutive units (:func:`runs`), handled by the same blocks.
+set's runs of consecutive units (:func:`runs`); a rule with more than two pieces along a dimension is mapped
+through index tensors instead of its many blocks, by the same functions.
 """
 
 from __future__ import annotations
