@@ -326,7 +326,7 @@ def test_registry_builders_resolve_to_the_methods_module() -> None:
 
     assert list(METHODS) == ["hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg",
                              "scaffold", "fedprox", "hasfl_probe", "random_budget_probe", "hasfl_reported",
-                             "random_budget_reported", "fedrolex", "uniform_rolling"]
+                             "random_budget_reported", "fedrolex", "uniform_rolling", "fedecover"]
     for name, info in METHODS.items():
         builder = name if info.budget_of is None else "random_budget"
         module = "hasfl" if name.startswith("hasfl") else builder

@@ -86,7 +86,8 @@ def _run_killed(cmd: list[str], out: Path, when) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("method", ["scaffold", "hasfl", "uniform_rolling"])  # uniform_rolling: wrapped windows
+# uniform_rolling: wrapped windows; fedecover: sampled units (its pools are checkpointed)
+@pytest.mark.parametrize("method", ["scaffold", "hasfl", "uniform_rolling", "fedecover"])
 def test_sigkill_mid_run_resumes_to_identical_bytes(preset, tmp_path, method):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_cmd(preset, ref, method), env=_env(), check=True, capture_output=True)

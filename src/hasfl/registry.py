@@ -165,6 +165,11 @@ METHODS: dict[str, MethodInfo] = {
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
                                   nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",),
                                   eval_bn="batch"),
+    # issue 37: each participant's own units, sampled cyclically without replacement (FedEcover); its official
+    # default --norm-type sbn is BatchNorm2d(track_running_stats=False): test-batch statistics (junesnow86/FedEcover
+    # @b23b572, modules/args_parser.py:85-88, modules/models/resnet.py:123-126, main.py:216-218)
+    "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
+                            marker="p", shown_in=("table4_coverage",), eval_bn="batch"),
 }
 
 

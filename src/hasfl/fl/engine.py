@@ -130,6 +130,7 @@ def run_federation(
         method.server.load_state(saved["server"])
         bn.load_state(saved["bn_stats"], device)
         rng.bit_generator.state = saved["policy_rng"]
+        method.restore(saved)
         clock.restore(saved["seconds"])
 
     with numerics.backend_flags():  # float32 precision and determinism of the backends, restored after the loop
@@ -139,6 +140,8 @@ def run_federation(
             widths = method.policy.widths(t, participants, rng)          # p_i(t)
             window = method.window(t)                                     # which units: the method's answer
             trained = method.policy.trained_widths(participants, widths)
+            windows = dict(zip(participants.tolist(), method.windows(t, participants.tolist(), trained.tolist()),
+                               strict=True))                              # each participant's (the round's, or its own)
             lr = optim.lr_at(t)
             adapting = t >= int(h["warmup"]) and t % int(h["t_adapt"]) == 0  # line 20
             if adapting:  # E2: probes of one width from w(t), before anyone trains
@@ -155,7 +158,7 @@ def run_federation(
                 with clock.phase("local_sgd"):
                     batch = BatchedRound.train(
                         participants.tolist(), trained.tolist(),
-                        lambda i, q: _prepared(submodels, bn, q, w, window), data,
+                        lambda i, q: _prepared(submodels, bn, q, w, windows[i]), data,
                         {i: local_generator(seed, t, i) for i in participants.tolist()}, optim, lr, bundle.inputs,
                         numerics.autocast, lambda q: repr(family.widths(q)))
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
@@ -163,7 +166,7 @@ def run_federation(
                 record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb + probe_mb,  # what it pays
                                       method.client.forward_macs(costs, p, p_trained) + probe_macs)  # (Table 1)
                 with clock.phase("slicing"):
-                    module, rules = submodels.extract(p_trained, w, window)  # lines 7-8
+                    module, rules = submodels.extract(p_trained, w, windows[i])  # lines 7-8
                     bn.prepare(module, rules)                             # its widths' BN statistics
                 with clock.phase("local_sgd"):                            # lines 9-13
                     res = (method.client.run(i, module, data[i], lr, local_generator(seed, t, i), p, p_trained)
@@ -174,7 +177,7 @@ def run_federation(
                             skip=bn.sub_width_keys(module))
                     bn.add(module, rules, method.server.client_weight(n_train[i]), w)
                 updates[i] = (delta, rules)
-                record.client_done(t, i, p, p_trained, window, int(n_train[i]), res.steps, res.loss)
+                record.client_done(t, i, p, p_trained, windows[i], int(n_train[i]), res.steps, res.loss)
                 losses.append(res.loss)
                 finite &= res.finite
             with clock.phase("aggregation"):
@@ -216,7 +219,7 @@ def run_federation(
                 ckpt.save({"record": record, "global_state": {k: v.detach().cpu() for k, v in w.items()},
                            "policy_p": method.policy.p, "estimates": estimates.state(),
                            "server": method.server.state(), "bn_stats": bn.state(),
-                           "policy_rng": rng.bit_generator.state,
+                           "policy_rng": rng.bit_generator.state, **method.checkpoint(),
                            "seconds": clock.snapshot()})
 
     s = clock.seconds

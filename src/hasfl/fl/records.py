@@ -39,7 +39,9 @@ ROUND_COLUMNS = ("round", "test_acc", "test_loss", "avg_p", "avg_p_trained", "up
 #: Columns of ``participation.parquet``, one row per participant of every round: ``round`` (1-based, as in
 #: rounds.parquet: the round t = round - 1 of Algorithm 1), ``client_id``, ``p`` (allocated width), ``p_trained``
 #: (width of the module trained and uploaded), ``window`` and ``window_shift`` (its units: ``prefix``, the leading
-#: ones, or ``rolling`` by ``window_shift``: in a layer of C units the window starts at (C - shift mod C) mod C;
+#: ones, or ``rolling`` by ``window_shift``: in a layer of C units the window starts at (C - shift mod C) mod C,
+#: or ``sampled``, FedEcover's own units of the participant, ``window_shift`` its draw number in the run: the units
+#: follow from the seed and the earlier draws' ``p_trained``, :func:`hasfl.models.cyclic.replay`;
 #: :class:`hasfl.models.slicing.Window`), ``samples`` (n_i, its aggregation weight), ``steps`` (local SGD steps),
 #: ``local_loss`` (mean training loss of its local steps), ``upload_mb`` and ``train_mmacs`` (what it paid, as in
 #: rounds.parquet), ``h_hat`` (its Eq. 4 estimate of the round; NaN outside adaptation rounds) and ``h_tilde``

@@ -21,6 +21,7 @@ STREAM_POLICY = 4
 STREAM_LOCAL = 5
 STREAM_PROBE = 6   # E2's mini-batches (hasfl.fl.probe)
 STREAM_REPORT = 7  # E3's Laplace noise (hasfl.fl.estimator.reported_tv)
+# 8: FedEcover's unit draws (hasfl.models.cyclic.STREAM_WINDOWS: the analysis replays them without the engine)
 
 
 def participant_schedule(seed: int, n_clients: int, per_round: int, rounds: int) -> list[np.ndarray]:

@@ -134,12 +134,17 @@ class CNNFamily(ModelFamily):
         return CNN(self.in_shape[0], w["channels"], self.pool_after, self.pool_out, w["hidden"], self.num_classes,
                    track_running_stats=self.bn_stats != "batch")
 
+    def dims(self, p: float) -> list[tuple[int, int]]:
+        """Every conv layer's channels, then the hidden units."""
+        w = self.widths(p)
+        return [*zip(self.channels, w["channels"]), (self.hidden, w["hidden"])]
+
     def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]:
         w = self.widths(p)
         rules: dict[str, SliceRule] = {}
         keep_in: Span = _ALL  # input image channels are never sliced
         for i, c in enumerate(w["channels"]):
-            keep = window.span(self.channels[i], c)
+            keep = window.span(self.channels[i], c, i)
             rules[f"convs.{i}.weight"] = SliceRule(None, (keep, keep_in))
             rules[f"convs.{i}.bias"] = SliceRule(None, (keep,))
             for name in ("weight", "bias"):
@@ -149,7 +154,7 @@ class CNNFamily(ModelFamily):
                     rules[f"bns.{i}.{name}"] = SliceRule(None, (keep,))
                 rules[f"bns.{i}.num_batches_tracked"] = SliceRule(None, ())
             keep_in = keep
-        h = window.span(self.hidden, w["hidden"])
+        h = window.span(self.hidden, w["hidden"], len(self.channels))
         flat = _flat(keep_in, self.pool_out**2)  # channel-major flatten
         rules["fc1.weight"] = SliceRule(None, (h, flat))
         rules["fc1.bias"] = SliceRule(None, (h,))

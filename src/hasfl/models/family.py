@@ -46,6 +46,11 @@ class ModelFamily(ABC):
     @abstractmethod
     def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]: ...
 
+    def dims(self, p: float) -> list[tuple[int, int]]:
+        """(units, units kept at width ``p``) of each sliced dimension, in the order of the ``dim`` argument
+        :meth:`_make_rules` passes to :meth:`Window.span` (a sampled window's units, FedEcover)."""
+        raise NotImplementedError(f"{type(self).__name__} names no sliced dimensions")
+
     @abstractmethod
     def _macs(self, p: float, module: nn.Module) -> int: ...
 
@@ -55,7 +60,8 @@ class ModelFamily(ABC):
         holds the units of ``window`` (cached per ``p``: for the nested window always, for another the last one asked
         for, which every client of a round shares)."""
         p = _check_p(p)
-        if not window.nested:  # a rolling window is the same for every client of a round: its rules are kept
+        if not window.nested:  # a rolling window is the same for every client of a round: its rules are kept (a
+            # sampled window is each client's own: its rules are cut for it)
             if self._window_rules is None or self._window_rules[0] != window:
                 self._window_rules = (window, {})
             if p not in self._window_rules[1]:

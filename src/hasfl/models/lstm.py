@@ -73,9 +73,13 @@ class LSTMFamily(ModelFamily):
     def build(self, p: float = 1.0) -> CharLSTM:
         return CharLSTM(self.vocab, self.embed_dim, self.widths(p)["hidden"], self.layers)
 
+    def dims(self, p: float) -> list[tuple[int, int]]:
+        """The hidden units, one set for every layer, gate and time step (the recurrence maps them to themselves)."""
+        return [(self.hidden, self.widths(p)["hidden"])]
+
     def _make_rules(self, p: float, window: Window) -> dict[str, SliceRule]:
         H = self.hidden
-        h = window.span(H, self.widths(p)["hidden"])
+        h = window.span(H, self.widths(p)["hidden"], 0)
         rules = {"embed.weight": SliceRule(None, (_ALL,))}
         for layer in range(self.layers):
             keep_in: Span

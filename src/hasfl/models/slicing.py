@@ -26,7 +26,10 @@ Which units a sub-model holds along a dimension is its :class:`Window`: the lead
 a round (:func:`rolling`). A window that does not wrap is still one basic slice; one that wraps is
 two (tail, then head), and a rule holding such a *span* maps its sub-tensor block by block
 (:func:`blocks`): :func:`gather`, :func:`scatter_add_`, :func:`fill_` and :func:`assign_` take
-either kind of rule and do, for a rule of basic slices, exactly what :func:`region` does.
+either kind of rule and do, for a rule of basic slices, exactly what :func:`region` does. FedEcover
+(issue 37) gives each client its own sorted set of units per dimension (``sampled``): its span is the
+set's runs of consecutive units (:func:`runs`); a rule with more than two pieces along a dimension is mapped
+through index tensors instead of its many blocks, by the same functions.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["PREFIX", "SliceRule", "Span", "Window", "add_scalar_", "assign_", "blocks", "coverage_mask", "extract", "fill_", "gather",
-           "is_basic", "nested", "region", "region_shape", "rolling", "rolling_window", "scatter_add_", "width",
+           "is_basic", "nested", "region", "region_shape", "rolling", "rolling_window", "runs", "scatter_add_", "width",
            "window_indices"]
 
 
@@ -81,6 +84,20 @@ def _rolled(size: int, kept: int, t: int) -> tuple[slice, ...]:
 Span = slice | tuple[slice, ...]
 
 
+def runs(units: tuple[int, ...]) -> Span:
+    """The span of a sorted set of distinct unit indices: its runs of consecutive units in order (one slice when the
+    set is one run)."""
+    pieces: list[slice] = []
+    for u in units:
+        if pieces and pieces[-1].stop == u:
+            pieces[-1] = slice(pieces[-1].start, u + 1)
+        else:
+            pieces.append(slice(u, u + 1))
+    if not pieces:
+        raise ValueError("runs: a span keeps at least one unit")
+    return pieces[0] if len(pieces) == 1 else tuple(pieces)
+
+
 @dataclass(frozen=True)
 class Window:
     """Which units of each sliced dimension a sub-model of round ``shift`` holds.
@@ -90,28 +107,44 @@ class Window:
     ``(size - shift mod size) mod size``, wrapping around; ``shift`` is the round t. A window that
     keeps every unit of a dimension is that dimension in its own order for both kinds (FedRolex's
     index for it is a rotation, the same units: docs/decisions.md "FedRolex's rolling windows").
+    ``sampled`` (FedEcover, :mod:`hasfl.models.cyclic`): one client's own units, ``units[d]`` the
+    sorted unit indices of sliced dimension ``d`` (the family's order, :meth:`ModelFamily.dims`); ``shift``
+    is the client's draw number in the run. A ``sampled`` window without units is a round's common window
+    (the probe's): the leading units.
     """
 
     kind: str = "prefix"
     shift: int = 0
+    units: tuple[tuple[int, ...], ...] = ()
 
-    KINDS = ("prefix", "rolling")
+    KINDS = ("prefix", "rolling", "sampled")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise ValueError(f"Window: kind must be one of {', '.join(self.KINDS)}, got {self.kind!r}")
         if self.kind == "prefix" and self.shift != 0:
             raise ValueError(f"Window: a prefix window has no shift, got {self.shift}")
+        if self.units and self.kind != "sampled":
+            raise ValueError(f"Window: only a sampled window holds units, not a {self.kind} one")
 
     @property
     def nested(self) -> bool:
         """Whether sub-models of this window are nested prefixes (Algorithm 2)."""
         return self.kind == "prefix"
 
-    def span(self, size: int, kept: int) -> Span:
-        """The units kept of a dimension of ``size`` units when ``kept`` of them are kept."""
+    def span(self, size: int, kept: int, dim: int = 0) -> Span:
+        """The units kept of a dimension of ``size`` units when ``kept`` of them are kept (``dim``: the dimension's
+        place among the family's sliced dimensions, read by a sampled window only)."""
         if self.kind == "prefix" or kept >= size:
             return slice(0, kept)
+        if self.kind == "sampled":
+            if not self.units:
+                return slice(0, kept)
+            units = self.units[dim]
+            if len(units) != kept or units[-1] >= size:
+                raise ValueError(f"Window: sampled dimension {dim} holds {len(units)} units below {units[-1] + 1}, "
+                                 f"asked for {kept} of {size}")
+            return runs(units)
         pieces = _rolled(size, kept, self.shift)
         return pieces[0] if len(pieces) == 1 else pieces
 
@@ -200,11 +233,29 @@ def blocks(full: Tensor, rule: SliceRule) -> list[tuple[Tensor, tuple[slice, ...
     return [(base[tuple(f for f, _ in combo)], tuple(s for _, s in combo)) for combo in itertools.product(*per_dim)]
 
 
+def _indexed(full: Tensor, rule: SliceRule) -> tuple[Tensor, tuple[Tensor, ...]] | None:
+    """(``full`` viewed as the rule's base, broadcast index tensors of its sliced dimensions) for a rule with more than
+    two pieces along some dimension (a sampled window's units, FedEcover), whose blocks would be many; None for every
+    other rule (basic slices, and a rolling window's at most two pieces, which keep their blocks)."""
+    if all(not isinstance(s, tuple) or len(s) <= 2 for s in rule.index):
+        return None
+    base = _base(full, rule)
+    k = len(rule.index)
+    idx = []
+    for d, span in enumerate(rule.index):
+        units = [u for f, _ in _dim_pieces(span, base.shape[d]) for u in range(f.start, f.stop)]
+        idx.append(torch.tensor(units, dtype=torch.int64, device=full.device).view([-1] + [1] * (k - 1 - d)))
+    return base, tuple(idx)
+
+
 def gather(full: Tensor, rule: SliceRule) -> Tensor:
     """The rule's coordinates of ``full`` in :func:`region_shape`: the view itself for a rule of basic slices, a new
     tensor otherwise."""
     if is_basic(rule):
         return region(full, rule)
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        return indexed[0][indexed[1]]
     out = torch.empty(region_shape(full, rule), dtype=full.dtype, device=full.device)
     for src, at in blocks(full, rule):
         out[at] = src
@@ -218,6 +269,13 @@ def scatter_add_(full: Tensor, rule: SliceRule, sub: Tensor, alpha: float = 1.0)
         acc = region(full, rule)
         acc.add_(sub.view(acc.shape), alpha=alpha)
         return
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        base, ix = indexed
+        acc = base[ix]
+        acc.add_(sub.view(acc.shape), alpha=alpha)
+        base[ix] = acc
+        return
     sub = sub.view(region_shape(full, rule))
     for dst, at in blocks(full, rule):
         dst.add_(sub[at], alpha=alpha)
@@ -226,6 +284,10 @@ def scatter_add_(full: Tensor, rule: SliceRule, sub: Tensor, alpha: float = 1.0)
 @torch.no_grad()
 def fill_(full: Tensor, rule: SliceRule, value: float | bool) -> None:
     """Set the rule's coordinates of ``full`` to ``value`` in place."""
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        indexed[0][indexed[1]] = value
+        return
     for dst, _ in blocks(full, rule):
         dst.fill_(value)
 
@@ -233,6 +295,11 @@ def fill_(full: Tensor, rule: SliceRule, value: float | bool) -> None:
 @torch.no_grad()
 def add_scalar_(full: Tensor, rule: SliceRule, value: float) -> None:
     """``full[rule] += value`` in place."""
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        base, ix = indexed
+        base[ix] = base[ix].add_(value)
+        return
     for dst, _ in blocks(full, rule):
         dst.add_(value)
 
@@ -245,6 +312,10 @@ def assign_(sub: Tensor, full: Tensor, rule: SliceRule) -> None:
         sub.view(src.shape).copy_(src)
         return
     target = sub.view(region_shape(full, rule))
+    indexed = _indexed(full, rule)
+    if indexed is not None:
+        target.copy_(indexed[0][indexed[1]])
+        return
     for src, at in blocks(full, rule):
         target[at].copy_(src)
 

@@ -128,11 +128,14 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
               "when R < k, named below the table) and of any round after the warm-up round t0 (run.json t0; "
               "ledger rounds r >= t0 + 2, Algorithm 1's rounds t > t0). A prefix window (Algorithm 2) trains the "
               "leading ceil(p C) units of every layer, a rolling one (FedRolex) the units from (C - shift mod C) "
-              "mod C on, wrapping around. Shown per dataset and method: means over the completed seeds of the "
+              "mod C on, wrapping around, a sampled one (FedEcover) the participant's own units, replayed from the "
+              "run's seed and draws. Shown per dataset and method: means over the completed seeds of the "
               "overall fractions, the mean of each run's smallest block fraction in the last k rounds and the "
               "block with the smallest mean (a block: one layer's parameters, e.g. convs.0 = its weight and "
-              "bias, bns.0, fc1, embed, lstm.l0). Per-run and per-block rows, with the counts, are in the "
-              "Parquet file."),
+              "bias, bns.0, fc1, embed, lstm.l0), Zhou et al.'s (NeurIPS 2023) minimum coverage index (the fewest "
+              "participants of one round holding a parameter coordinate, over every round and coordinate) and "
+              "the largest per-layer coefficient of variation of how many participants held each unit over the "
+              "run. Per-run and per-block rows, with the counts, are in the Parquet file."),
         all_methods=True,
         run_files=("participation.parquet", "run.json", "init.pt"),
         manifests="first",

@@ -15,19 +15,35 @@ least one participant trained
   t = r - 1, so these are the rows with r >= t0 + 2, as ``p_max_trained_after_warmup`` counts them),
 
 overall and per block. A participant trained the coordinates of the slice rules of its trained width
-``p_trained`` and its window (``window`` / ``window_shift``: :class:`hasfl.models.slicing.Window`); the
-union over participants is ORed into one boolean accumulator per parameter (one fill per distinct
-physical width and window, not per ledger row). Only parameters count (the keys of
-``named_parameters()`` of the full model): BatchNorm running statistics are no trained coordinates.
+``p_trained`` and its window (``window`` / ``window_shift``: :class:`hasfl.models.slicing.Window`; a
+``sampled`` window, FedEcover's, is rebuilt by replaying the run's draws in ``window_shift`` order from the
+run's seed, :func:`hasfl.models.cyclic.replay`); the union over participants is ORed into one boolean
+accumulator per parameter (one fill per distinct physical width and window, not per ledger row). Only
+parameters count (the keys of ``named_parameters()`` of the full model): BatchNorm running statistics are no
+trained coordinates.
+
+Two spreads of coverage per run (issue 37), over every round of the ledger:
+
+* ``gamma_min`` (and ``gamma_min_last_k`` over the last k rounds): Zhou et al.'s minimum coverage index
+  (NeurIPS 2023, "Every Parameter Matters", arXiv 2310.08670): the fewest participants of one round whose
+  sub-model holds one parameter coordinate, minimised over the rounds and the coordinates (of the block, or of
+  every parameter). 0: some coordinate went untrained in some round.
+* ``unit_count_min`` / ``unit_count_max`` / ``unit_count_cv``: how many participants held each unit (a conv
+  layer's channel, a hidden unit: :meth:`hasfl.models.family.ModelFamily.dims`) over the run; on the ``all`` row
+  only: min and max over every unit of every sliced dimension, and the largest over the dimensions of the
+  coefficient of variation (population std / mean) of that dimension's counts (FedEcover's "neuron selection
+  count" balance). Block rows leave them empty.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from hasfl.analysis.inputs import preset_models
@@ -42,9 +58,11 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from hasfl.models.family import ModelFamily
+    from hasfl.models.slicing import Window
 
-__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_union", "display",
-           "job", "parameter_shapes", "preamble", "read_ledger", "run_rows", "summary_frame"]
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts",
+           "coverage_union", "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger",
+           "row_windows", "run_rows", "summary_frame", "unit_counts"]
 
 PathLike = str | Path
 NAME = "table4c_coverage_over_time"
@@ -52,7 +70,8 @@ NAME = "table4c_coverage_over_time"
 ALL_BLOCKS = "all"
 #: One row per run and block (the run's ``all`` row first, then its blocks in parameter order).
 COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinates", "trained_last_k", "frac_last_k",
-           "trained_after_t0", "frac_after_t0", "k", "rounds_used", "last_round", "t0"]
+           "trained_after_t0", "frac_after_t0", "k", "rounds_used", "last_round", "t0", "gamma_min",
+           "gamma_min_last_k", "unit_count_min", "unit_count_max", "unit_count_cv"]
 #: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
 LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
 _RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
@@ -118,34 +137,103 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
                          "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
 
 
-def coverage_union(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], rows: pd.DataFrame
-                   ) -> dict[str, Tensor]:
+def row_windows(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> list[Window]:
+    """The window of each ledger row, in row order: ``Window(window, window_shift)`` for a prefix or rolling row; a
+    sampled row's units replayed from the run's ``seed`` through every sampled row in ``window_shift`` (draw number)
+    order (:func:`hasfl.models.cyclic.replay`), so the draw numbers must be 0 .. n-1."""
+    from hasfl.models.slicing import Window
+
+    kinds = [str(k) for k in ledger["window"]]
+    shifts = [int(v) for v in ledger["window_shift"]]
+    widths = [float(v) for v in ledger["p_trained"]]
+    out: list[Any] = [None if k == "sampled" else Window(k, shifts[i] if k != "prefix" else 0)
+                      for i, k in enumerate(kinds)]
+    sampled = sorted((i for i, k in enumerate(kinds) if k == "sampled"), key=lambda i: shifts[i])
+    if sampled:
+        if [shifts[i] for i in sampled] != list(range(len(sampled))):
+            raise ValueError("table4c: a sampled window's window_shift is its draw number in the run, 0 .. n-1 once "
+                             f"each; the ledger's {len(sampled)} sampled rows hold others")
+        from hasfl.models.cyclic import replay
+
+        for i, w in zip(sampled, replay(family, int(seed), [widths[i] for i in sampled]), strict=True):
+            out[i] = w
+    return out
+
+
+def coverage_union(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], rows: pd.DataFrame,
+                   windows: Sequence[Window] | None = None) -> dict[str, Tensor]:
     """The coordinates of each parameter (``shapes``) that at least one of the ledger ``rows`` trained.
 
-    A row trained the coordinates of ``family.slice_rules(p_trained, Window(window, window_shift))`` (the mask of
-    :func:`hasfl.models.slicing.coverage_mask`); rows of the same physical widths (``family.widths``) and window
-    give the same mask, so each distinct one is filled into the accumulator once (a rolling window's mask depends
-    on its shift, a prefix's does not).
+    A row trained the coordinates of ``family.slice_rules(p_trained, window)`` (the mask of
+    :func:`hasfl.models.slicing.coverage_mask`), ``window`` its entry of ``windows`` (in row order; default
+    ``Window(window, window_shift)``, which a sampled row cannot use: :func:`row_windows`); rows of the same physical
+    widths (``family.widths``) and window give the same mask, so each distinct one is filled into the accumulator
+    once (a rolling window's mask depends on its shift, a prefix's does not).
     """
     import torch
 
     from hasfl.models.slicing import Window, fill_
 
     acc = {k: torch.zeros(s, dtype=torch.bool) for k, s in shapes.items()}
-    seen: set[tuple[str, str, int]] = set()
-    for p, kind, shift in rows[["p_trained", "window", "window_shift"]].itertuples(index=False):
-        shift = int(shift) if kind != "prefix" else 0
-        key = (repr(family.widths(float(p))), str(kind), shift)
+    seen: set[tuple[str, Window]] = set()
+    rows = rows[["p_trained", "window", "window_shift"]]
+    for j, (p, kind, shift) in enumerate(rows.itertuples(index=False)):
+        window = windows[j] if windows is not None else Window(str(kind), int(shift) if kind != "prefix" else 0)
+        key = (repr(family.widths(float(p))), window)
         if key in seen:
             continue
         seen.add(key)
-        rules = family.slice_rules(float(p), Window(str(kind), shift))
+        rules = family.slice_rules(float(p), window)
         missing = [k for k in shapes if k not in rules]
         if missing:
             raise ValueError(f"table4c: the model family has no slice rule for {missing}; wrong model config?")
         for k in shapes:
             fill_(acc[k], rules[k], True)
     return acc
+
+
+def coverage_counts(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], rows: pd.DataFrame,
+                    windows: Sequence[Window]) -> dict[str, Tensor]:
+    """How many of the ledger ``rows`` (one round's participants; ``windows`` theirs, in row order) hold each
+    coordinate of each parameter."""
+    import torch
+
+    from hasfl.models.slicing import add_scalar_
+
+    acc = {k: torch.zeros(s, dtype=torch.int32) for k, s in shapes.items()}
+    for p, window in zip(rows["p_trained"], windows, strict=True):
+        rules = family.slice_rules(float(p), window)
+        for k in shapes:
+            add_scalar_(acc[k], rules[k], 1)
+    return acc
+
+
+def min_coverage(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], ledger: pd.DataFrame,
+                 windows: Sequence[Window], blocks: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Zhou et al.'s minimum coverage index of the ``ledger`` rows (``windows``: theirs, in row order): per block of
+    ``blocks`` (name -> parameter keys), the fewest participants of one round holding one of the block's
+    coordinates, over the ledger's rounds."""
+    rounds = ledger["round"].to_numpy()
+    out = {b: -1 for b in blocks}
+    for r in sorted(set(rounds.tolist())):
+        at = [j for j, v in enumerate(rounds) if v == r]
+        counts = coverage_counts(family, shapes, ledger.iloc[at], [windows[j] for j in at])
+        for b, keys in blocks.items():
+            low = min(int(counts[k].min()) for k in keys)
+            out[b] = low if out[b] < 0 else min(out[b], low)
+    return out
+
+
+def unit_counts(family: ModelFamily, ledger: pd.DataFrame, windows: Sequence[Window]) -> list[np.ndarray]:
+    """How many of the ``ledger`` rows (``windows``: theirs, in row order) held each unit of each sliced dimension
+    (:meth:`hasfl.models.family.ModelFamily.dims`)."""
+    counts = [np.zeros(size, dtype=np.int64) for size, _ in family.dims(1.0)]
+    for p, window in zip(ledger["p_trained"], windows, strict=True):
+        for d, (size, kept) in enumerate(family.dims(float(p))):
+            span = window.span(size, kept, d)
+            for piece in span if isinstance(span, tuple) else (span,):
+                counts[d][piece.start:piece.stop] += 1
+    return counts
 
 
 def _check_init(init: Mapping[str, Tensor], shapes: Mapping[str, tuple[int, ...]], where: str, dataset: str) -> None:
@@ -177,21 +265,40 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
         raise ValueError(f"table4c: {source}/participation.parquet ends at round {last} but run.json says "
                          f"{int(done)} rounds completed; the files are of different runs -- rerun its training job")
     used = min(int(last_rounds), last)
-    recent = coverage_union(family, shapes, ledger[ledger["round"] > last - used])
-    after = coverage_union(family, shapes, ledger[ledger["round"] - 1 > t0])
+    ledger = ledger.reset_index(drop=True)
+    windows = row_windows(family, ledger, seed)
+    is_recent = (ledger["round"] > last - used).to_numpy()
+    is_after = (ledger["round"] - 1 > t0).to_numpy()
+
+    def part(mask: np.ndarray) -> tuple[pd.DataFrame, list[Any]]:
+        at = np.flatnonzero(mask)
+        return ledger.iloc[at], [windows[j] for j in at]
+
+    recent = coverage_union(family, shapes, *part(is_recent))
+    after = coverage_union(family, shapes, *part(is_after))
     kinds = "+".join(sorted(set(ledger["window"])))
-    blocks: dict[str, list[str]] = {}
+    blocks: dict[str, list[str]] = {ALL_BLOCKS: list(shapes)}
     for k in shapes:
         blocks.setdefault(block_of(k), []).append(k)
+    gamma = min_coverage(family, shapes, ledger, windows, blocks)
+    gamma_recent = min_coverage(family, shapes, *part(is_recent), blocks)
+    units = unit_counts(family, ledger, windows)
+    pooled = np.concatenate(units)
+    cv = max(float(c.std() / c.mean()) if c.mean() > 0 else math.nan for c in units)
     base = {"dataset": dataset, "method": method, "seed": int(seed), "status": status, "window": kinds,
             "k": int(last_rounds), "rounds_used": used, "last_round": last, "t0": t0}
     rows = []
-    for block, keys in [(ALL_BLOCKS, list(shapes)), *blocks.items()]:
+    for block, keys in blocks.items():
         n = sum(recent[k].numel() for k in keys)
         n_recent = sum(int(recent[k].sum()) for k in keys)
         n_after = sum(int(after[k].sum()) for k in keys)
+        whole = block == ALL_BLOCKS
         rows.append({**base, "block": block, "coordinates": n, "trained_last_k": n_recent,
-                     "frac_last_k": n_recent / n, "trained_after_t0": n_after, "frac_after_t0": n_after / n})
+                     "frac_last_k": n_recent / n, "trained_after_t0": n_after, "frac_after_t0": n_after / n,
+                     "gamma_min": gamma[block], "gamma_min_last_k": gamma_recent[block],
+                     "unit_count_min": float(pooled.min()) if whole else math.nan,
+                     "unit_count_max": float(pooled.max()) if whole else math.nan,
+                     "unit_count_cv": cv if whole else math.nan})
     return rows
 
 
@@ -239,7 +346,8 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
     df = pd.DataFrame.from_records(rows, columns=COLUMNS)
     df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
                     "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
-                    "last_round": "int64", "t0": "int64"})
+                    "last_round": "int64", "t0": "int64", "gamma_min": "int64", "gamma_min_last_k": "int64",
+                    "unit_count_min": "float64", "unit_count_max": "float64", "unit_count_cv": "float64"})
     write_parquet(df, out_parquet)
     write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], results_root(out_parquet))))
     return df
@@ -260,8 +368,9 @@ def _method_order(method: str) -> tuple[int, str]:
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and method (completed runs): the window kind, the seeds, the mean over seeds of the overall
     fraction trained in the last k rounds and after t0, the mean over seeds of the smallest block fraction in
-    the last k rounds, and the block with the smallest mean fraction in the last k rounds ("--" when every
-    block was trained whole)."""
+    the last k rounds, the block with the smallest mean fraction in the last k rounds ("--" when every
+    block was trained whole), and the means over seeds of the minimum coverage index and of the unit counts'
+    largest coefficient of variation (the ``all`` rows' ``gamma_min`` and ``unit_count_cv``)."""
     runs = df[df["status"] == "completed"]
     out = []
     for (dataset, method), g in sorted(runs.groupby(["dataset", "method"], sort=False),
@@ -275,9 +384,12 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
                     "after t0": float(whole["frac_after_t0"].mean()),
                     "min over blocks (last k)": float(parts.groupby("seed")["frac_last_k"].min().mean()),
                     "least trained block (last k)": (str(per_block.idxmin()) if len(per_block)
-                                                     and float(per_block.min()) < 1.0 else "--")})
+                                                     and float(per_block.min()) < 1.0 else "--"),
+                    "min coverage index": float(whole["gamma_min"].mean()) if "gamma_min" in whole else math.nan,
+                    "unit count CV": float(whole["unit_count_cv"].mean()) if "unit_count_cv" in whole else math.nan})
     return pd.DataFrame(out, columns=["dataset", "method", "window", "seeds", "last k rounds", "after t0",
-                                      "min over blocks (last k)", "least trained block (last k)"])
+                                      "min over blocks (last k)", "least trained block (last k)",
+                                      "min coverage index", "unit count CV"])
 
 
 def preamble(df: pd.DataFrame) -> str:
