@@ -201,30 +201,21 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     """The train job: the entry of the run's key in the store of ``results`` (the results folder; trained by
     :func:`hasfl.fl.train.train_job` into ``<key>.partial`` unless finished), linked into ``out_dir``. ``data_dir``:
     the data-stage folder it reads."""
-    from hasfl.fl.train import device_class, read_budget_run
-    from hasfl.integrity import training_code_digest
-    from hasfl.registry import METHODS
+    from hasfl.fl.train import run_parts
 
     data_manifest = read_manifest(Path(data_dir))
     if data_manifest is None:
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
-    inputs = tables_of(data_manifest)
     identity = data_manifest.get("identity")
-    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
-    budget = None
-    budget_of = METHODS[method].budget_of
-    if budget_of is not None:
-        if hasfl_run is None:
-            raise ValueError(f"method {method} needs the run.json of {budget_of} (same dataset and seed)")
-        budget = read_budget_run(hasfl_run, budget_of, dataset, seed)[2]
-    key = run_key(run_cfg, data_stage=None if identity is None else data_source(identity), inputs=inputs,
-                  code=training_code_digest(method, dataset), budget=budget, device_class=device_class(run_cfg))
+    parts = run_parts(run_cfg, tables_of(data_manifest), hasfl_run)  # the job receives what the key is made of
+    key = run_key(run_cfg, data_stage=None if identity is None else data_source(identity), inputs=parts.inputs,
+                  code=parts.code, budget=parts.budget, device_class=parts.device_class)
 
     def train(staging: Path) -> None:
         from hasfl.fl.train import train_job
 
         train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
-                  checkpoint_every=int(checkpoint_every))
+                  checkpoint_every=int(checkpoint_every), parts=parts)
 
     _place(store_of(results), "runs", key, Path(out_dir), train)
 

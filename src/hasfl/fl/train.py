@@ -34,6 +34,7 @@ import json
 import logging
 import signal
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,36 @@ def device_class(run_cfg: Mapping[str, Any]) -> str:
     return f"cuda:{torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
 
 
+@dataclass(frozen=True)
+class RunParts:
+    """What a run's identity holds besides its config slice and the dataset's tensors, decided in one place
+    (:func:`run_parts`) for the run store's key (:func:`hasfl.dag.store.train_run`) and the job's manifest
+    (:func:`train_job`, which receives them): the data-stage tables' sha256 (``inputs``), the training code
+    (:func:`hasfl.integrity.training_code_digest`), the budget run it matches (``budget``; ``target`` /
+    ``target_diverged`` are that run's average width and status) and the device class."""
+
+    inputs: Mapping[str, str]
+    code: str
+    budget: Mapping[str, Any] | None
+    device_class: str
+    target: float | None = None
+    target_diverged: bool = False
+
+
+def run_parts(run_cfg: Mapping[str, Any], inputs: Mapping[str, str], hasfl_run: str | Path | None) -> RunParts:
+    """The :class:`RunParts` of a run of ``run_cfg`` reading data-stage tables of sha256 ``inputs``;
+    ``hasfl_run``: the run.json of the run whose budget a random-budget control matches (needed for those)."""
+    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
+    target, diverged, budget = None, False, None
+    budget_of = METHODS[method].budget_of
+    if budget_of is not None:
+        if hasfl_run is None:
+            raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
+        target, diverged, budget = read_budget_run(hasfl_run, budget_of, dataset, seed)
+    return RunParts(dict(inputs), training_code_digest(method, dataset), budget, device_class(run_cfg), target,
+                    diverged)
+
+
 def check_out_dir(out: Path, identity: Mapping[str, Any], overwrite: bool) -> None:
     """Refuse to write into a folder that holds a finished run of another identity."""
     manifest = read_manifest(out)
@@ -165,6 +196,7 @@ def train_job(
     hasfl_run: str | Path | None = None,
     checkpoint_every: int = 0,
     overwrite: bool = False,
+    parts: RunParts | None = None,
 ) -> dict[str, Any]:
     """Run one job and write its files to ``out_dir``; returns run.json's content.
 
@@ -172,7 +204,9 @@ def train_job(
     ``data_dir`` holds the data stage's partition.parquet / clients.parquet; without it
     they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
     run.json of the run whose budget a random-budget control matches.
-    ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder that
+    ``parts``: the run's identity parts as its caller decided them (:func:`run_parts`; the DAG's store key is
+    made of the same), else decided here by the same function; a data stage whose tables are not the ones
+    ``parts`` names is refused. ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder that
     holds a finished run of another identity is refused unless ``overwrite``. SIGTERM / SIGINT end
     the job (``SystemExit(128 + signum)`` after logging where it stopped); from the first one on, both
     are ignored in this process, which is ending.
@@ -186,14 +220,14 @@ def train_job(
     else:
         partition, clients = build_tables(bundle, data_cfg, seed)
         inputs = {"partition.parquet": table_digest(partition), "clients.parquet": table_digest(clients)}
-    target, target_diverged, budget = None, False, None
-    budget_of = METHODS[method].budget_of
-    if budget_of is not None:
-        if hasfl_run is None:
-            raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
-        target, target_diverged, budget = read_budget_run(hasfl_run, budget_of, dataset, seed)
-    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=training_code_digest(method, dataset),
-                            budget=budget, device_class=device_class(run_cfg))
+    if parts is None:
+        parts = run_parts(run_cfg, inputs, hasfl_run)
+    elif dict(parts.inputs) != dict(inputs):
+        raise IntegrityError(f"the data stage read ({data_dir}) is not the one this run's identity names "
+                             f"(table sha256 {dict(inputs)} vs {dict(parts.inputs)})")
+    target, target_diverged = parts.target, parts.target_diverged
+    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=parts.code, budget=parts.budget,
+                            device_class=parts.device_class)
     check_out_dir(out, identity, overwrite)
 
     from tqdm import tqdm
