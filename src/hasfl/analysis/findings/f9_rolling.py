@@ -15,11 +15,11 @@ the outer channels at their last trained or initial values (Proposition 3). Roll
   for coverage) raises the final accuracy: final acc(fedecover) - final acc(uniform) > ``f9_min_acc_gap_pct``
   (paired one-sided t; the same width check as F9b).
 
-Every unit is one of *full-model* accuracy (the final global model, evaluated under each method's declared
-batch-norm rule: FedRolex's claim is about the full model). The paper's thesis is about the *sub-model* regime;
-a sub-model unit needs each run's own sub-models evaluated (a rolling window, FedEcover's sampled units), an
-evaluation that does not exist yet (Table 4b evaluates only nested prefixes and refuses these methods), so no
-sub-model unit is computed (:data:`SUB_MODEL_NOTE`; docs/decisions.md "F9 restated (issue 37)").
+Every unit is one of *full-model* accuracy (the global model; a final accuracy read under each method's declared
+batch-norm rule, :mod:`hasfl.analysis.bn_sensitivity`): FedRolex's claim is about the full model. The paper's
+thesis is about the *sub-model* regime; a sub-model unit needs each run's own sub-models evaluated (a rolling
+window, FedEcover's sampled units), an evaluation that does not exist yet (Table 4b evaluates only nested prefixes
+and refuses these methods), so no sub-model unit is computed (:data:`SUB_MODEL_NOTE`; docs/decisions.md "F9 restated (issue 37)").
 
 **Never learned** (issue 37): a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
 tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
