@@ -19,7 +19,8 @@ Every unit is one of *full-model* accuracy (the global model; a final accuracy r
 batch-norm rule, :mod:`hasfl.analysis.bn_sensitivity`): FedRolex's claim is about the full model. The paper's
 thesis is about the *sub-model* regime; a sub-model unit needs each run's own sub-models evaluated (a rolling
 window, FedEcover's sampled units), an evaluation that does not exist yet (Table 4b evaluates only nested prefixes
-and refuses these methods), so no sub-model unit is computed (:data:`SUB_MODEL_NOTE`; docs/decisions.md "F9 restated (issue 37)").
+and refuses these methods), so no sub-model unit is computed (:data:`SUB_MODEL_NOTE`; docs/decisions.md "F9
+restated (issue 37)").
 
 **Never learned** (issue 37): a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
 tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
