@@ -5,33 +5,64 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from hasfl.analysis.manifest import write_analysis_manifest  # noqa: E402
+from hasfl.analysis.page_refs import NotesError, fill_notes  # noqa: E402
+from hasfl.integrity import write_run_manifest  # noqa: E402
 
 
-def _results(root):
+def _run(root, dataset, method, seed, total_s):
+    """A finished run folder (its manifest, the identity the analysis recorded) with a timings.json."""
+    folder = root / "runs" / dataset / method / f"seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text("{}")
+    (folder / "timings.json").write_text(json.dumps({"device": "cpu", "cpu_capability": "AVX512", "isa_env": {},
+                                                     "total_s": total_s}))
+    write_run_manifest(folder, ["run.json"], {"digest": f"{dataset}-{method}-{seed}"})
+    return folder
+
+
+FINDINGS = {"alpha": 0.05, "thresholds": {"ci_level": 0.95}, "verdicts": ["supported", "contradicted", "inconclusive"],
+            "findings": [
+    {"id": "F3", "claim": "HAS-FL and random budget are indistinguishable", "verdict": "inconclusive",
+     "statistic": "paired difference", "n_per_unit": {"digits": 3}, "margin": 2.0, "mde": {"digits": 9.0},
+     "reason": "digits: inconclusive -- the TOST interval is not inside +-2", "n_units": 1,
+     "files": ["tables/matched_budget.parquet"],
+     "units": [{"unit": "digits", "in_scope": True, "estimate": 2.2, "low": -2.65, "high": 7.11,
+                "verdict": "inconclusive"},
+               {"unit": "shakespeare", "in_scope": False, "estimate": 9.0, "low": 1.0, "high": 2.0,
+                "verdict": "supported"}]},
+    {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
+     "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported", "n_units": 5,
+     "units": [{"unit": f"digits/fedavg/seed{s}", "verdict": "supported", "estimate": 0} for s in range(5)]},
+    {"id": "F5", "claim": "Proposition 3", "verdict": "supported", "statistic": "changed coordinates",
+     "n_per_unit": {f"run{s}": 1 for s in range(12)}, "margin": 0, "mde": {f"run{s}": None for s in range(12)},
+     "reason": "every run: supported", "n_units": 12, "units": []},
+    {"id": "F8-probe", "claim": "Allocating by E2 beats its matched random budget", "verdict": "inconclusive",
+     "extension": True, "statistic": "paired difference", "n_per_unit": {}, "margin": 2.0, "mde": {}, "n_units": 0,
+     "reason": "not run: hasfl_probe or random_budget_probe not run in this preset", "units": []}]}
+
+TABLE3 = {"dataset": ["digits"], "method": ["hasfl"], "status": ["ok"], "n_completed": [3],
+          "best_acc_pct_mean": [81.25], "best_acc_pct_std": [1.5], "final_acc_pct_mean": [78.5],
+          "final_acc_pct_std": [2.0], "delta_pct_mean": [-2.75], "delta_pct_std": [0.5], "avg_p_mean": [0.5],
+          "avg_p_std": [0.01]}
+
+
+def _results(root, findings=None):
     (root / "tables").mkdir(parents=True)
     (root / "figures").mkdir()
-    (root / "findings.json").write_text(json.dumps({"findings": [
-        {"id": "F3", "claim": "HAS-FL and random budget are indistinguishable", "verdict": "inconclusive",
-         "statistic": "paired difference", "n_per_unit": {"digits": 3}, "margin": 2.0, "mde": {"digits": 9.0},
-         "reason": "digits: inconclusive -- the TOST interval is not inside +-2",
-         "units": [{"unit": "digits", "in_scope": True, "estimate": 2.2, "low": -2.65, "high": 7.11,
-                    "verdict": "inconclusive"},
-                   {"unit": "shakespeare", "in_scope": False, "estimate": 9.0, "low": 1.0, "high": 2.0,
-                    "verdict": "supported"}]},
-        {"id": "F6", "claim": "positive control", "verdict": "supported", "extension": True, "statistic": "r",
-         "n_per_unit": {"digits": 3}, "margin": 0.0, "mde": {"digits": 0.33}, "reason": "digits: supported",
-         "units": [{"unit": f"digits/fedavg/seed{s}", "verdict": "supported", "estimate": 0} for s in range(5)]},
-        {"id": "F5", "claim": "Proposition 3", "verdict": "supported", "statistic": "changed coordinates",
-         "n_per_unit": {f"run{s}": 1 for s in range(12)}, "margin": 0, "mde": {f"run{s}": None for s in range(12)},
-         "reason": "every run: supported", "units": []}]}))
+    (root / "findings.json").write_text(json.dumps(findings or FINDINGS))
+    pd.DataFrame(TABLE3).to_parquet(root / "tables" / "table3_allocation.parquet")
+    # a rendered Markdown table that disagrees with the Parquet: the page must not read it
     (root / "tables" / "table3_allocation.md").write_text(
         "# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Per seed\n\n| seed | x |\n|---|---|\n| 42 | 9 |\n")
     fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
@@ -40,12 +71,13 @@ def _results(root):
     plt.close(fig)
     (root / "report.md").write_text("### Figure 6\n\n![Figure 6](figures/fig6_frontier.png)\n\n"
                                     "*Figure 6.* Final accuracy against width.\n\n")
-    # the DAG's last rule: the analysis outputs' sha256 and the runs they read (none here)
+    runs = [_run(root, "digits", m, s, 360.0) for m in ("hasfl", "random_budget", "fedavg") for s in (42, 43)]
+    # the DAG's last rule: the analysis outputs' sha256 and the runs they read
     verified = root.parent / "verified.json"
-    verified.write_text("{}")
+    verified.write_text(json.dumps({str(r): f"digits-{r.parent.name}-{r.name[4:]}" for r in runs}))
     files = [root / "findings.json", root / "report.md", root / "tables" / "table3_allocation.md",
-             root / "figures" / "fig6_frontier.png"]
-    write_analysis_manifest(root, [str(f) for f in files], verified)
+             root / "tables" / "table3_allocation.parquet", root / "figures" / "fig6_frontier.png"]
+    write_analysis_manifest(root, [str(f) for f in files], verified, identity={"digest": "abc123identity"})
 
 
 def _page(results, out, *extra):
@@ -68,9 +100,13 @@ def test_results_page_from_files(tmp_path) -> None:
     # many units: the first three, then a count per verdict
     assert "digits/fedavg/seed2: 0 supported; 2 more: 2 supported |" in page
     # a finding with many units: their common count and MDE in one phrase, not twelve
-    assert "| 12 units: 1 each | 0 | 12 units: -- each |" in page
-    assert "### Table 3 -- allocation" in page and "| 1 | 2 |" in page and "| 42 | 9 |" not in page
-    assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.* Final accuracy against width." in page
+    assert "| F5 | Proposition 3 | **supported** | -- | changed coordinates | 12 units: 1 each | 0 | 12 units: -- each |" in page
+    # tables from their Parquet, titled by the registry; the rendered Markdown beside it is not read
+    assert "### Table 3 -- Sub-model allocation strategies" in page and "From `tables/table3_allocation.parquet`." in page
+    assert "78.5" in page and "| 1 | 2 |" not in page and "| 42 | 9 |" not in page
+    # the figure with the registry's caption (not report.md's)
+    assert "![fig6_frontier](quick/fig6_frontier.png)" in page and "*Figure 6.*" in page
+    assert "Final accuracy against width." not in page
     with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:
         assert im.width == 800  # shrunk from 1600 px
 
@@ -85,14 +121,14 @@ def test_results_page_names_its_notes_file(tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     notes = tmp_path / "quick.notes.md"
-    notes.write_text("At this scale most findings are inconclusive.\n")
+    notes.write_text("At this scale F3 is {F3.verdict} ({F3.digits.estimate:.1f} points, {{3 seeds}}).\n")
     out = tmp_path / "quick.md"
     res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out), "--notes",
                           str(notes)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
-    assert f"--notes {notes.as_posix()}`" in page and "a person's reading" in page
-    assert page.index("At this scale most findings are inconclusive.") < page.index("## Findings")
+    assert f"--notes {notes.as_posix()} --configfile presets/quick.yaml`" in page and "a person's reading" in page
+    assert page.index("At this scale F3 is inconclusive (2.2 points, {3 seeds}).") < page.index("## Findings")
 
 
 def test_results_page_names_a_missing_notes_file(tmp_path) -> None:
@@ -119,8 +155,8 @@ def test_results_page_refuses_an_edited_analysis_file(tmp_path) -> None:
 def test_results_page_refuses_a_table_the_analysis_did_not_write(tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
-    extra = results / "tables" / "table7_shakespeare.md"
-    extra.write_text("# Table 7\n\n| a |\n|---|\n| typed by hand |\n")
+    extra = results / "tables" / "table7_shakespeare.parquet"
+    pd.DataFrame(TABLE3).to_parquet(extra)
     res = _page(results, tmp_path / "p.md")
     assert res.returncode == 2 and f"'{extra}' is not an output of the analysis" in res.stderr
 
@@ -152,3 +188,97 @@ def test_results_page_refuses_its_own_notes_file_as_the_page(tmp_path) -> None:
         assert f"notes file '{given}' is the page to write '{out}'" in res.stderr and "Traceback" not in res.stderr
         assert notes.read_text() == text and (tmp_path / "alias.md").is_symlink()
         assert not (docs / "quick").exists() and not (tmp_path / "alias").exists()
+
+
+def _notes_page(tmp_path, text, findings=None):
+    results = tmp_path / "results" / "quick"
+    _results(results, findings)
+    notes = tmp_path / "quick.notes.md"
+    notes.write_text(text)
+    out = tmp_path / "quick.md"
+    return _page(results, out, "--notes", str(notes)), out, notes
+
+
+def test_results_page_reading_follows_findings_json(tmp_path) -> None:
+    """One verdict changed in a copy of findings.json: the notes' reading on the page follows it."""
+    text = "F3 is {F3.verdict} on digits ({F3.digits.estimate:+.2f}, interval {F3.digits.low:.2f} to {F3.digits.high:.2f}).\n"
+    res, out, _ = _notes_page(tmp_path / "a", text)
+    assert res.returncode == 0, res.stderr
+    assert "F3 is inconclusive on digits (+2.20, interval -2.65 to 7.11)." in out.read_text()
+    changed = json.loads(json.dumps(FINDINGS))
+    changed["findings"][0]["verdict"] = "contradicted"
+    changed["findings"][0]["units"][0].update(estimate=-4.0, high=-3.0)
+    res, out, _ = _notes_page(tmp_path / "b", text, changed)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "F3 is contradicted on digits (-4.00, interval -2.65 to -3.00)." in page and "F3 is inconclusive" not in page
+    assert "| F3 | HAS-FL and random budget are indistinguishable | **contradicted** |" in page
+
+
+def test_results_page_refuses_a_verdict_typed_by_hand(tmp_path) -> None:
+    res, out, notes = _notes_page(tmp_path, "F6 is {F6.verdict}.\nF3 is supported.\n")
+    assert res.returncode == 2 and "Traceback" not in res.stderr and not out.exists()
+    assert (f"{notes}, line 2: the verdict word 'supported' is typed by hand; write it as a reference to the finding "
+            "it describes, e.g. {F1c.verdict}") in res.stderr
+    for word in ("Contradicted", "inconclusive", "not run", "not\nrun", "NOT  RUN"):
+        with pytest.raises(NotesError, match=f"notes, line 1: the verdict word '{' '.join(word.split())}' is typed"):
+            fill_notes(f"F6 is {{F6.verdict}}; F3 is {word}.", FINDINGS)
+    # words that only contain one, and a verdict inside a reference or its value, are fine
+    assert fill_notes("unsupported; supportedly; {F6.verdict}", FINDINGS) == "unsupported; supportedly; supported"
+
+
+def test_results_page_refuses_an_unresolvable_reference_naming_it(tmp_path) -> None:
+    res, out, notes = _notes_page(tmp_path, "First line.\nSee {F9x.verdict} here.\n")
+    assert res.returncode == 2 and "Traceback" not in res.stderr and not out.exists()
+    assert f"{notes}, line 2: reference {{F9x.verdict}} does not resolve: findings.json has no finding 'F9x'" \
+        in res.stderr
+    cases = {"{F3.cifar10.estimate}": "'F3' has no field or unit 'cifar10'",
+             "{F3.digits.estimat:.1f}": "'F3.digits' has no field or unit 'estimat'",
+             "{F3.digits}": "names a mapping, not a value",
+             "{F3.verdict:.1f}": "cannot be formatted",
+             "{F3 verdict}": "an unmatched or malformed brace"}
+    for ref, why in cases.items():
+        with pytest.raises(NotesError, match="line 2") as err:
+            fill_notes(f"First line.\nSee {ref} here.", FINDINGS)
+        assert why in str(err.value) and (ref in str(err.value) or "brace" in why), (ref, str(err.value))
+
+
+def test_results_page_not_run_is_its_own_verdict(tmp_path) -> None:
+    res, out, _ = _notes_page(tmp_path, "F8-probe: {F8-probe.verdict}; {count.not_run} finding(s) not in this preset.\n")
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "F8-probe: not run; 1 finding(s) not in this preset." in page
+    assert "| F8-probe (extension) | Allocating by E2 beats its matched random budget | **not run** | not run |" in page
+    assert "Verdicts: 2 supported, 1 inconclusive, 1 not run" in page
+
+
+def test_results_page_states_provenance_and_commands(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    out = tmp_path / "quick.md"
+    res = _page(results, out)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    assert "## Provenance" in page and f"`{commit}`" in page and f"at commit `{commit[:12]}`" in page
+    for what in ("Python / torch / Snakemake / numpy", "cpu AVX512 (6 runs)", "none (every run on the CPU)",
+                 "`abc123identity`", "machine writing this file"):
+        assert what in page, what
+    assert f"Made by `snakemake --cores 2 --configfile presets/quick.yaml all`" in page
+    assert f"`hasfl results-page {results.as_posix()} {out.as_posix()} --configfile presets/quick.yaml` (this page)" in page
+    # Reproduce a claim: F3 reads hasfl and random_budget on digits (4 runs of 6 minutes: 0.4 job-hours)
+    assert "## Reproduce a claim" in page
+    assert (f"| F3 | inconclusive | `snakemake --cores 2 --configfile presets/quick.yaml "
+            f"{results.as_posix()}/tables/matched_budget.parquet` | 4 | 0.4 |") in page
+    for heading in ("Scope of reproducibility", "Methodology", "Results", "What was easy", "What was difficult",
+                    "Communication with original authors"):
+        assert f"### {heading}" in page, heading
+    assert "6 training runs, 0.6 CPU job-hours measured" in page
+
+
+def test_results_page_refuses_config_files_of_another_folder(tmp_path) -> None:
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    res = _page(results, tmp_path / "p.md", "--configfile", "presets/medium.yaml")
+    assert res.returncode == 2 and "make results folder 'medium', not 'quick'" in res.stderr

@@ -220,7 +220,7 @@ def _cmd_results_page(args: argparse.Namespace) -> int:
         raise ConfigError(f"results page '{args.out}': expected a Markdown file name ending in .md")
     refuse_results_folder(args.out, "results page")
     refuse_results_folder(args.out.parent / args.out.stem, "results page's figure folder")
-    out = write_results_page(args.results, args.out, notes_path=args.notes)
+    out = write_results_page(args.results, args.out, notes_path=args.notes, configfiles=args.configfile)
     print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
     return 0
 
@@ -427,7 +427,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")
     p.add_argument("results", type=Path, help="the preset's results folder, e.g. results/medium")
     p.add_argument("out", type=Path, help="the page to write, e.g. docs/results/medium.md")
-    p.add_argument("--notes", type=Path, default=None, help="a Markdown file of notes to put under the title")
+    p.add_argument("--notes", type=Path, default=None,
+                   help="a Markdown file of notes to put under the title; its numbers and verdicts are references into "
+                        "findings.json, e.g. {F1c.verdict}, {F4.fashion_mnist.estimate:.1f} (docs/decisions.md, "
+                        "'Results pages from data')")
+    p.add_argument("--configfile", nargs="+", default=None,
+                   help="the config files that made the results folder, as given to snakemake (default "
+                        "presets/<name>.yaml): the page states the command that reproduces it")
     p.set_defaults(func=_cmd_results_page)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")

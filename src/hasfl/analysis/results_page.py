@@ -1,19 +1,21 @@
 """A compact results page of one finished preset, for readers who do not run anything.
 
-``hasfl results-page results/<name> docs/results/<name>.md`` writes the page and, beside it in
-``docs/results/<name>/``, small copies of three figures (the accuracy-capacity frontier, the
-convergence of the allocation strategies, and the estimates against the ground truth by capacity
-tier, or the final allocations where the preset has no estimator figure). Everything on the page
-is read from files the DAG wrote: ``findings.json``, the tables' Markdown, ``report.md`` (for the
-figure captions) and the figures, each checked first against the analysis manifest
-(``analysis.manifest.json``, :func:`hasfl.analysis.manifest.verify_analysis`), which also names the runs
-the analysis was computed from (their count and a digest of their identities head the page).
-Nothing is typed by hand.
+``hasfl results-page results/<name> docs/results/<name>.md --notes docs/results/<name>.notes.md
+--configfile presets/<name>.yaml [overlays]`` writes the page and, beside it in ``docs/results/<name>/``,
+small copies of three figures (the accuracy-capacity frontier, the convergence of the allocation
+strategies, and the estimates against the ground truth by capacity tier, or the final allocations where
+the preset has no estimator figure). Everything on the page is rendered from data the DAG wrote, never
+from rendered Markdown: ``findings.json``, the tables' Parquet files (shown by their modules' ``display``,
+as report.md shows them), the figures, and the registry's titles and captions
+(:mod:`hasfl.analysis.artifacts`), each file checked first against the analysis manifest
+(``analysis.manifest.json``, :func:`hasfl.analysis.manifest.verify_analysis`). The notes, a person's
+reading, are filled at generation: every number and verdict in them is a reference into findings.json
+(:mod:`hasfl.analysis.page_refs`), and a verdict typed by hand is refused. The page states the commands
+that made it and that reproduce each claim, and its provenance (:mod:`hasfl.analysis.provenance`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import Counter
@@ -23,9 +25,21 @@ from typing import Any
 
 from hasfl.analysis.artifacts import FIGURES as ARTIFACT_FIGURES
 from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
-from hasfl.analysis.findings import PAPER_CLAIM, VERDICT_RULES, finding_kind
+from hasfl.analysis.artifacts import figure_caption
+from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, VERDICT_RULES, finding_kind
 from hasfl.analysis.findings.display import seeds_cell
 from hasfl.analysis.manifest import verify_analysis
+from hasfl.analysis.page_refs import NOT_RUN, NotesError, fill_notes, shown_verdict
+from hasfl.analysis.provenance import (
+    REPO,
+    dag_command,
+    provenance,
+    provenance_lines,
+    reproduce_lines,
+    reproduce_rows,
+    summary_block,
+    total_cpu_hours,
+)
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
 
@@ -77,7 +91,7 @@ def _measured(units: Sequence[Mapping[str, Any]]) -> str:
     if rest:
         counts = Counter(str(u.get("verdict")) for u in rest)
         parts.append(f"{len(rest)} more: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    return "; ".join(parts) if parts else "not run"
+    return "; ".join(parts) if parts else "--"
 
 
 def _per_unit(values: Any) -> str:
@@ -108,22 +122,11 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
         units = f.get("n_per_unit") or {}
         kind = finding_kind(f)
         lines.append(f"| {f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'} | {f.get('claim', '')} | "
-                     f"**{f['verdict']}** | {_measured(f.get('units') or [])} | {f.get('statistic', '')} | "
+                     f"**{shown_verdict(f)}** | {NOT_RUN if shown_verdict(f) == NOT_RUN else _measured(f.get('units') or [])} | {f.get('statistic', '')} | "
                      f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
                      f"{_per_unit(f.get('mde'))} | {seeds_needed_cell(f.get('units') or [])} |")
     lines += ["", "Why each verdict (`findings.json`, field `reason`):", ""]
     lines += [f"- **{f['id']}**: {f.get('reason', '')}" for f in findings]
-    return lines
-
-
-def _table_body(md: str) -> list[str]:
-    """A table's Markdown file up to its first sub-section (per-seed rows and the list of files it
-    read stay in the results folder), without its title line (the page gives its own heading)."""
-    lines = md.strip().splitlines()
-    lines = lines[1:] if lines and lines[0].startswith("# ") else lines
-    for i, line in enumerate(lines):
-        if line.startswith("## "):
-            return [*lines[:i], "(Per-seed rows and the files read: `tables/` in the results folder.)"]
     return lines
 
 
@@ -139,48 +142,12 @@ def _small_png(src: Path, dest: Path) -> None:
             im.save(tmp, format="PNG", optimize=True)
 
 
-def _caption(report_md: str, slug: str) -> str:
-    """The caption report.md prints under figure ``slug`` (the paragraph after its image)."""
-    marker = f"(figures/{slug}.png)"
-    at = report_md.find(marker)
-    if at < 0:
-        return ""
-    rest = report_md[at + len(marker):].lstrip("\n")
-    para = rest.split("\n\n", 1)[0].strip()
-    return para if para.startswith("*Figure") else ""
-
-
-def _runs_digest(runs: Mapping[str, str]) -> tuple[int, str]:
-    """Number of runs the analysis read and a digest of their identities (which runs the page is about)."""
-    ids = [runs[folder] for folder in sorted(runs)]
-    return len(ids), hashlib.sha256("".join(ids).encode()).hexdigest()[:16]
-
-
 def _listed(results: Path, listed: Mapping[str, Any], path: Path) -> Path:
     """``path``, a file of the results folder the page reads, if the analysis manifest lists it."""
     if path.relative_to(results).as_posix() not in listed:
         raise ResultsPageError(f"'{path}' is not an output of the analysis (analysis.manifest.json does not list "
                                "it); rerun the preset's DAG to redo the analysis")
     return path
-
-
-def _kernels(results: Path, runs: Any) -> str:
-    """Which CPU kernels the runs used, from each run's ``timings.json`` (``cpu_capability``, and any instruction-set
-    setting in force): float bytes hold across machines only at the same capability (README "Bytes across
-    machines")."""
-    counts: dict[str, int] = {}
-    folders = list(runs) if isinstance(runs, Mapping) else [str(r) for r in runs]
-    for folder in folders:
-        path = results / folder / "timings.json" if not Path(folder).is_absolute() else Path(folder) / "timings.json"
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError):
-            info = {}
-        cap = info.get("cpu_capability")
-        pins = ", ".join(f"{k}={v}" for k, v in sorted((info.get("isa_env") or {}).items()))
-        key = (f"{info.get('device', 'cpu')} {cap}" + (f" ({pins})" if pins else "")) if cap else "not recorded"
-        counts[key] = counts.get(key, 0) + 1
-    return "CPU kernels: " + ", ".join(f"{k} ({n} runs)" for k, n in sorted(counts.items()))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -200,46 +167,119 @@ def _refuse_notes_as_page(notes: Path, out_md: Path) -> None:
                                "in a file of their own, e.g. docs/results/<name>.notes.md")
 
 
+
+
+def _preset_files(name: str, configfiles: Sequence[str | Path] | None) -> list[str]:
+    """The config files that made the results folder ``name``: those given, else ``presets/<name>.yaml``; refused
+    when the last ``name`` they set is not the folder's (the page would name a command making another folder)."""
+    from hasfl.config import read_yaml
+
+    if not configfiles:
+        default = Path("presets") / f"{name}.yaml"
+        if not (REPO / default).is_file():
+            raise ResultsPageError(f"no presets/{name}.yaml: give the config files that made results/{name} with "
+                                   "--configfile (the page states the command that reproduces it)")
+        configfiles = [default]
+    files = [Path(c).as_posix() for c in configfiles]
+    set_name = None
+    for c in files:
+        path = Path(c) if Path(c).is_absolute() or Path(c).is_file() else REPO / c
+        if not path.is_file():
+            raise ResultsPageError(f"config file '{c}' does not exist")
+        set_name = read_yaml(path).get("name", set_name)
+    if set_name is not None and set_name != name:
+        raise ResultsPageError(f"config files {' '.join(files)} make results folder '{set_name}', not '{name}'")
+    return files
+
+
+def _figure_context(files: Sequence[str], n_seeds: int, ci_level: Any) -> dict[str, Any]:
+    """The numbers the registry's captions quote (``workflow/rules/analysis.smk``, FIGURE_CONTEXT), from the
+    preset's config files; a key the files do not give is written as its symbol."""
+    from hasfl.config import deep_merge, read_yaml
+
+    ctx: dict[str, Any] = {"n_seeds": n_seeds or None, "ci_level": ci_level}
+    try:
+        config = read_yaml(REPO / "config.yaml")
+        for c in files:
+            config = deep_merge(config, read_yaml(Path(c) if Path(c).is_file() else REPO / c))
+        ctx.update({k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")})
+    except (OSError, KeyError, ValueError, HasflError):
+        pass
+    return ctx
+
+
+def _table_lines(results: Path, listed: Mapping[str, Any], name: str) -> list[str]:
+    """Table ``name`` from its Parquet file, shown as report.md shows it (its module's ``display``)."""
+    import pandas as pd
+
+    from hasfl.analysis.markdown import render_parts
+    from hasfl.analysis.tables.base import display_parts, preamble
+
+    art = ARTIFACT_TABLES[name]
+    df = pd.read_parquet(_listed(results, listed, results / "tables" / f"{name}.parquet"))
+    pre = preamble(name, df)
+    body = render_parts(display_parts(name, df), level="####").strip()
+    return [f"### {art.title}", "", f"From `tables/{name}.parquet`." + (f" {art.note}" if art.note else ""), "",
+            *([pre, ""] if pre else []), body, ""]
+
+
 def write_results_page(results: str | Path, out_md: str | Path, *, title: str | None = None,
-                       notes_path: str | Path | None = None) -> Path:
-    """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the
-    Markdown of ``notes_path`` (a person's reading of the findings) under the title."""
+                       notes_path: str | Path | None = None,
+                       configfiles: Sequence[str | Path] | None = None) -> Path:
+    """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the notes of
+    ``notes_path`` (a person's reading of the findings, its references filled from findings.json) under the
+    title; ``configfiles``: the preset's config files (default ``presets/<name>.yaml``), for the commands."""
     results, out_md = Path(results), Path(out_md)
     if notes_path is not None and not Path(notes_path).is_file():
         raise ResultsPageError(f"notes file '{notes_path}' does not exist")
     if notes_path is not None:
         _refuse_notes_as_page(Path(notes_path), out_md)
-    notes = Path(notes_path).read_text() if notes_path is not None else None
     findings_path = results / "findings.json"
     if not findings_path.is_file():
         raise ResultsPageError(f"'{findings_path}' does not exist: run the preset's DAG to the end first")
     manifest = verify_analysis(results)
     listed = manifest["files"]
-    findings = json.loads(_listed(results, listed, findings_path).read_text())
+    doc = json.loads(_listed(results, listed, findings_path).read_text())
+    findings = doc["findings"]
     name = results.name
-    n_runs, digest = _runs_digest(manifest["runs"])
+    files = _preset_files(name, configfiles)
+    notes = None
+    if notes_path is not None:
+        try:
+            notes = fill_notes(Path(notes_path).read_text(), doc, source=str(notes_path))
+        except NotesError as exc:
+            raise ResultsPageError(str(exc)) from None
+    prov = provenance(results, manifest)
+    rows = reproduce_rows(results, findings, manifest, files, FINDING_METHODS)
+    all_hours = total_cpu_hours(results, manifest)
     fig_dir = out_md.parent / out_md.stem
-    report_path = results / "report.md"
-    report_md = _listed(results, listed, report_path).read_text() if report_path.is_file() else ""
     notes_arg = f" --notes {Path(notes_path).as_posix()}" if notes_path is not None else ""
+    dag = dag_command(files)
+    page_cmd = (f"hasfl results-page {results.as_posix()} {out_md.as_posix()}{notes_arg} --configfile "
+                f"{' '.join(files)}")
+    dirty = " (tree dirty)" if prov["dirty"] else ""
     lines = [f"# {title or f'Results of the {name} preset'}", "",
-             f"Generated by `hasfl results-page {results.as_posix()} {out_md.as_posix()}{notes_arg}` from the files "
-             f"of a finished DAG run: `findings.json`, `tables/*.md`, `figures/*.png` ({n_runs} training runs, "
-             f"identities digest `{digest}`; {_kernels(results, manifest['runs'])}). Findings, tables and figures are "
-             "not typed by hand; `report.md` in the results folder has everything."
-             + (" The notes before the findings are a person's reading of them (the `--notes` file); their "
-                "numbers are copied from the sections below." if notes else ""), ""]
+             f"Made by `{dag}` (the runs and the analysis), then `{page_cmd}` (this page), at commit "
+             f"`{prov['commit'][:12]}`{dirty}; {prov['n_runs']} training runs, identities digest "
+             f"`{prov['runs_digest']}` (section Provenance). Findings, tables and figures are rendered from "
+             "`findings.json`, the tables' Parquet files and the figures; `report.md` in the results folder has "
+             "everything."
+             + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
+                "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
+    lines += summary_block(findings, dag, prov["n_runs"], all_hours)
     if notes:
-        lines += [notes.strip(), ""]
-    lines += ["## Findings", "", KIND_LEGEND, "", VERDICT_RULES, "", *_findings_table(findings["findings"]), ""]
+        lines += ["## Reading", "", notes.strip(), ""]
+    lines += ["## Findings", "", KIND_LEGEND, "", VERDICT_RULES, "",
+              f"A finding none of whose methods or datasets this preset runs is **{NOT_RUN}**.", "",
+              *_findings_table(findings), ""]
+    lines += reproduce_lines(rows)
     lines += ["## Tables", ""]
     for table in TABLES:
-        md = results / "tables" / f"{table}.md"
-        if md.is_file():
-            text = _listed(results, listed, md).read_text()
-            heading = text.strip().splitlines()[0].lstrip("# ").strip() if text.strip() else table
-            lines += [f"### {heading}", "", *_table_body(text), ""]
+        if (results / "tables" / f"{table}.parquet").is_file():
+            lines += _table_lines(results, listed, table)
     lines += ["## Figures", ""]
+    seeds = {r.rsplit("/", 1)[-1] for r in manifest["runs"]}
+    ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
     for slug, fallback in FIGURES:
         for s in (slug, fallback):
             if s is None:
@@ -248,10 +288,10 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
             if png.is_file():
                 _small_png(_listed(results, listed, png), fig_dir / f"{s}.png")
                 lines += [f"![{s}]({fig_dir.name}/{s}.png)", ""]
-                caption = _caption(report_md, s)
-                if caption:
-                    lines += [caption, ""]
+                spec = ARTIFACT_FIGURES[s]
+                lines += [f"*Figure {spec.paper}.* {figure_caption(s, ctx)}", ""]
                 break
+    lines += provenance_lines(prov)
     with atomic_path(out_md) as tmp:
         tmp.write_text("\n".join(lines).rstrip() + "\n")
     return out_md

@@ -1,0 +1,155 @@
+"""References from a results page's hand-written notes into findings.json, filled at generation.
+
+The notes (``docs/results/<name>.notes.md``) are a person's reading of the findings; every number and
+verdict in them is a *reference*, so the reading follows the runs it describes and cannot drift from
+them. Syntax (docs/decisions.md, "Results pages from data"):
+
+``{ID.field}``, ``{ID.unit.field}``, ``{ID.unit.part.field}``, each optionally ``:format``
+
+* ``ID``: a finding id of findings.json (``F1c``, ``F3-shakespeare``, ``F7-E0``); or a top-level key of
+  findings.json (``alpha``, ``thresholds``); or ``count`` (``{count.supported}``: how many findings show
+  that verdict, "not run" written ``not_run``).
+* then a path: a key of the current mapping, or the name of one of its ``units`` / ``parts`` (the
+  ``unit`` field: ``fashion_mnist``, ``digits/hasfl/seed42``), or an index into a list
+  (``{F3-shakespeare.shakespeare.parts.0.estimate}``: a part whose name has spaces).
+* ``field``: any field there (``estimate``, ``low``, ``high``, ``n``, ``mde``, ``margin``, ``seeds_needed``, ...);
+  a finding's ``verdict`` is the verdict the page shows (:func:`shown_verdict`: "not run" when none of its
+  units ran).
+* ``:format``: a Python format spec (``{F4.fashion_mnist.estimate:.1f}``); a float without one is written
+  with 3 significant digits, a missing or non-finite value as ``--``.
+
+``{{`` and ``}}`` are literal braces. Refused, naming the line: a reference that does not resolve (an
+unknown id, unit or field, or one naming a mapping rather than a value), and a verdict word
+(:data:`VERDICT_WORDS`) typed outside a reference.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hasfl.errors import HasflError
+
+__all__ = ["NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "shown_verdict", "verdict_counts"]
+
+NOT_RUN = "not run"
+#: Words that state a verdict; in notes they may only come from a reference.
+VERDICT_WORDS = ("supported", "contradicted", "inconclusive", NOT_RUN)
+SHOWN_VERDICTS = ("supported", "contradicted", "inconclusive", "mixed", NOT_RUN)
+
+_REF = re.compile(r"\{(?P<path>[^{}:\s]+)(?::(?P<spec>[^{}]*))?\}")
+_VERDICT_WORD = re.compile(r"\b(supported|contradicted|inconclusive|not\s+run)\b", re.IGNORECASE)
+
+
+class NotesError(HasflError, ValueError):
+    """A notes file with a reference that does not resolve or a verdict typed by hand."""
+
+
+def shown_verdict(f: Mapping[str, Any]) -> str:
+    """The verdict a reader sees: ``not run`` for a finding none of whose in-scope units ran (findings.json
+    marks it ``inconclusive`` with ``n_units`` 0 and a reason starting "not run:"), else findings.json's."""
+    ran = [u for u in f.get("units") or [] if u.get("in_scope", True)]
+    if not ran and (not f.get("n_units") or str(f.get("reason", "")).startswith("not run")):
+        return NOT_RUN
+    return str(f["verdict"])
+
+
+def verdict_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Findings per shown verdict (a statistic two findings share, ``same_statistic_as``, counted once)."""
+    counted = [f for f in findings if not f.get("same_statistic_as")]
+    return {v: sum(shown_verdict(f) == v for f in counted) for v in SHOWN_VERDICTS}
+
+
+def _fmt(value: Any, spec: str | None) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "--"
+    if spec:
+        return format(value, spec)
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _step(node: Any, key: str) -> tuple[bool, Any]:
+    if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        return True, node[int(key)]
+    if isinstance(node, Mapping):
+        if key in node:
+            return True, node[key]
+        for listed in ("units", "parts"):
+            for item in node.get(listed) or []:
+                if isinstance(item, Mapping) and str(item.get("unit")) == key:
+                    return True, item
+    return False, None
+
+
+def _names(node: Any) -> list[str]:
+    if not isinstance(node, Mapping):
+        return []
+    names = [k for k in node if k not in ("units", "parts")]
+    names += [str(u.get("unit")) for k in ("units", "parts") for u in node.get(k) or [] if isinstance(u, Mapping)]
+    return names
+
+
+def resolve(doc: Mapping[str, Any], path: str) -> Any:
+    """The value ``path`` (``ID.unit.field``) names in findings.json ``doc``; raises :class:`NotesError`."""
+    head, *rest = path.split(".")
+    by_id = {str(f["id"]): f for f in doc.get("findings", [])}
+    if head in by_id:
+        node: Any = by_id[head]
+    elif head == "count":
+        node = {v.replace(" ", "_"): n for v, n in verdict_counts(doc.get("findings", [])).items()}
+    elif head in doc and head != "findings":
+        node = doc[head]
+    else:
+        raise NotesError(f"findings.json has no finding '{head}' (ids: {', '.join(by_id)}; also: count, "
+                         f"{', '.join(k for k in doc if k != 'findings')})")
+    if not rest:
+        raise NotesError(f"'{head}' is a finding, not a value; name a field, e.g. {{{head}.verdict}}")
+    for i, key in enumerate(rest):
+        if head in by_id and i == len(rest) - 1 and key == "verdict" and node is by_id[head]:
+            return shown_verdict(node)
+        ok, node_next = _step(node, key)
+        if not ok:
+            where = ".".join([head, *rest[:i]])
+            raise NotesError(f"'{where}' has no field or unit '{key}' (it has: {', '.join(_names(node)) or 'nothing'})")
+        node = node_next
+    if isinstance(node, (Mapping, list)):
+        raise NotesError(f"it names a {'mapping' if isinstance(node, Mapping) else 'list'}, not a value "
+                         f"(name one of: {', '.join(_names(node)) or 'its items'})")
+    return node
+
+
+def fill_notes(text: str, doc: Mapping[str, Any], source: str = "notes") -> str:
+    """``text`` with every reference replaced by its value from findings.json ``doc``; raises :class:`NotesError`
+    on an unresolved reference or a verdict word typed by hand (each message names ``source`` and the line)."""
+    errors: list[str] = []
+    escaped = text.replace("{{", "\0").replace("}}", "\1")
+    # verdict words over the whole text (one may be broken across lines), references blanked out
+    typed = _REF.sub(lambda m: " " * len(m.group(0)), escaped)
+    for w in _VERDICT_WORD.finditer(typed):
+        no = typed.count("\n", 0, w.start()) + 1
+        word = " ".join(w.group(0).split())
+        errors.append(f"{source}, line {no}: the verdict word '{word}' is typed by hand; write it as a "
+                      "reference to the finding it describes, e.g. {F1c.verdict}")
+    out_lines = []
+    for no, (line, typed_line) in enumerate(zip(escaped.split("\n"), typed.split("\n"), strict=True), 1):
+
+        def sub(m: re.Match[str], no: int = no) -> str:
+            try:
+                return _fmt(resolve(doc, m.group("path")), m.group("spec"))
+            except NotesError as e:
+                errors.append(f"{source}, line {no}: reference {m.group(0)} does not resolve: {e}")
+            except (ValueError, TypeError) as e:
+                errors.append(f"{source}, line {no}: reference {m.group(0)} cannot be formatted: {e}")
+            return m.group(0)
+
+        if "{" in typed_line or "}" in typed_line:
+            errors.append(f"{source}, line {no}: an unmatched or malformed brace (a reference is "
+                          "{ID.unit.field:format}; a literal brace is written {{ or }})")
+        out_lines.append(_REF.sub(sub, line).replace("\0", "{").replace("\1", "}"))
+    if errors:
+        raise NotesError("notes refused:\n  " + "\n  ".join(errors))
+    return "\n".join(out_lines)

@@ -1,0 +1,246 @@
+"""Provenance of a results page and of report.md: what made the numbers, and how to make them again.
+
+* :func:`provenance` -- the git commit (and whether the tree was dirty) of the code writing the page,
+  Python / torch / Snakemake / numpy versions, the CPU kernels the runs used (their ``timings.json``), CUDA
+  and the driver when a run used a GPU, the machine, the runs' identities digest and the analysis identity
+  (``analysis.manifest.json``).
+* :func:`reproduce_rows` -- per finding, the command that makes it (the preset's config files and the
+  finding's own tables as targets), the runs it reads and their measured cost in CPU job-hours (the
+  runs' ``timings.json``, ``total_s``).
+* :func:`summary_block` -- the ML Reproducibility Challenge's six headings, facts from the findings.
+
+The GPU price of a claim is not given: the pre-flight model (:func:`hasfl.dag.preflight.estimate`) needs a
+throughput calibrated on the GPU (``hasfl.bench.calibrate``), which a page written on a CPU machine has
+not; ``snakemake -n`` with the same command on the GPU machine prints it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
+
+__all__ = ["dag_command", "provenance", "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block",
+           "total_cpu_hours"]
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def git_state() -> tuple[str, bool | None]:
+    """The commit of the code writing the page and whether its tracked files differ from it."""
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return "not a git checkout", None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return commit, (None if status is None else bool(status))
+
+
+def _timings(results: Path, folders: Sequence[str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for folder in folders:
+        path = Path(folder) / "timings.json" if Path(folder).is_absolute() else results / folder / "timings.json"
+        try:
+            out[folder] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            out[folder] = {}
+    return out
+
+
+def runs_digest(runs: Mapping[str, str]) -> tuple[int, str]:
+    """Number of runs the analysis read and a digest of their identities (which runs the page is about)."""
+    ids = [runs[folder] for folder in sorted(runs)]
+    return len(ids), hashlib.sha256("".join(ids).encode()).hexdigest()[:16]
+
+
+def _kernels(timings: Mapping[str, Mapping[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for info in timings.values():
+        cap = info.get("cpu_capability")
+        pins = ", ".join(f"{k}={v}" for k, v in sorted((info.get("isa_env") or {}).items()))
+        key = (f"{info.get('device', 'cpu')} {cap}" + (f" ({pins})" if pins else "")) if cap else "not recorded"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} ({n} runs)" for k, n in sorted(counts.items())) or "no runs"
+
+
+def _machine() -> str:
+    model = platform.processor() or "cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()} ({platform.machine()})"
+
+
+def _cuda(timings: Mapping[str, Mapping[str, Any]]) -> str:
+    gpus = sorted({str(t.get("device")) for t in timings.values() if str(t.get("device", "")).startswith("cuda")})
+    if not gpus:
+        return "none (every run on the CPU)"
+    driver = None
+    if shutil.which("nvidia-smi"):
+        try:
+            res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            driver = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else None
+        except (OSError, subprocess.SubprocessError):
+            driver = None
+    try:
+        import torch
+
+        build = torch.version.cuda
+    except ImportError:
+        build = None
+    return f"{', '.join(gpus)}; CUDA build {build or 'unknown'}; driver {driver or 'not visible here'}"
+
+
+def provenance(results: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The provenance facts of the analysis in ``results`` (its ``analysis.manifest.json``: ``manifest``)."""
+    runs = manifest.get("runs") or {}
+    folders = list(runs) if isinstance(runs, Mapping) else [str(r) for r in runs]
+    timings = _timings(results, folders)
+    commit, dirty = git_state()
+    n_runs, digest = runs_digest(runs if isinstance(runs, Mapping) else {f: "" for f in folders})
+    identity = (manifest.get("identity") or {}).get("digest")
+    return {"commit": commit, "dirty": dirty, "python": platform.python_version(), "torch": _version("torch"),
+            "snakemake": _version("snakemake"), "numpy": _version("numpy"), "kernels": _kernels(timings),
+            "cuda": _cuda(timings), "machine": _machine(), "n_runs": n_runs, "runs_digest": digest,
+            "analysis_identity": str(identity) if identity else "not recorded (a manifest older than issue 29)"}
+
+
+def provenance_lines(p: Mapping[str, Any], level: str = "##") -> list[str]:
+    dirty = {True: "dirty: tracked files differ from it", False: "clean", None: "unknown"}[p["dirty"]]
+    return [f"{level} Provenance", "",
+            "| | |", "|---|---|",
+            f"| git commit (code writing this file) | `{p['commit']}` ({dirty}) |",
+            f"| Python / torch / Snakemake / numpy | {p['python']} / {p['torch']} / {p['snakemake']} / {p['numpy']} |",
+            f"| CPU kernels (runs' `timings.json`) | {p['kernels']} |",
+            f"| CUDA and driver | {p['cuda']} |",
+            f"| machine writing this file | {p['machine']} |",
+            f"| runs read | {p['n_runs']} (identities digest `{p['runs_digest']}`) |",
+            f"| analysis identity (`analysis.manifest.json`) | `{p['analysis_identity']}` |", ""]
+
+
+def dag_command(configfiles: Sequence[str], targets: Sequence[str] = ("all",), cores: int = 2) -> str:
+    """``snakemake --cores N <targets> --configfile <files>``."""
+    cf = f" --configfile {' '.join(configfiles)}" if configfiles else ""
+    return f"snakemake --cores {cores}{cf} {' '.join(targets)}"
+
+
+def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[str]:
+    """The run folders (``runs/<dataset>/<method>/seed<s>``) finding ``f`` reads: its units' datasets x its methods
+    (a unit naming a run, F5's, names its folder)."""
+    want: set[str] = set()
+    meths = methods.get(str(f["id"]))
+    for u in f.get("units") or []:
+        name = str(u.get("unit"))
+        if name.count("/") == 2:
+            want |= {r for r in folders if r.endswith(f"runs/{name}")}
+            continue
+        want |= {r for r in folders if r.split("/")[-3:-2] == [name]
+                 and (meths is None or r.split("/")[-2] in meths)}
+    return sorted(want)
+
+
+def total_cpu_hours(results: Path, manifest: Mapping[str, Any]) -> float | None:
+    """The measured CPU job-hours of every run the analysis read (None when a run lacks its timings)."""
+    timings = _timings(results, [str(r) for r in manifest.get("runs") or {}])
+    secs = [t.get("total_s") for t in timings.values()]
+    return None if not secs or not all(isinstance(s, (int, float)) for s in secs) else sum(secs) / 3600.0
+
+
+def reproduce_rows(results: Path, findings: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any],
+                   configfiles: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """Per finding: its command, the runs it reads and their measured CPU job-hours."""
+    runs = manifest.get("runs") or {}
+    folders = [str(r) for r in runs]
+    timings = _timings(results, folders)
+    rows = []
+    for f in findings:
+        needed = _needed(f, folders, methods)
+        secs = [timings[r].get("total_s") for r in needed]
+        known = [float(s) for s in secs if isinstance(s, (int, float))]
+        hours = sum(known) / 3600.0 if needed and len(known) == len(needed) else None
+        targets = [f"{results.as_posix()}/{p}" for p in f.get("files") or []] or ["all"]
+        rows.append({"id": f["id"], "verdict": shown_verdict(f), "command": dag_command(configfiles, targets),
+                     "runs": len(needed), "cpu_job_hours": hours,
+                     "partial": bool(needed) and len(known) < len(needed)})
+    return rows
+
+
+def reproduce_lines(rows: Sequence[Mapping[str, Any]], level: str = "##") -> list[str]:
+    lines = [f"{level} Reproduce a claim", "",
+             "Each finding's command makes the tables it is computed from (and every run they read; finished runs "
+             "are reused); `findings.json` is then made by the same command with target `all`. Cost: the training "
+             "runs' own measured seconds (`timings.json`, `total_s`) in job-hours on the CPU they ran on, data stage "
+             "and analysis not counted. On a GPU: the pre-flight block that `snakemake -n` prints with the same "
+             "command on that machine (its model needs the GPU's calibrated throughput, not recorded here).", "",
+             "| finding | verdict | command | runs | CPU job-hours (measured) |", "|---|---|---|---|---|"]
+    for r in rows:
+        hours = ("--" if r["cpu_job_hours"] is None else f"{r['cpu_job_hours']:.3g}") + (" (some runs lack timings)"
+                                                                                          if r["partial"] else "")
+        command = ("-- (its methods or datasets are not in this preset)" if r["verdict"] == NOT_RUN
+                   else f"`{r['command']}`")
+        lines.append(f"| {r['id']} | {r['verdict']} | {command} | {r['runs']} | {hours} |")
+    return [*lines, ""]
+
+
+def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: int,
+                  cpu_hours: float | None, level: str = "##") -> list[str]:
+    """The ML Reproducibility Challenge's summary: six headings, facts rendered from the findings."""
+    counts = verdict_counts(findings)
+    kinds: dict[str, int] = {}
+    for f in findings:
+        kind = str(f.get("kind") or ("extension" if f.get("extension") else "paper claim"))
+        kinds[kind] = kinds.get(kind, 0) + 1
+    datasets = sorted({str(u.get("unit")).split("/")[0] for f in findings for u in f.get("units") or []})
+    tally = ", ".join(f"{counts[v]} {v}" for v in SHOWN_VERDICTS if counts.get(v))
+    cost = "--" if cpu_hours is None else f"{cpu_hours:.3g}"
+    sub = level + "#"
+    return [f"{level} Reproducibility summary", "",
+            f"{sub} Scope of reproducibility", "",
+            f"{len(findings)} findings tested ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), on "
+            f"{', '.join(datasets) or 'no dataset'}; each states the paper's claim, its scope and its test "
+            "(section Findings).", "",
+            f"{sub} Methodology", "",
+            f"Every method retrained from the data by one DAG: `{command}`; {n_runs} training runs, {cost} CPU "
+            "job-hours measured. Each claim is a test with a margin and a three-valued verdict (rules under Findings).",
+            "",
+            f"{sub} Results", "",
+            f"Verdicts: {tally or 'none'} (a statistic two findings share is counted once).", "",
+            f"{sub} What was easy", "",
+            "Running the preset: one command, every number on this page read from the files it wrote and checked "
+            "against the analysis manifest.", "",
+            f"{sub} What was difficult", "",
+            f"Deciding the claims at this scale: findings inconclusive: {counts.get('inconclusive', 0)} (the seeds "
+            "each unit would need are in the findings table); findings not run by this preset's methods or datasets: "
+            f"{counts.get(NOT_RUN, 0)}.", "",
+            f"{sub} Communication with original authors", "",
+            "None recorded in this repository: the reproduction works from the paper's text (docs/decisions.md "
+            "records each reading of it).", ""]
