@@ -282,3 +282,29 @@ def test_results_page_refuses_config_files_of_another_folder(tmp_path) -> None:
     _results(results)
     res = _page(results, tmp_path / "p.md", "--configfile", "presets/medium.yaml")
     assert res.returncode == 2 and "make results folder 'medium', not 'quick'" in res.stderr
+
+
+def test_report_md_shows_not_run_and_provenance(tmp_path) -> None:
+    """report.md: a finding none of whose units ran is "not run" in its table and its count, and the report carries
+    the reproducibility summary, the command per claim and the provenance (job_report's lines)."""
+    from hasfl.analysis import report
+    from hasfl.analysis.findings import FINDING_METHODS
+    from hasfl.analysis.provenance import report_lines
+
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    base = {"claim": "c", "source": "s", "scope": "every dataset", "test": "t", "margin_key": "analysis.m"}
+    doc = {**FINDINGS, "thresholds": {"power": 0.8}, "findings": [
+        {**f, **base, "units": [{"reason": "r", **u} for u in f["units"]]} for f in FINDINGS["findings"]]}
+    summary = {"preset": "quick", "datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedavg"],
+               "seeds": [42, 43]}
+    lines = report_lines(results, summary, doc["findings"], ["presets/quick.yaml"], FINDING_METHODS)
+    text = report.report_markdown(name="quick", config_summary=summary, tables={}, findings=doc, figures=[],
+                                  provenance=lines)
+    assert "| F8-probe | **not run** |" in text and "not run: 1" in text
+    assert "Verdicts: supported: 2, contradicted: 0, inconclusive: 1, not run: 1." in text
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    assert "## Provenance" in text and f"`{commit}`" in text and "## Reproduce a claim" in text
+    assert "### Communication with original authors" in text and "6 training runs, 0.6 CPU job-hours" in text
+    assert f"| F3 | inconclusive | `snakemake --cores 2 --configfile presets/quick.yaml " in text

@@ -95,12 +95,18 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
 
 def job_report(name: str, config_summary: Mapping[str, Any], table_paths: Mapping[str, PathLike],
                findings_path: PathLike, figure_slugs: Sequence[str], out_md: PathLike,
-               figure_context: Mapping[str, Any] | None = None) -> str:
+               figure_context: Mapping[str, Any] | None = None, configfiles: Sequence[str] = ()) -> str:
     """report.md (relative links to figures/ and tables/ beside it) from every table of the registry
     (``table_paths``: name -> file, the comparison and extra outputs included); ``figure_context``: the
-    preset's numbers the figure captions quote (:func:`hasfl.analysis.artifacts.figure_caption`)."""
+    preset's numbers the figure captions quote (:func:`hasfl.analysis.artifacts.figure_caption`);
+    ``configfiles``: the config files the DAG was given (the commands of :mod:`hasfl.analysis.provenance`)."""
+    from hasfl.analysis.provenance import report_lines
+
+    doc = read_json(findings_path)
+    prov = report_lines(Path(out_md).parent, config_summary, doc["findings"], list(configfiles),
+                        findings_mod.FINDING_METHODS)
     text = report.report_markdown(name=name, config_summary=config_summary, tables=read_tables(table_paths),
-                                  findings=read_json(findings_path), figures=figure_slugs,
-                                  figure_context=figure_context)
+                                  findings=doc, figures=figure_slugs, figure_context=figure_context,
+                                  provenance=prov)
     write_text(out_md, text)
     return text

@@ -29,7 +29,7 @@ from typing import Any
 from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
 
 __all__ = ["dag_command", "provenance", "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block",
-           "total_cpu_hours"]
+           "report_lines", "total_cpu_hours"]
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -131,7 +131,7 @@ def provenance(results: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty, "python": platform.python_version(), "torch": _version("torch"),
             "snakemake": _version("snakemake"), "numpy": _version("numpy"), "kernels": _kernels(timings),
             "cuda": _cuda(timings), "machine": _machine(), "n_runs": n_runs, "runs_digest": digest,
-            "analysis_identity": str(identity) if identity else "not recorded (a manifest older than issue 29)"}
+            "analysis_identity": str(identity) if identity else "not recorded in this manifest"}
 
 
 def provenance_lines(p: Mapping[str, Any], level: str = "##") -> list[str]:
@@ -244,3 +244,26 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
             f"{sub} Communication with original authors", "",
             "None recorded in this repository: the reproduction works from the paper's text (docs/decisions.md "
             "records each reading of it).", ""]
+
+
+def report_lines(results: Path, config_summary: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
+                 configfiles: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[str]:
+    """report.md's reproducibility summary, Reproduce a claim and Provenance, for the runs of ``config_summary``
+    (datasets x methods x seeds) under ``results``. The analysis manifest is written after report.md: the runs
+    are those of the preset's run folders, each with the identity its own manifest records."""
+    from hasfl.integrity import read_manifest
+
+    runs: dict[str, str] = {}
+    for d in config_summary.get("datasets") or []:
+        for m in config_summary.get("methods") or []:
+            for sd in config_summary.get("seeds") or []:
+                rel = f"runs/{d}/{m}/seed{sd}"
+                manifest = read_manifest(results / rel) if (results / rel).is_dir() else None
+                if manifest is not None:
+                    runs[rel] = str((manifest.get("identity") or {}).get("digest"))
+    manifest = {"runs": runs, "identity": {"digest": "in analysis.manifest.json, written after this report"}}
+    command = dag_command(configfiles)
+    rows = reproduce_rows(results, findings, manifest, configfiles, methods)
+    prov = provenance(results, manifest)
+    return [*summary_block(findings, command, prov["n_runs"], total_cpu_hours(results, manifest)),
+            *reproduce_lines(rows), *provenance_lines(prov)]

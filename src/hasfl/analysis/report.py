@@ -21,6 +21,7 @@ from hasfl.analysis.findings.display import summary_frame, units_frame
 from hasfl.analysis.floors import is_missing
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import fmt, md_table, num, pm, render_parts
+from hasfl.analysis.page_refs import NOT_RUN, shown_verdict, verdict_counts
 from hasfl.analysis.specs import FLOOR_TOL_PCT
 from hasfl.analysis.tables.base import ReportContext, display_parts, preamble
 from hasfl.registry import resolve
@@ -87,13 +88,15 @@ def floor_section(tables: Mapping[str, pd.DataFrame]) -> str:
 
 def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],
                     findings: Mapping[str, Any], figures: Sequence[str], figure_context: Mapping[str, Any] | None = None,
-                    published: pd.DataFrame | None = None) -> str:
+                    published: pd.DataFrame | None = None, provenance: Sequence[str] = ()) -> str:
     """report.md: findings, the tables, the comparison and the figures of one preset run.
 
     ``tables`` maps table names (the registry's, :data:`hasfl.analysis.artifacts.TABLES`, with the
     comparison and extra outputs) to their frames, in the registry's order; ``figures`` lists the figure slugs
     (PNG beside the report under ``figures/``), ``findings`` is findings.json,
-    ``figure_context`` the numbers the captions quote (:func:`hasfl.analysis.specs.figure_caption`).
+    ``figure_context`` the numbers the captions quote (:func:`hasfl.analysis.specs.figure_caption`);
+    ``provenance``: Markdown lines put after the findings (:mod:`hasfl.analysis.provenance`: the reproducibility
+    summary, the command per claim, the code and machine that made the report).
     """
     out = [f"# HAS-FL reproduction report -- preset `{name}`\n\n"]
     out.append("Every number below is printed from a file under this folder; each section names it. "
@@ -107,8 +110,8 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
 
     items = findings["findings"]
     alpha, power = findings.get("alpha"), findings["thresholds"].get("power")
-    counted = [f for f in items if not f.get("same_statistic_as")]  # one test counted once (F7-E0 is F1c's)
-    counts = {v: sum(f["verdict"] == v for f in counted) for v in findings.get("verdicts", [])}
+    # one test counted once (F7-E0 is F1c's); a finding none of whose units ran is "not run", not inconclusive
+    counts = {v: n for v, n in verdict_counts(items).items() if n or v in findings.get("verdicts", []) or v == NOT_RUN}
     out.append("\n## Findings\n\nFrom `findings.json`. Each claim of the paper is tested in the scope the paper "
                f"states it, at alpha = {num(alpha)}: **supported** when the interval lies beyond the margin (inside "
                "+-margin for claims of no difference), **contradicted** when it lies on the other side (or a claimed "
@@ -117,11 +120,12 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                "(its meaning per finding is in `findings.json`, `mde_meaning`). Margins: config block `analysis`, "
                "defaults justified in docs/decisions.md. A claim tagged [extension] is this project's own question, "
                "[pipeline check] one whose outcome follows from the construction (it checks the code, not the method), "
-               "[oracle] an allocation by the true label histogram.\n\n" + VERDICT_RULES + "\n\n")
+               "[oracle] an allocation by the true label histogram. A finding none of whose methods or datasets the preset "
+               f"runs is **{NOT_RUN}**.\n\n" + VERDICT_RULES + "\n\n")
     same = [f"{f['id']} (= {f['same_statistic_as']})" for f in items if f.get("same_statistic_as")]
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items())
                + (f" (not counted again: {', '.join(same)}, the same statistic)" if same else "") + ".\n\n")
-    out.append(md_table(summary_frame(items)))
+    out.append(md_table(summary_frame([{**f, "verdict": shown_verdict(f)} for f in items])))
     units = units_frame(items, _floor_rows(tables))
     out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "
                "toward the verdict."
@@ -130,6 +134,8 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                   else "") + "\n\n")
     out.append(md_table(units))
     out.append("\nSettings: " + ", ".join(f"`{k}` = {fmt(v)}" for k, v in sorted(findings["thresholds"].items())) + "\n")
+    if provenance:
+        out.append("\n" + "\n".join(provenance).rstrip() + "\n")
     ctx = ReportContext(tables=tables, findings=items, power=power, published=published,
                         config_summary=config_summary)
     out += _sections(ctx, after=False)
