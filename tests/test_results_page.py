@@ -308,3 +308,22 @@ def test_report_md_shows_not_run_and_provenance(tmp_path) -> None:
     assert "## Provenance" in text and f"`{commit}`" in text and "## Reproduce a claim" in text
     assert "### Communication with original authors" in text and "6 training runs, 0.6 CPU job-hours" in text
     assert f"| F3 | inconclusive | `snakemake --cores 2 --configfile presets/quick.yaml " in text
+
+
+def test_the_committed_notes_refer_to_known_findings_and_type_no_verdict() -> None:
+    """docs/results/*.notes.md: every reference names a finding of findings.json (or count / a top-level key), and
+    no verdict is typed by hand (checked against a findings.json that has every finding id, each unit a stand-in)."""
+    from hasfl.analysis.findings import ALL_FINDING_IDS
+    from hasfl.analysis.page_refs import references
+
+    unit = {"unit": "u", "estimate": 1.0, "low": 0.0, "high": 2.0, "n": 3, "mde": 1.0, "verdict": "supported"}
+    for notes in sorted((Path(__file__).parents[1] / "docs" / "results").glob("*.notes.md")):
+        text = notes.read_text()
+        refs = references(text)
+        assert refs, notes
+        for ref in refs:
+            assert ref.split(".")[0] in (*ALL_FINDING_IDS, "count", "alpha", "thresholds"), (notes.name, ref)
+        units = {r.split(".")[1] for r in refs if len(r.split(".")) == 3}
+        doc = {"findings": [{"id": fid, "verdict": "supported", "n_units": 1, "margin": 2.0,
+                             "units": [{**unit, "unit": u} for u in units]} for fid in ALL_FINDING_IDS]}
+        fill_notes(text, doc, source=notes.name)  # raises on a verdict typed by hand or a malformed reference

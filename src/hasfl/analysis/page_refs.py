@@ -32,7 +32,7 @@ from typing import Any
 
 from hasfl.errors import HasflError
 
-__all__ = ["NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "shown_verdict", "verdict_counts"]
+__all__ = ["NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "references", "shown_verdict", "verdict_counts"]
 
 NOT_RUN = "not run"
 #: Words that state a verdict; in notes they may only come from a reference.
@@ -120,6 +120,12 @@ def resolve(doc: Mapping[str, Any], path: str) -> Any:
         raise NotesError(f"it names a {'mapping' if isinstance(node, Mapping) else 'list'}, not a value "
                          f"(name one of: {', '.join(_names(node)) or 'its items'})")
     return node
+
+
+def references(text: str) -> list[str]:
+    """The paths of the references in ``text`` (``F4.fashion_mnist.estimate``), in order."""
+    escaped = text.replace("{{", "").replace("}}", "")
+    return [m.group("path") for m in _REF.finditer(escaped)]
 
 
 def fill_notes(text: str, doc: Mapping[str, Any], source: str = "notes") -> str:
