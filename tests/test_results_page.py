@@ -265,12 +265,13 @@ def test_results_page_states_provenance_and_commands(tmp_path) -> None:
     for what in ("Python / torch / Snakemake / numpy", "cpu AVX512 (6 runs)", "none (every run on the CPU)",
                  "`abc123identity`", "machine writing this file"):
         assert what in page, what
-    assert f"Made by `snakemake --cores 2 --configfile presets/quick.yaml all`" in page
+    # the README's command: targets before --configfile, which takes every word after it
+    assert "Made by `snakemake --cores 2 all --configfile presets/quick.yaml`" in page
     assert f"`hasfl results-page {results.as_posix()} {out.as_posix()} --configfile presets/quick.yaml` (this page)" in page
     # Reproduce a claim: F3 reads hasfl and random_budget on digits (4 runs of 6 minutes: 0.4 job-hours)
     assert "## Reproduce a claim" in page
-    assert (f"| F3 | inconclusive | `snakemake --cores 2 --configfile presets/quick.yaml "
-            f"{results.as_posix()}/tables/matched_budget.parquet` | 4 | 0.4 |") in page
+    assert (f"| F3 | inconclusive | `snakemake --cores 2 {results.as_posix()}/tables/matched_budget.parquet "
+            "--configfile presets/quick.yaml` | 4 | 0.4 |") in page
     for heading in ("Scope of reproducibility", "Methodology", "Results", "What was easy", "What was difficult",
                     "Communication with original authors"):
         assert f"### {heading}" in page, heading
@@ -307,7 +308,7 @@ def test_report_md_shows_not_run_and_provenance(tmp_path) -> None:
                             cwd=Path(__file__).parent).stdout.strip()
     assert "## Provenance" in text and f"`{commit}`" in text and "## Reproduce a claim" in text
     assert "### Communication with original authors" in text and "6 training runs, 0.6 CPU job-hours" in text
-    assert f"| F3 | inconclusive | `snakemake --cores 2 --configfile presets/quick.yaml " in text
+    assert f"| F3 | inconclusive | `snakemake --cores 2 {results.as_posix()}/tables/matched_budget.parquet " in text
 
 
 def test_the_committed_notes_refer_to_known_findings_and_type_no_verdict() -> None:

@@ -148,9 +148,10 @@ def provenance_lines(p: Mapping[str, Any], level: str = "##") -> list[str]:
 
 
 def dag_command(configfiles: Sequence[str], targets: Sequence[str] = ("all",), cores: int = 2) -> str:
-    """``snakemake --cores N <targets> --configfile <files>``."""
+    """``snakemake --cores N <targets> --configfile <files>`` (the targets first: ``--configfile`` takes every word
+    after it)."""
     cf = f" --configfile {' '.join(configfiles)}" if configfiles else ""
-    return f"snakemake --cores {cores}{cf} {' '.join(targets)}"
+    return f"snakemake --cores {cores} {' '.join(targets)}{cf}"
 
 
 def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[str]:
@@ -196,12 +197,17 @@ def reproduce_rows(results: Path, findings: Sequence[Mapping[str, Any]], manifes
 
 def reproduce_lines(rows: Sequence[Mapping[str, Any]], level: str = "##") -> list[str]:
     lines = [f"{level} Reproduce a claim", "",
-             "Each finding's command makes the tables it is computed from (and every run they read; finished runs "
-             "are reused); `findings.json` is then made by the same command with target `all`. Cost: the training "
-             "runs' own measured seconds (`timings.json`, `total_s`) in job-hours on the CPU they ran on, data stage "
-             "and analysis not counted. On a GPU: the pre-flight block that `snakemake -n` prints with the same "
-             "command on that machine (its model needs the GPU's calibrated throughput, not recorded here).", "",
-             "| finding | verdict | command | runs | CPU job-hours (measured) |", "|---|---|---|---|---|"]
+             "Each finding's command makes the tables the finding is computed from (targets before "
+             "`--configfile`, which takes every word after it); the same command with target `all` makes "
+             "`findings.json`. From an empty results folder it trains every run of the preset, not only the "
+             "finding's: the runs gate (`verify_runs`) reads them all before any table, so its cost is the "
+             "summary's job-hours; in a folder whose runs are finished (or in the run store) it reruns only what "
+             "changed. The runs column counts the runs the finding reads (its methods on its datasets), and their "
+             "cost is their own measured seconds (`timings.json`, `total_s`) in job-hours on the CPU they ran on, "
+             "data stage and analysis not counted. On a GPU: the pre-flight block that `snakemake -n` prints with "
+             "the same command on that machine (its model needs the GPU's calibrated throughput, not recorded "
+             "here).", "",
+             "| finding | verdict | command | runs it reads | their CPU job-hours (measured) |", "|---|---|---|---|---|"]
     for r in rows:
         hours = ("--" if r["cpu_job_hours"] is None else f"{r['cpu_job_hours']:.3g}") + (" (some runs lack timings)"
                                                                                           if r["partial"] else "")
