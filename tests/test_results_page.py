@@ -328,3 +328,15 @@ def test_the_committed_notes_refer_to_known_findings_and_type_no_verdict() -> No
         doc = {"findings": [{"id": fid, "verdict": "supported", "n_units": 1, "margin": 2.0,
                              "units": [{**unit, "unit": u} for u in units]} for fid in ALL_FINDING_IDS]}
         fill_notes(text, doc, source=notes.name)  # raises on a verdict typed by hand or a malformed reference
+
+
+def test_results_page_without_a_preset_file_names_what_is_missing(tmp_path) -> None:
+    """A results folder with no presets/<name>.yaml and no --configfile: the page is written, its commands say
+    which config files to name (as `hasfl results-page --configfile` would)."""
+    results = tmp_path / "results" / "tiny"
+    _results(results)
+    res = _page(results, tmp_path / "p.md")
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "p.md").read_text()
+    assert "`snakemake --cores 2 all --configfile <the config files of 'tiny': hasfl results-page --configfile>`" in page
+    assert "(6 training runs, identities digest" in page

@@ -120,9 +120,10 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         units = f.get("n_per_unit") or {}
-        kind = finding_kind(f)
+        kind, verdict = finding_kind(f), shown_verdict(f)
+        measured = NOT_RUN if verdict == NOT_RUN else _measured(f.get("units") or [])
         lines.append(f"| {f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'} | {f.get('claim', '')} | "
-                     f"**{shown_verdict(f)}** | {NOT_RUN if shown_verdict(f) == NOT_RUN else _measured(f.get('units') or [])} | {f.get('statistic', '')} | "
+                     f"**{verdict}** | {measured} | {f.get('statistic', '')} | "
                      f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
                      f"{_per_unit(f.get('mde'))} | {seeds_needed_cell(f.get('units') or [])} |")
     lines += ["", "Why each verdict (`findings.json`, field `reason`):", ""]
@@ -176,9 +177,8 @@ def _preset_files(name: str, configfiles: Sequence[str | Path] | None) -> list[s
 
     if not configfiles:
         default = Path("presets") / f"{name}.yaml"
-        if not (REPO / default).is_file():
-            raise ResultsPageError(f"no presets/{name}.yaml: give the config files that made results/{name} with "
-                                   "--configfile (the page states the command that reproduces it)")
+        if not (REPO / default).is_file():  # the commands name what is missing; --configfile names it
+            return [f"<the config files of '{name}': hasfl results-page --configfile>"]
         configfiles = [default]
     files = [Path(c).as_posix() for c in configfiles]
     set_name = None
@@ -260,8 +260,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     dirty = " (tree dirty)" if prov["dirty"] else ""
     lines = [f"# {title or f'Results of the {name} preset'}", "",
              f"Made by `{dag}` (the runs and the analysis), then `{page_cmd}` (this page), at commit "
-             f"`{prov['commit'][:12]}`{dirty}; {prov['n_runs']} training runs, identities digest "
-             f"`{prov['runs_digest']}` (section Provenance). Findings, tables and figures are rendered from "
+             f"`{prov['commit'][:12]}`{dirty} ({prov['n_runs']} training runs, identities digest "
+             f"`{prov['runs_digest']}`; section Provenance). Findings, tables and figures are rendered from "
              "`findings.json`, the tables' Parquet files and the figures; `report.md` in the results folder has "
              "everything."
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
