@@ -181,6 +181,16 @@ def test_run_metrics_completed_and_diverged():
     assert m["status"] == "diverged" and m["best_acc_pct"] == 40.0 and math.isnan(m["final_acc_pct"])
 
 
+def test_run_metrics_lowest_training_loss():
+    """min_train_loss (F9's "never learned" gate, issue 37): the lowest finite round-mean training loss of
+    rounds.parquet; NaN when the run logged none (an older run without the column, or only NaN)."""
+    r = pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.2, 0.6, 0.5], "train_loss": [2.30, float("nan"), 1.7]})
+    assert run_metrics(r, {"status": "completed"})["min_train_loss"] == pytest.approx(1.7)
+    assert math.isnan(run_metrics(r.drop(columns="train_loss"), {"status": "completed"})["min_train_loss"])
+    r["train_loss"] = float("nan")
+    assert math.isnan(run_metrics(r, {"status": "completed"})["min_train_loss"])
+
+
 def test_method_table_means_std_not_run_and_diverged(tmp_path):
     # hasfl: final 70/80/90 -> 80 +- 10; best 75/85/95 -> 85 +- 10; delta -5 +- 0; avg p .50/.52/.54 -> .52 +- .02
     for s, (f, p) in zip((1, 2, 3), ((0.70, 0.50), (0.80, 0.52), (0.90, 0.54)), strict=True):
@@ -204,7 +214,9 @@ def test_method_table_means_std_not_run_and_diverged(tmp_path):
     u = df[df["method"] == "uniform"].iloc[0]
     assert u["status"] == "not run" and math.isnan(u["final_acc_pct_mean"])
     assert list(df["method"]) == ["hasfl", "fjord", "uniform"]
-    assert len(pd.read_parquet(out / "t3_seeds.parquet")) == 6
+    per_seed = pd.read_parquet(out / "t3_seeds.parquet")
+    assert len(per_seed) == 6
+    assert per_seed["min_train_loss"].tolist() == pytest.approx([1.0] * 6)  # write_run's train_loss 2.0 -> 1.0
     assert "80.0 ± 10.0" in (out / "t3.md").read_text()
 
 

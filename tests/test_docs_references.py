@@ -253,6 +253,15 @@ def test_slugs_are_githubs() -> None:
     assert slug("Table 8, F7, F8 and Figure 9: the estimators measured") == "table-8-f7-f8-and-figure-9-the-estimators-measured"
 
 
+def test_decisions_contents_list_every_section_with_a_status() -> None:
+    """docs/decisions.md opens with one row per section (its status); a new section needs its row."""
+    text = _strip_fences((REPO / "docs" / "decisions.md").read_text())
+    sections = [h for h in re.findall(r"^## (.+)$", text, re.M) if h != "Contents"]
+    rows = re.findall(r"^\| \[(.+?)\]\(#([\w-]+)\) \| (.+?) \|$", text.split("## Contents", 1)[1].split("\n## ", 1)[0], re.M)
+    assert [r[0] for r in rows] == [h.replace("|", "/") for h in sections]
+    assert all(anchor == slug(h) and status.strip() for (_, anchor, status), h in zip(rows, sections))
+
+
 def artifact_index() -> str:
     from hasfl.analysis.artifacts import ARTIFACTS
 

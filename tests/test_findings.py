@@ -40,16 +40,20 @@ def t5(method: str, dataset: str, **cols: list[float]) -> list[dict]:
 
 def seeds(dataset: str, method: str, *, final: list[float], decay: list[float] | None = None,
           p_trained: list[float] | None = None, p_alloc: list[float] | None = None,
-          floor: list[bool] | None = None) -> list[dict]:
-    """Per-seed method-table rows; best = final + decay; the allocated width defaults to the trained one."""
+          floor: list[bool] | None = None, min_loss: list[float] | None = None) -> list[dict]:
+    """Per-seed method-table rows; best = final + decay; the allocated width defaults to the trained one;
+    ``min_loss``: each run's lowest training loss, with the chance rate of 10 classes (ln K = 2.303)."""
     decay = decay or [0.0] * len(SEEDS)
     p_trained = p_trained or [0.5] * len(SEEDS)
     p_alloc = p_alloc or p_trained
     floor = floor or [False] * len(SEEDS)
-    return [{"dataset": dataset, "method": method, "seed": s, "status": "completed", "best_acc_pct": f + d,
+    rows = [{"dataset": dataset, "method": method, "seed": s, "status": "completed", "best_acc_pct": f + d,
              "final_acc_pct": f, "delta_pct": -d, "avg_p": a, "avg_p_trained": p, "upload_mb": 0.1,
              "train_mmacs": 1.0, "rounds_completed": 30, "at_floor": fl}
             for s, f, d, p, a, fl in zip(SEEDS, final, decay, p_trained, p_alloc, floor, strict=True)]
+    for r, loss in zip(rows, min_loss or [], strict=False):
+        r.update(min_train_loss=loss, chance_pct=10.0)
+    return rows
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
@@ -65,6 +69,7 @@ def base_tables() -> dict[str, pd.DataFrame]:
            + seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1])
            + seeds("cifar10", "uniform_rolling", final=[70, 73, 72], decay=[1, 2, 1])  # F9: Uniform's widths (0.5)
            + seeds("cifar10", "fedrolex", final=[78, 80, 79], decay=[1, 2, 1])
+           + seeds("cifar10", "fedecover", final=[71, 72, 74], decay=[1, 2, 1])  # F9d: Uniform's widths (0.5)
            + seeds("shakespeare", "uniform_rolling", final=[38, 41, 40], decay=[0.1, 0.2, 0.1], p_trained=[0.44] * 3))
     t6s = seeds("cifar10", "fedavg", final=[88, 89, 87]) + seeds("cifar10", "hasfl", final=[74, 76, 73])
     t7s = (seeds("shakespeare", "hasfl", final=[25, 26, 27], p_trained=[0.53, 0.54, 0.52])
@@ -280,6 +285,90 @@ def test_f9c_fedrolex_vs_heterofl(finals, verdict):
     assert evaluate(t)[F.F9C]["verdict"] == verdict
 
 
+@pytest.mark.parametrize(("finals", "verdict"), [([71, 72, 74], S), ([40, 45, 41], C), ([50, 75, 62], I)])
+def test_f9d_fedecover_vs_uniform(finals, verdict):
+    """F9d: fedecover - uniform final accuracy at Uniform's widths (uniform 60/62/61): +11/+10/+13 supported,
+    -20/-17/-20 contradicted, -10/+13/+1 inconclusive."""
+    t = replace(base_tables(), F.T4S, "cifar10", "fedecover", seeds("cifar10", "fedecover", final=finals,
+                                                                    min_loss=[1.2, 1.3, 1.1]))
+    f = evaluate(t)[F.F9D]
+    assert f["verdict"] == verdict and f["kind"] == "extension" and [u["unit"] for u in f["units"]] == ["cifar10"]
+    u = unit(f, "cifar10")
+    assert u["final_uniform"] == [60.0, 62.0, 61.0] and u["final_fedecover"] == [float(x) for x in finals]
+    assert u["accuracy"] == "full model" and "sub-model unit" in f["note"] and "sub-model unit" in f["test"]
+    assert F.FINDING_METHODS[F.F9D] == ("uniform", "fedecover")
+
+
+def test_f9d_needs_uniforms_widths():
+    t = replace(base_tables(), F.T4S, "cifar10", "fedecover",
+                seeds("cifar10", "fedecover", final=[71, 72, 74], p_trained=[0.75] * 3))
+    u = unit(evaluate(t)[F.F9D], "cifar10")
+    assert u["verdict"] == I and "not the same budget" in u["reason"]
+
+
+@pytest.mark.parametrize("fid", ["F9a", "F9b", "F9d"])
+def test_f9_a_run_that_never_learned_makes_its_unit_inconclusive(fid):
+    """A fedecover / uniform_rolling seed whose lowest training loss stays at ln 10 = 2.303 (>= 0.95 ln 10 = 2.187):
+    the unit is inconclusive with the reason, never contradicted, though its numbers alone contradict."""
+    method = "fedecover" if fid == "F9d" else "uniform_rolling"
+    t = replace(base_tables(), F.T4S, "cifar10", method,
+                seeds("cifar10", method, final=[10, 10, 11], decay=[40, 48, 55], min_loss=[1.5, 2.30, 2.2]))
+    t = replace(t, F.T4S, "shakespeare", "uniform_rolling", [])
+    f = evaluate(t)[fid]
+    u = unit(f, "cifar10")
+    assert u["verdict"] == I and f["verdict"] == I
+    assert "never learned: " + method + " seed 43, lowest training loss 2.3 vs ln K = 2.3" in u["reason"]
+    assert f"{method} seed 44" in u["reason"]  # 2.2 >= 0.95 ln 10 = 2.187: not learned either
+    assert f"{method} seed 42" not in u["gate"]  # 1.5 < 2.187: learned
+    assert "the test alone: contradicted" in u["reason"]
+    # the threshold is the config's: at 0.99 ln K (2.280) seed 44's 2.2 counts as learned, 43's 2.30 does not
+    u = unit(evaluate(t, f9_learned_loss_fraction=0.99)[fid], "cifar10")
+    assert u["verdict"] == I and "seed 43" in u["gate"] and "seed 44" not in u["gate"]
+    # learned runs: the numbers decide (contradicted)
+    t = replace(t, F.T4S, "cifar10", method,
+                seeds("cifar10", method, final=[10, 10, 11], decay=[40, 48, 55], min_loss=[1.5, 1.6, 1.7]))
+    assert unit(evaluate(t)[fid], "cifar10")["verdict"] == C
+
+
+def test_f9_never_learned_gates_the_prefix_side_and_fedrolex_too():
+    """The gate reads both methods of a unit: a Uniform seed (Table 3) or a HeteroFL seed that never learned."""
+    t = replace(base_tables(), F.T3S, "cifar10", "uniform",
+                seeds("cifar10", "uniform", final=[60, 62, 61], decay=[20, 25, 30], min_loss=[2.29, 1.0, 1.0]))
+    u = unit(evaluate(t)[F.F9D], "cifar10")
+    assert u["verdict"] == I and "never learned: uniform seed 42" in u["reason"]
+    t = replace(base_tables(), F.T4S, "cifar10", "heterofl",
+                seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1], min_loss=[1.0, 2.5, 1.0]))
+    u = unit(evaluate(t)[F.F9C], "cifar10")
+    assert u["verdict"] == I and "never learned: heterofl seed 43" in u["reason"]
+
+
+def test_f9_learned_loss_fraction_is_validated():
+    """f9_learned_loss_fraction lies in (0, 1] (the config, resolve_thresholds and the schema agree:
+    test_config_schema_analysis_block_matches_margins)."""
+    from hasfl.analysis.specs import MARGINS
+
+    assert DEFAULT_THRESHOLDS["f9_learned_loss_fraction"] == 0.95
+    assert resolve_thresholds({"f9_learned_loss_fraction": 1.0})["f9_learned_loss_fraction"] == 1.0
+    for bad in (0.0, -0.1, 1.01, float("nan")):
+        with pytest.raises(ValueError, match="analysis.f9_learned_loss_fraction"):
+            resolve_thresholds({"f9_learned_loss_fraction": bad})
+    m = MARGINS["f9_learned_loss_fraction"]
+    assert (m.low, m.low_open, m.high, m.high_open) == (0.0, True, 1.0, False)
+
+
+def test_config_schema_validates_f9_learned_loss_fraction(repo):
+    """The config schema's block ``analysis`` accepts (0, 1] for f9_learned_loss_fraction and refuses 0, > 1 and NaN."""
+    import jsonschema
+
+    prop = json.loads((repo / "workflow" / "schemas" / "config.schema.json").read_text())[
+        "properties"]["analysis"]["properties"]["f9_learned_loss_fraction"]
+    for ok in (0.95, 1.0, 0.5):
+        jsonschema.validate(ok, prop)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, prop)
+
+
 def test_f9_needs_the_same_budget_and_the_methods():
     """A rolling run at other widths than Uniform's is not the experiment: inconclusive, named; without the rolling
     methods F9 is not run (inconclusive, with the reason)."""
@@ -290,9 +379,9 @@ def test_f9_needs_the_same_budget_and_the_methods():
         u = unit(f[fid], "cifar10")
         assert u["verdict"] == I and "not the same budget" in u["reason"], fid
     bare = dict(base_tables())
-    bare[F.T4S] = bare[F.T4S][~bare[F.T4S]["method"].isin(["uniform_rolling", "fedrolex"])]
+    bare[F.T4S] = bare[F.T4S][~bare[F.T4S]["method"].isin(["uniform_rolling", "fedrolex", "fedecover"])]
     f = evaluate(bare)
-    for fid in (F.F9A, F.F9B, F.F9C):
+    for fid in (F.F9A, F.F9B, F.F9C, F.F9D):
         assert f[fid]["verdict"] == I and f[fid]["reason"].startswith("not run:"), fid
 
 

@@ -207,3 +207,17 @@ def test_bf16_lstm_is_refused_before_any_round_where_the_cpu_cannot_run_it() -> 
     else:
         with pytest.raises(ValueError, match="config key 'precision' is 'bf16', but this CPU cannot run an LSTM"):
             bf16.check_model(lstm)
+
+
+def test_a_cpu_run_does_not_pay_for_the_deterministic_switch() -> None:
+    """Issue 36 (speed): torch.use_deterministic_algorithms imports torch._inductor / torch._dynamo (about 2 s a
+    job on a 2-core CPU); a CPU run's backend flags neither set it nor restore it, so a fresh process that trains
+    on the CPU never imports them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom hasfl.fl.runtime import Numerics\n"
+            "with Numerics(torch.device('cpu'), 'fp32').backend_flags():\n    pass\n"
+            "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr

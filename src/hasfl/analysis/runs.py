@@ -81,11 +81,14 @@ def read_json(path: str | Path) -> dict[str, Any]:
 
 
 def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Best / final accuracy (points), peak-to-final delta, avg p and status of one run.
+    """Best / final accuracy (points), peak-to-final delta, avg p, lowest training loss and status of one run.
 
     ``rounds`` is rounds.parquet, ``summary`` run.json. Best accuracy is the maximum
     over the evaluated rounds with a finite accuracy; final accuracy is the last
     evaluated round's (NaN for a diverged run, whose last evaluation is NaN).
+    ``min_train_loss`` is the lowest finite ``train_loss`` of rounds.parquet (the round's mean over its
+    participants of their local steps' mean loss; every round when ``eval_every`` is 1), NaN when the run
+    has none (F9's "never learned" gate compares it with ln K).
     """
     status = str(summary.get("status", "completed"))
     acc = pd.to_numeric(rounds.sort_values("round")["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0
@@ -93,6 +96,9 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     best = float(finite.max()) if finite.size else math.nan
     final = float(acc[-1]) if acc.size and status == "completed" else math.nan
     avg_p = summary.get("avg_p")
+    loss = (pd.to_numeric(rounds["train_loss"], errors="coerce").to_numpy(dtype=np.float64)
+            if "train_loss" in rounds.columns else np.array([], dtype=np.float64))
+    loss = loss[np.isfinite(loss)]
     return {
         "status": status,
         "best_acc_pct": best,
@@ -100,6 +106,7 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
         "delta_pct": final - best if math.isfinite(final) and math.isfinite(best) else math.nan,
         "avg_p": float(avg_p) if avg_p is not None else math.nan,
         "rounds_completed": int(summary.get("rounds_completed", len(rounds))),
+        "min_train_loss": float(loss.min()) if loss.size else math.nan,
     }
 
 
@@ -109,6 +116,7 @@ def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame
     for (dataset, method, seed), f in sorted(files.items()):
         rounds = pd.read_parquet(f["rounds.parquet"])
         rows.append({"dataset": dataset, "method": method, "seed": seed, **run_metrics(rounds, read_json(f["run.json"]))})
-    cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed"]
+    cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed",
+            "min_train_loss"]
     df = pd.DataFrame.from_records(rows, columns=cols)
     return df.astype({"seed": "int64", "rounds_completed": "int64"}) if len(df) else df

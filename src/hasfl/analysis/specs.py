@@ -161,7 +161,10 @@ MARGINS: dict[str, MarginSpec] = {
         MarginSpec("f9_min_decay_gap_pct", 0.0, -100.0, 100.0, False, False,
                    "F9a: decay(uniform) - decay(uniform_rolling) must exceed this (points)"),
         MarginSpec("f9_min_acc_gap_pct", 0.0, -100.0, 100.0, False, False,
-                   "F9b/F9c: final acc(rolling) - final acc(prefix) must exceed this (points)"),
+                   "F9b/F9c/F9d: final acc(rolling or sampled) - final acc(prefix) must exceed this (points)"),
+        MarginSpec("f9_learned_loss_fraction", 0.95, 0.0, 1.0, True, False,
+                   "F9 gate: a run whose lowest round-mean training loss never goes below this fraction of ln K "
+                   "(K classes) never learned; a unit with such a run is inconclusive"),
         MarginSpec("f7_min_pr_e_tv", 0.36, 0.0, 1.0, True, True,
                    "F7: a usable data signal: pooled r(E, TV | pmax) of an estimator at least this (F1c's margin)"),
         MarginSpec("comparison_k_std", 2.0, 0.0, 10.0, True, False,

@@ -172,7 +172,11 @@ class Numerics:
                torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
         for k, mode in modes:
             k.fp32_precision = mode
-        if self.deterministic and self.device.type == "cuda":
+        # torch.use_deterministic_algorithms imports torch._inductor / torch._dynamo (about 2 s a job on a 2-core
+        # CPU, measured: 1.5-3 s of every quick run's wall outside its phases), so it is called, and restored,
+        # only where it is set: on CUDA
+        deterministic = self.deterministic and self.device.type == "cuda"
+        if deterministic:
             torch.use_deterministic_algorithms(True)
             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
         try:
@@ -180,8 +184,9 @@ class Numerics:
         finally:
             for k, v in zip(knobs, saved, strict=True):
                 k.fp32_precision = v
-            torch.use_deterministic_algorithms(det[0], warn_only=det[1])
-            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = det[2], det[3]
+            if deterministic:
+                torch.use_deterministic_algorithms(det[0], warn_only=det[1])
+                torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = det[2], det[3]
 
 
 class SubModels:
