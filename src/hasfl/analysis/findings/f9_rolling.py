@@ -207,6 +207,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             "run never learned (lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K); "
             + note)
     thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
+    sub_stat = "" if sub is None else " (`<dataset>/sub-model` units: the same difference of sub-model accuracy)"
     parts = (  # id, claim, source, scope, statistic, extra test text, margin, units, what was not run
         (F9A, "At Uniform's budget, rolling sub-models (full coverage at the same widths) remove Uniform's "
               "peak-to-final decay", thesis, IMAGE,
@@ -214,16 +215,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
          "; a Uniform seed at the majority-class floor or peaking at its last evaluation (as F2b)",
          "f9_min_decay_gap_pct", decay_units, "uniform or uniform_rolling not run on an image dataset"),
         (F9B, "At Uniform's budget, rolling sub-models reach a higher final accuracy than Uniform's prefixes", thesis,
-         ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points", "",
+         ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points" + sub_stat, "",
          "f9_min_acc_gap_pct", acc_units, "uniform or uniform_rolling not run"),
         (F9C, "FedRolex beats HeteroFL at the same (static, pmax) widths",
          "Alam et al. 2022 (FedRolex); Sections 4.2-4.3, this project's extension", ALL,
-         "per seed: final acc(fedrolex) - final acc(heterofl), full model, points", "", "f9_min_acc_gap_pct",
+         "per seed: final acc(fedrolex) - final acc(heterofl), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          rolex_units, "fedrolex or heterofl not run"),
         (F9D, "At Uniform's budget, FedEcover's cyclic sampling without replacement (coverage by design) reaches a "
               "higher final accuracy than Uniform's prefixes",
          "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
-         "per seed: final acc(fedecover) - final acc(uniform), full model, points", "", "f9_min_acc_gap_pct",
+         "per seed: final acc(fedecover) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          ecover_units, "uniform or fedecover not run"),
     )
     out = []
