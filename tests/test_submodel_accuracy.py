@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-from test_findings import DATASETS, SEEDS, S, base_tables, evaluate, replace, seeds, unit
+from test_findings import SEEDS, S, base_tables, evaluate, replace, seeds, unit
 
 from hasfl.analysis import bn_sensitivity as bns
 from hasfl.analysis import findings as F
@@ -184,4 +184,37 @@ def test_the_registry_entry_reads_the_methods_of_table_4_and_uniform():
     assert "submodel_accuracy" in FINDING_TABLES and "submodel_accuracy" in F.OPTIONAL_TABLES
     assert F.table_names([*F.REQUIRED_TABLES, "submodel_accuracy"])[-1] == "submodel_accuracy"
     assert "submodel_accuracy" not in F.table_names(list(F.REQUIRED_TABLES))
-    assert DATASETS  # the fabricated tables' datasets
+
+
+def test_the_job_writes_the_table_from_run_folders(engine_cfg, federate, digits, one_thread, tmp_path):
+    """The DAG's job on a run folder (participation.parquet, final.pt, run.json) and the data-stage manifest: one row
+    per run with its method's declared rule, the same value as :func:`run_row`, and its Markdown."""
+    from test_table4c import write_manifest
+
+    from hasfl.config import data_config
+    from hasfl.io import write_json
+    from hasfl.models import family_from_config
+
+    cfg = engine_cfg(rounds=2)
+    res = federate(cfg, "uniform_rolling")
+    d = tmp_path / "runs" / "digits" / "uniform_rolling" / "seed42"
+    d.mkdir(parents=True)
+    write_parquet(res.participation, d / "participation.parquet")
+    write_json(d / "run.json", res.summary)
+    torch.save(res.final_state, d / "final.pt")
+    files = [str(d / n) for n in ("participation.parquet", "final.pt", "run.json")]
+    model = cfg["dataset_params"]["digits"]["model"]
+    dcfg = data_config(cfg, "digits")
+    out = tmp_path / "tables"
+    df = sa.job(files, write_manifest(tmp_path, digits), {"digits": model}, dcfg["data_dir"],
+                {"digits": dcfg["dataset_params"]}, out / "submodel_accuracy.parquet", out / "submodel_accuracy.md")
+    assert list(df.columns) == sa.COLUMNS and len(df) == 1
+    r = df.iloc[0]
+    assert (r["method"], r["bn_rule"], r["bn_used"], r["status"]) == ("uniform_rolling", "batch", "batch", "completed")
+    fam = family_from_config(model, digits.bundle.input_shape, digits.bundle.num_classes)
+    want = sa.run_row("digits", "uniform_rolling", 42, "completed", fam, digits.bundle, res.final_state,
+                      _ledger(res, tmp_path), "batch")
+    assert r["submodel_acc_pct"] == pytest.approx(want["submodel_acc_pct"], abs=1e-9)
+    assert pd.read_parquet(out / "submodel_accuracy.parquet").equals(df)
+    md = (out / "submodel_accuracy.md").read_text()
+    assert md.startswith("# Sub-model accuracy") and "Uniform (rolling)" in md

@@ -57,7 +57,8 @@ __all__ = ["COLUMNS", "NAME", "NO_BN", "compute", "display", "job", "last_round_
            "submodel_accuracy", "submodel_model", "summary_frame"]
 
 
-def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> tuple[int, list[tuple[float, Window]]]:
+def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
+                         seed: int) -> tuple[int, list[tuple[float, Window]]]:
     """(the ledger's last round, (p_trained, window) of each of its participants in ledger order); ``ledger`` as
     :func:`hasfl.analysis.tables.table4c_coverage_over_time.read_ledger` returns it (sampled windows are replayed
     over the whole ledger, so it must be the run's whole ledger)."""
@@ -160,7 +161,8 @@ def submodel_model(family: ModelFamily, state: Mapping[str, Tensor], p: float, w
 
 
 def submodel_accuracy(family: ModelFamily, bundle: Any, state: Mapping[str, Tensor], p: float, window: Window,
-                      rule: str, static_batches: Callable[[float], Sequence[Any]] | None = None) -> tuple[float, str, str]:
+                      rule: str, static_batches: Callable[[float], Sequence[Any]] | None = None
+                      ) -> tuple[float, str, str]:
     """(test accuracy in percent of the sub-model of :func:`submodel_model`, the mode used, why it differs)."""
     from hasfl.analysis.bn_sensitivity import EVAL_BATCH
     from hasfl.analysis.stale import evaluate_accuracy
