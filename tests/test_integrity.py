@@ -1,8 +1,8 @@
-"""A result is wrong only loudly (README "What survives what"): every fault that used to give a
+"""A result is wrong only loudly (docs/reference/failure-modes.md): every fault that used to give a
 wrong result with exit code 0, or to delete finished work, now ends in a clear error or a
 correct result, and no finished file is lost.
 
-Fault numbers follow the list in README "What survives what".
+Fault numbers follow the list in docs/reference/failure-modes.md.
 """
 
 from __future__ import annotations

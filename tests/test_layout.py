@@ -1,4 +1,4 @@
-"""The library's rooms and who may import whom (DEVELOPERS.md "Layout"; README "Layout").
+"""The library's rooms and who may import whom (ARCHITECTURE.md "Import layers").
 
 An import graph of ``src/hasfl`` is built from the source (every ``import`` statement,
 also those inside functions), and the layering rules are checked on its transitive

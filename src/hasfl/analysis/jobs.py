@@ -71,7 +71,7 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
         raise ValueError(f"findings: the tables {', '.join(missing)} are not among the inputs")
     # F7 / F8 (the estimator findings) are evaluated when their tables are given (the workflow always
     # gives them); one of them without the other is an error.
-    names = [*findings_mod.REQUIRED_TABLES, *(n for n in findings_mod.ESTIMATOR_TABLES if n in table_paths)]
+    names = findings_mod.table_names(list(table_paths))  # F9's sub-model table when given (OPTIONAL_TABLES)
     t = read_tables({n: table_paths[n] for n in names})
     th = resolve_thresholds(thresholds)
     sens = rules = None

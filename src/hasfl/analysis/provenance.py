@@ -156,7 +156,7 @@ def dag_command(configfiles: Sequence[str], targets: Sequence[str] = ("all",), c
 
 def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[str]:
     """The run folders (``runs/<dataset>/<method>/seed<s>``) finding ``f`` reads: its units' datasets x its methods
-    (a unit naming a run, F5's, names its folder)."""
+    (a unit naming a run, F5's ``digits/uniform/seed42``, names its folder)."""
     want: set[str] = set()
     meths = methods.get(str(f["id"]))
     for u in f.get("units") or []:
@@ -164,7 +164,8 @@ def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, 
         if name.count("/") == 2:
             want |= {r for r in folders if r.endswith(f"runs/{name}")}
             continue
-        want |= {r for r in folders if r.split("/")[-3:-2] == [name]
+        dataset = name.split("/")[0]  # a dataset, or a dataset's variant unit (``fashion_mnist/sub-model``)
+        want |= {r for r in folders if r.split("/")[-3:-2] == [dataset]
                  and (meths is None or r.split("/")[-2] in meths)}
     return sorted(want)
 

@@ -10,7 +10,7 @@ proceed deliberately.
 
 The estimate is deliberately simple: local steps x (a fixed per-step cost + 3 x forward MACs /
 rate) + evaluations x forward MACs / rate; FedProx, SCAFFOLD and the E2 probes are counted as
-plain steps. It is right to a factor of about 2 (README "Speed" compares it with measured
+plain steps. It is right to a factor of about 2 (docs/guide/run.md "Speed and precision" compares it with measured
 runs), which is what deciding where to run needs.
 
 Torch-free: the model costs are computed analytically here (tests/test_preflight.py checks them
@@ -322,7 +322,7 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
     if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
         return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key execution.max_cpu_wall_hours = {limit:g} "
                        f"on a machine without a GPU; preset '{config['name']}' is meant for a GPU machine or a SLURM "
-                       f"cluster (README \"Speed\", \"Running on a SLURM cluster\"). To start it here anyway: add "
+                       f"cluster (docs/guide/run.md, docs/guide/slurm.md). To start it here anyway: add "
                        f"--config 'execution={{max_cpu_wall_hours: 0}}'")
     return block, None
 

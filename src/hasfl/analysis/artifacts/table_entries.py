@@ -6,14 +6,22 @@ from __future__ import annotations
 
 from hasfl.analysis.artifacts.spec import Artifact, method_table_entry, table_entry
 from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS, nested_scope_note
+from hasfl.registry import METHODS
 
-__all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "TABLE_ENTRIES"]
+__all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "SUBMODEL_METHODS", "TABLE_ENTRIES"]
 
 #: The tables findings.json reads (hasfl.analysis.findings: each finding's tables); the batch-norm
 #: sensitivity recomputes the findings from the same files.
 FINDING_TABLES = ("table5_confound", "prop3_coverage", "table4b_stale_coordinates", "table3_allocation_seeds",
                   "table4_coverage_seeds", "table6_full_model_seeds", "table7_shakespeare_seeds",
-                  "matched_budget_seeds", "table8_estimators_seeds", "matched_budget_estimators_seeds")
+                  "matched_budget_seeds", "table8_estimators_seeds", "matched_budget_estimators_seeds",
+                  "submodel_accuracy")
+
+#: The methods whose runs' sub-models are evaluated (F9's sub-model unit): Table 4's, the registry methods shown in
+#: it (the rolling and sampled windows), and Uniform.
+SUBMODEL_METHODS = tuple(dict.fromkeys(("hasfl", "hasfl_nocov", "heterofl",
+                                        *(m for m, i in METHODS.items() if "table4_coverage" in i.shown_in),
+                                        "uniform")))
 
 #: Titles and notes of the tables (report.md, the table .md files and Snakemake's HTML report).
 STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
@@ -142,6 +150,29 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("models", "last_rounds"),
         results_page=8,
         label="Table 4c coverage over time",
+    ),
+    table_entry(
+        "submodel_accuracy", "hasfl.analysis.tables.submodel_accuracy:compute",
+        title="Sub-model accuracy -- the sub-models the last round's participants held (this project's extension)",
+        note=("Per run of a method of Table 4 or of Uniform: the mean over the participants of the run's last round "
+              "(participation.parquet) of the test accuracy (%) of the sub-model each held -- its trained width "
+              "p_trained and its window (prefix: the leading units; rolling: FedRolex's window at its shift; "
+              "sampled: FedEcover's units replayed from the run's seed) -- cut from the final global model "
+              "(final.pt) and evaluated under the method's declared batch-norm rule (registry eval_bn: per_width "
+              "uses that width's statistics, gathered at the window's channels for a non-nested run; batch the "
+              "test batch's; static recomputes them over the train data of the clients allowed that width). "
+              "bn used: the rule applied (batch where the declared one cannot apply, named below the table). "
+              "Each participant counts once. F9b-F9d's sub-model units read this table (docs/decisions.md "
+              "\"F9's sub-model unit (issue 37)\"); per-run rows, with min / max over the participants, are in "
+              "the Parquet file."),
+        methods=SUBMODEL_METHODS,
+        run_files=("participation.parquet", "final.pt", "run.json"),
+        manifests="first",
+        data_tables=True,
+        raw=True,
+        params=("models", "data"),
+        heavy=True,
+        label="Sub-model accuracy",
     ),
     table_entry(
         "table8_estimators", "hasfl.analysis.tables.table8_estimators:compute",

@@ -128,6 +128,7 @@ __all__ = [
     "T4B",
     "PAPER_CLAIM",
     "PIPELINE_CHECK",
+    "OPTIONAL_TABLES",
     "REQUIRED_TABLES",
     "SUPPORTED",
     "Settings",
@@ -143,6 +144,7 @@ __all__ = [
     "combine",
     "evaluate_findings",
     "finding_kind",
+    "table_names",
 ]
 
 #: The finding families in findings.json order (paper findings, then the optional estimator findings).
@@ -174,6 +176,17 @@ ALL_FINDING_IDS: tuple[str, ...] = (*FINDING_IDS, *ESTIMATOR_FINDING_IDS)
 REQUIRED_TABLES: tuple[str, ...] = _ordered_union([s.tables for s in FINDINGS if not s.optional])
 #: Tables of the estimator findings F7 / F8 (all or none).
 ESTIMATOR_TABLES: tuple[str, ...] = _ordered_union([s.tables for s in FINDINGS if s.optional], REQUIRED_TABLES)
+#: Tables a finding reads when given, each on its own (F9's sub-model unit, :data:`f9_rolling.SUBMODEL_TABLE`;
+#: without it F9 has no sub-model unit and says so). The workflow gives them.
+OPTIONAL_TABLES: tuple[str, ...] = (f9_rolling.SUBMODEL_TABLE,)
+
+
+def table_names(available: Sequence[str]) -> list[str]:
+    """The tables findings.json reads among ``available`` (names): every required one, the estimator tables when
+    one of them is there (:func:`evaluate_findings` then asks for all), each optional one that is there."""
+    have = set(available)
+    est = list(ESTIMATOR_TABLES) if have & set(ESTIMATOR_TABLES) else []
+    return [*REQUIRED_TABLES, *est, *(n for n in OPTIONAL_TABLES if n in have)]
 
 
 def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[str],

@@ -15,12 +15,15 @@ the outer channels at their last trained or initial values (Proposition 3). Roll
   for coverage) raises the final accuracy: final acc(fedecover) - final acc(uniform) > ``f9_min_acc_gap_pct``
   (paired one-sided t; the same width check as F9b).
 
-Every unit is one of *full-model* accuracy (the global model; a final accuracy read under each method's declared
-batch-norm rule, :mod:`hasfl.analysis.bn_sensitivity`): FedRolex's claim is about the full model. The paper's
-thesis is about the *sub-model* regime; a sub-model unit needs each run's own sub-models evaluated (a rolling
-window, FedEcover's sampled units), an evaluation that does not exist yet (Table 4b evaluates only nested prefixes
-and refuses these methods), so no sub-model unit is computed (:data:`SUB_MODEL_NOTE`; docs/decisions.md "F9
-restated (issue 37)").
+Every F9 unit is one of *full-model* accuracy (the global model; a final accuracy read under each method's
+declared batch-norm rule, :mod:`hasfl.analysis.bn_sensitivity`): FedRolex's claim is about the full model. The
+paper's thesis is about the *sub-model* regime: F9b, F9c and F9d each also have a *sub-model* unit per dataset
+(``<dataset>/sub-model``, ``accuracy: "sub-model"``), the same test on the sub-model accuracy of
+tables/submodel_accuracy.parquet (:mod:`hasfl.analysis.tables.submodel_accuracy`: the mean test accuracy of the
+sub-models the last round's participants held, at their width and window, under the method's declared rule),
+with the same width and never-learned gates (docs/decisions.md "F9's sub-model unit (issue 37)"). That table is
+optional (:data:`hasfl.analysis.findings.OPTIONAL_TABLES`): without it no sub-model unit is computed and each
+finding says so (:data:`SUB_MODEL_NOTE`).
 
 **Never learned** (issue 37): a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
 tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
@@ -64,10 +67,20 @@ F9A, F9B, F9C, F9D = "F9a", "F9b", "F9c", "F9d"
 WIDTH_TOL = 1e-9
 
 
-#: What F9 cannot measure yet (the finding's ``note`` and its test text).
-SUB_MODEL_NOTE = ("full-model accuracy only: a sub-model unit (the paper's regime) needs each run's own sub-models "
-                  "(rolling windows, FedEcover's sampled units) evaluated, an evaluation that does not exist yet "
-                  "(Table 4b evaluates nested prefixes only)")
+#: The sub-model accuracy table (optional: :data:`hasfl.analysis.findings.OPTIONAL_TABLES`) and its column.
+SUBMODEL_TABLE = "submodel_accuracy"
+SUBMODEL_COL = "submodel_acc_pct"
+#: What F9 cannot measure without that table (the finding's ``note`` and its test text).
+SUB_MODEL_NOTE = ("full-model accuracy only: the sub-model units (the paper's regime) need "
+                  f"tables/{SUBMODEL_TABLE}.parquet (each run's last-round sub-models evaluated), not given")
+#: F9a's note when the sub-model table is given (a decay needs the accuracy curve: no sub-model unit).
+F9A_SUB_NOTE = ("full-model decay only: a decay is read from the full model's accuracy curve; F9b-F9d have sub-model "
+                "units")
+#: The note and test text when the sub-model units are computed.
+SUB_MODEL_READ = ("units `<dataset>` compare full-model accuracy; units `<dataset>/sub-model` the mean test accuracy "
+                  "of the sub-models the last round's participants held (their width and window, cut from the final "
+                  f"model, each method's declared batch-norm rule; tables/{SUBMODEL_TABLE}.parquet), same test and "
+                  "gates")
 
 
 def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
@@ -131,9 +144,34 @@ def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st:
     return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
 
 
+def _sub_unit(sub: pd.DataFrame, t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings,
+              budget: str | None, frac: float) -> dict[str, Any] | None:
+    """The sub-model unit of ``ma`` vs ``mb`` on ``d``: sub-model acc(ma) - sub-model acc(mb) > ``f9_min_acc_gap_pct``
+    from ``sub`` (:data:`SUBMODEL_TABLE`), gated as the full-model unit (``budget``; "never learned" from the method
+    tables ``t4s`` / ``db``); None when ``sub`` has no run of either method on ``d``."""
+    if not (has_runs(sub, d, ma) and has_runs(sub, d, mb)):
+        return None
+    q = paired(sub, ma, sub, mb, d, SUBMODEL_COL)
+    u = t_unit(f"{d}/sub-model", q.diff, st.th["f9_min_acc_gap_pct"], True, st,
+               {"seeds": q.seeds, f"submodel_{ma}": list(q.a), f"submodel_{mb}": list(q.b), "accuracy": "sub-model"})
+    u["reason"] += left_out_note(q.left_out)
+    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
+
+
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
-    """F9a [image], F9b, F9c and F9d [every dataset]."""
+    """F9a [image], F9b, F9c and F9d [every dataset]; with :data:`SUBMODEL_TABLE` in ``t``, F9b-F9d's sub-model
+    units beside the full-model ones."""
     t4s = t[T4S]
+    sub = t.get(SUBMODEL_TABLE)
+    if sub is not None and not sub.empty and "status" in sub.columns:
+        sub = sub[sub["status"] == "completed"]
+
+    def with_sub(units: list[dict[str, Any]], ma: str, db: pd.DataFrame, mb: str, d: str,
+                 budget: str | None) -> None:
+        if sub is not None:
+            u = _sub_unit(sub, t4s, ma, db, mb, d, st, budget, frac)
+            if u is not None:
+                units.append(u)
     m_decay = st.th["f9_min_decay_gap_pct"]
     frac = st.th["f9_learned_loss_fraction"]
     decay_units, acc_units, rolex_units, ecover_units = [], [], [], []
@@ -151,18 +189,25 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                 learned = learned_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")], frac)
                 decay_units.append(gate_unit(u, _gates(budget, gate, learned)))
             acc_units.append(_acc_unit(t4s, "uniform_rolling", uni, "uniform", d, st, budget, frac))
+            with_sub(acc_units, "uniform_rolling", uni, "uniform", d, budget)
         if has_runs(uni, d, "uniform") and has_runs(t4s, d, "fedecover"):
-            ecover_units.append(_acc_unit(t4s, "fedecover", uni, "uniform", d, st,
-                                          _same_widths(uni, "uniform", t4s, "fedecover", d), frac))
+            budget = _same_widths(uni, "uniform", t4s, "fedecover", d)
+            ecover_units.append(_acc_unit(t4s, "fedecover", uni, "uniform", d, st, budget, frac))
+            with_sub(ecover_units, "fedecover", uni, "uniform", d, budget)
         if has_runs(t4s, d, "fedrolex") and has_runs(t4s, d, "heterofl"):
-            rolex_units.append(_acc_unit(t4s, "fedrolex", t4s, "heterofl", d, st,
-                                         _same_widths(t4s, "fedrolex", t4s, "heterofl", d), frac))
+            budget = _same_widths(t4s, "fedrolex", t4s, "heterofl", d)
+            rolex_units.append(_acc_unit(t4s, "fedrolex", t4s, "heterofl", d, st, budget, frac))
+            with_sub(rolex_units, "fedrolex", t4s, "heterofl", d, budget)
     files = [f"tables/{T3S}.parquet", f"tables/{T4S}.parquet", f"tables/{T7S}.parquet"]
+    note = SUB_MODEL_NOTE if sub is None else SUB_MODEL_READ
+    if sub is not None:
+        files.append(f"tables/{SUBMODEL_TABLE}.parquet")
     test = ("paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
             "bound < margin; inconclusive when the two runs of a seed allocate different average widths, or when a "
             "run never learned (lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K); "
-            + SUB_MODEL_NOTE)
+            + note)
     thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
+    sub_stat = "" if sub is None else " (`<dataset>/sub-model` units: the same difference of sub-model accuracy)"
     parts = (  # id, claim, source, scope, statistic, extra test text, margin, units, what was not run
         (F9A, "At Uniform's budget, rolling sub-models (full coverage at the same widths) remove Uniform's "
               "peak-to-final decay", thesis, IMAGE,
@@ -170,16 +215,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
          "; a Uniform seed at the majority-class floor or peaking at its last evaluation (as F2b)",
          "f9_min_decay_gap_pct", decay_units, "uniform or uniform_rolling not run on an image dataset"),
         (F9B, "At Uniform's budget, rolling sub-models reach a higher final accuracy than Uniform's prefixes", thesis,
-         ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points", "",
+         ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points" + sub_stat, "",
          "f9_min_acc_gap_pct", acc_units, "uniform or uniform_rolling not run"),
         (F9C, "FedRolex beats HeteroFL at the same (static, pmax) widths",
          "Alam et al. 2022 (FedRolex); Sections 4.2-4.3, this project's extension", ALL,
-         "per seed: final acc(fedrolex) - final acc(heterofl), full model, points", "", "f9_min_acc_gap_pct",
+         "per seed: final acc(fedrolex) - final acc(heterofl), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          rolex_units, "fedrolex or heterofl not run"),
         (F9D, "At Uniform's budget, FedEcover's cyclic sampling without replacement (coverage by design) reaches a "
               "higher final accuracy than Uniform's prefixes",
          "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
-         "per seed: final acc(fedecover) - final acc(uniform), full model, points", "", "f9_min_acc_gap_pct",
+         "per seed: final acc(fedecover) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          ecover_units, "uniform or fedecover not run"),
     )
     out = []
@@ -188,7 +233,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                     margin_key=margin, st=st, units=units, files=files, extension=True,
                     mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
                     not_run=not_run)
-        f["note"] = SUB_MODEL_NOTE
+        f["note"] = note if fid != F9A or sub is None else F9A_SUB_NOTE
         out.append(f)
     return out
 

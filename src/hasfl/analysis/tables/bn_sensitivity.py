@@ -81,7 +81,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike],
                          "run_mode": run_mode, "mode": mode, "final_acc_pct": acc,
                          "logged_final_acc_pct": float(logged) * 100.0 if logged is not None else math.nan})
     df = pd.DataFrame.from_records(rows, columns=bns.COLUMNS).astype({"seed": "int64"})
-    names = [*findings_mod.REQUIRED_TABLES, *(n for n in findings_mod.ESTIMATOR_TABLES if n in table_paths)]
+    names = findings_mod.table_names(list(table_paths))
     verdicts = bns.findings_under_modes(df, read_tables({n: table_paths[n] for n in names}), datasets,
                                         resolve_thresholds(thresholds))
     write_parquet(df, out_parquet)

@@ -1,0 +1,303 @@
+"""Sub-model accuracy: the sub-models the last round's participants held, cut from the final global model and
+evaluated under each method's declared batch-norm rule (F9's sub-model unit; docs/decisions.md "F9's sub-model
+unit (issue 37)"). No training.
+
+Per run (every run of a method shown in Table 4, and of Uniform): the participants of the last round of its
+participation.parquet, each with its trained width ``p_trained`` and its window (``prefix``: the leading units;
+``rolling``: :class:`hasfl.models.slicing.Window` ``("rolling", shift)``; ``sampled``: FedEcover's units replayed
+from the run's seed, :func:`hasfl.analysis.tables.table4c_coverage_over_time.row_windows`). Each participant's
+sub-model is cut from final.pt at that width and window and evaluated on the full test set with the batch-norm
+statistics of the method's rule (:attr:`hasfl.registry.MethodInfo.eval_bn`):
+
+* ``per_width`` / ``mixed``: a prefix, :func:`hasfl.models.bn.model_at`; another window, that width's set (or the
+  mixed set), which a non-nested run keeps in global channel coordinates (:mod:`hasfl.fl.bn_stats`), gathered at
+  the window's channels; the full channel count: the global model's own buffers (per_width).
+* ``batch``: the test batch's own statistics (batches of :data:`hasfl.analysis.bn_sensitivity.EVAL_BATCH`).
+* ``static``: recomputed for that sub-model over the train data of the clients whose cap allows its width
+  (:func:`hasfl.analysis.bn_sensitivity.static_statistics`, :func:`~hasfl.analysis.bn_sensitivity.capable_batches`).
+
+Where a rule cannot apply cleanly (the run kept no running statistics; a window's width set missing or not in
+global coordinates) the sub-model is evaluated with ``batch`` and ``bn_used`` / ``bn_note`` say so. The run's
+``submodel_acc_pct`` is the unweighted mean over its last round's participants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from hasfl.analysis.inputs import preset_models
+from hasfl.analysis.labels import dataset_label, method_label
+from hasfl.analysis.markdown import pm, results_root, source_list, write_text
+from hasfl.analysis.runs import group_data_files, group_run_files, read_json
+from hasfl.analysis.tables.base import table_markdown
+from hasfl.io import write_parquet
+from hasfl.registry import METHODS
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from hasfl.models.family import ModelFamily
+    from hasfl.models.slicing import Window
+
+PathLike = str | Path
+NAME = "submodel_accuracy"
+#: one row per run
+COLUMNS = ["dataset", "method", "seed", "status", "last_round", "n_participants", "n_submodels", "mean_p_trained",
+           "windows", "bn_rule", "bn_used", "bn_note", "submodel_acc_pct", "min_submodel_acc_pct",
+           "max_submodel_acc_pct"]
+#: what a model without batch norm is evaluated with (every rule is the same model)
+NO_BN = "none"
+
+__all__ = ["COLUMNS", "NAME", "NO_BN", "compute", "display", "job", "last_round_submodels", "run_row",
+           "submodel_accuracy", "submodel_model", "summary_frame"]
+
+
+def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
+                         seed: int) -> tuple[int, list[tuple[float, Window]]]:
+    """(the ledger's last round, (p_trained, window) of each of its participants in ledger order); ``ledger`` as
+    :func:`hasfl.analysis.tables.table4c_coverage_over_time.read_ledger` returns it (sampled windows are replayed
+    over the whole ledger, so it must be the run's whole ledger)."""
+    from hasfl.analysis.tables.table4c_coverage_over_time import row_windows
+
+    windows = row_windows(family, ledger, int(seed))
+    last = int(ledger["round"].max())
+    sel = [i for i, r in enumerate(ledger["round"].tolist()) if int(r) == last]
+    return last, [(float(ledger["p_trained"].iloc[i]), windows[i]) for i in sel]
+
+
+def _bn_counts(family: ModelFamily) -> dict[str, int]:
+    import torch
+
+    from hasfl.models.bn import bn_layers
+
+    with torch.random.fork_rng(devices=[]):
+        return bn_layers(family.build(1.0))
+
+
+def _window_state(family: ModelFamily, state: Mapping[str, Tensor], p: float, window: Window,
+                  mode: str) -> tuple[dict[str, Tensor] | None, str]:
+    """The width-``p`` state of ``window`` cut from a saved global state with the running statistics of ``mode``
+    (``per_width`` or ``mixed``) gathered at the window's channels; (None, why) when that set is not there."""
+    from hasfl.models.bn import STATS, mixed_key, split_state, width_key
+    from hasfl.models.slicing import gather
+
+    own, extra = split_state(state)
+    rules = family.slice_rules(p, window)
+    sub = family.extract(own, p, window)
+    for layer, full in _bn_counts(family).items():
+        key = f"{layer}.running_mean"
+        if key not in sub:
+            continue
+        count = int(sub[key].numel())
+        if mode == "per_width" and count == full:
+            continue  # the global buffers, already gathered
+        for stat in STATS:
+            k = width_key(layer, count, stat) if mode == "per_width" else mixed_key(layer, stat)
+            src = extra.get(k)
+            if src is None and mode == "mixed":
+                src = own[f"{layer}.{stat}"]  # no client below full width yet: the mixed set is the full one
+            if src is None or int(src.numel()) != full:
+                return None, (f"{layer}: no {mode} statistics of {count} channels in global coordinates"
+                              if src is None or mode == "per_width" else f"{layer}: the {mode} set is not full size")
+            sub[f"{layer}.{stat}"] = gather(src, rules[f"{layer}.{stat}"]).clone()
+    return sub, ""
+
+
+def submodel_model(family: ModelFamily, state: Mapping[str, Tensor], p: float, window: Window, rule: str,
+                   static_batches: Callable[[float], Sequence[Any]] | None = None) -> tuple[nn.Module, str, str]:
+    """(the width-``p`` sub-model of ``window`` of a saved global state, ready to evaluate under ``rule``, the mode
+    it was given -- ``rule``, ``batch`` where ``rule`` cannot apply, or :data:`NO_BN` -- and why it differs).
+    ``static_batches(p)``: the train inputs of the clients allowed width ``p`` (the ``static`` rule)."""
+    import torch
+
+    from hasfl.analysis.bn_sensitivity import STATIC, static_statistics
+    from hasfl.models.bn import RUNNING_MODES, batch_statistics, model_at, split_state
+
+    counts = _bn_counts(family)
+    own, _ = split_state(state)
+    has_running = any(k.endswith(".running_mean") for k in own)
+
+    def build(sub: Mapping[str, Tensor]) -> nn.Module:
+        with torch.random.fork_rng(devices=[]):
+            model = family.build(p)
+        model.load_state_dict(sub)
+        return model
+
+    def windowed(mode: str) -> tuple[nn.Module | None, str]:
+        if window.nested:
+            return model_at(family, p, state, mode), ""
+        sub, why = _window_state(family, state, p, window, mode)
+        return (build(sub), "") if sub is not None else (None, why)
+
+    if not counts:
+        return (model_at(family, p, state, "per_width") if window.nested else build(family.extract(own, p, window)),
+                NO_BN, "")
+    if not has_running:
+        why = "" if rule == "batch" else "the run kept no running statistics (bn_stats: batch)"
+        model = model_at(family, p, state, "batch") if window.nested else batch_statistics(build(
+            family.extract(own, p, window)))
+        return model, "batch", why
+    if rule in RUNNING_MODES:
+        model, why = windowed(rule)
+        if model is not None:
+            return model, rule, ""
+        return batch_statistics(build(family.extract(own, p, window))), "batch", why
+    if rule == STATIC:
+        batches = list(static_batches(p)) if static_batches is not None else []
+        model = model_at(family, p, state, "per_width") if window.nested else build(family.extract(own, p, window))
+        if not batches:
+            return batch_statistics(model), "batch", "static: no train data of a client allowed this width"
+        return static_statistics(model, batches), STATIC, ""
+    if rule == "batch":
+        model = model_at(family, p, state, "batch") if window.nested else batch_statistics(
+            build(family.extract(own, p, window)))
+        return model, "batch", ""
+    raise ValueError(f"submodel_accuracy: unknown batch-norm rule {rule!r}")
+
+
+def submodel_accuracy(family: ModelFamily, bundle: Any, state: Mapping[str, Tensor], p: float, window: Window,
+                      rule: str, static_batches: Callable[[float], Sequence[Any]] | None = None
+                      ) -> tuple[float, str, str]:
+    """(test accuracy in percent of the sub-model of :func:`submodel_model`, the mode used, why it differs)."""
+    from hasfl.analysis.bn_sensitivity import EVAL_BATCH
+    from hasfl.analysis.stale import evaluate_accuracy
+
+    model, used, why = submodel_model(family, state, p, window, rule, static_batches)
+    return 100.0 * evaluate_accuracy(model, bundle, EVAL_BATCH if used == "batch" else 512), used, why
+
+
+def _window_text(windows: Sequence[Window]) -> str:
+    return "/".join(sorted({w.kind for w in windows}))
+
+
+def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFamily, bundle: Any,
+            state: Mapping[str, Tensor] | None, ledger: pd.DataFrame, rule: str,
+            static_batches: Callable[[float], Sequence[Any]] | None = None) -> dict[str, Any]:
+    """One run's row (:data:`COLUMNS`): its last round's sub-models evaluated (``state`` None: not completed,
+    accuracies NaN). A sub-model held by several participants is evaluated once and counted once per holder."""
+    last, subs = last_round_submodels(family, ledger, seed)
+    row: dict[str, Any] = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
+                           "last_round": last, "n_participants": len(subs),
+                           "n_submodels": len(set(subs)),
+                           "mean_p_trained": float(sum(p for p, _ in subs) / len(subs)) if subs else math.nan,
+                           "windows": _window_text([w for _, w in subs]), "bn_rule": rule, "bn_used": "",
+                           "bn_note": "", "submodel_acc_pct": math.nan, "min_submodel_acc_pct": math.nan,
+                           "max_submodel_acc_pct": math.nan}
+    if state is None or not subs:
+        return row
+    done: dict[tuple[float, Window], tuple[float, str, str]] = {}
+    for key in subs:
+        if key not in done:
+            done[key] = submodel_accuracy(family, bundle, state, key[0], key[1], rule, static_batches)
+    accs = [done[k][0] for k in subs]
+    row.update(bn_used=", ".join(sorted({u for _, u, _ in done.values()})),
+               bn_note="; ".join(dict.fromkeys(w for _, _, w in done.values() if w)),
+               submodel_acc_pct=float(sum(accs) / len(accs)), min_submodel_acc_pct=float(min(accs)),
+               max_submodel_acc_pct=float(max(accs)))
+    return row
+
+
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+        data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], out_parquet: PathLike,
+        out_md: PathLike, data_tables: Sequence[PathLike] = ()) -> pd.DataFrame:
+    """The table of every run among ``run_files`` (participation.parquet, final.pt and run.json of each); the
+    ``static`` rule reads the data stage's partition.parquet and clients.parquet (``data_tables``)."""
+    from hasfl.analysis import bn_sensitivity as bns
+    from hasfl.analysis.coverage import load_global_state
+    from hasfl.analysis.tables.table4c_coverage_over_time import read_ledger
+    from hasfl.data import load_dataset
+    from hasfl.models import family_from_config
+
+    specs = preset_models(manifests, models)
+    stage = group_data_files(data_tables)
+    families: dict[str, Any] = {}
+    bundles: dict[str, Any] = {}
+    rows = []
+    for (dataset, method, seed), f in group_run_files(run_files).items():
+        where = next(iter(f.values())).parent.as_posix()
+        missing = [n for n in ("participation.parquet", "final.pt", "run.json") if n not in f]
+        if missing:
+            raise ValueError(f"submodel_accuracy: run {where} lacks {', '.join(missing)} among the inputs")
+        if dataset not in families:
+            s = specs[dataset]
+            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
+            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
+        summary = read_json(f["run.json"])
+        status = str(summary.get("status", "completed"))
+        state = load_global_state(str(f["final.pt"])) if status == "completed" else None
+        rule = METHODS[method].eval_bn if method in METHODS else "per_width"
+        cache: dict[float, list[Any]] = {}
+
+        def static_batches(p: float, _d: str = dataset, _s: int = int(seed), _c: dict = cache) -> list[Any]:
+            if p not in _c:
+                tables = stage.get((_d, _s), {})
+                if not {"partition.parquet", "clients.parquet"} <= set(tables):
+                    raise ValueError(f"submodel_accuracy: the static rule of {_d}/seed{_s} needs the data stage's "
+                                     "partition.parquet and clients.parquet among the inputs")
+                _c[p] = bns.capable_batches(bundles[_d], pd.read_parquet(tables["partition.parquet"]),
+                                            pd.read_parquet(tables["clients.parquet"]), p,
+                                            int(dataset_params[_d]["optim"]["batch_size"]))
+            return _c[p]
+
+        rows.append(run_row(dataset, method, int(seed), status, families[dataset], bundles[dataset], state,
+                            read_ledger(f["participation.parquet"]), rule, static_batches))
+    df = pd.DataFrame.from_records(rows, columns=COLUMNS).astype({"seed": "int64"})
+    write_parquet(df, out_parquet)
+    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests, *data_tables],
+                                                            results_root(out_parquet))))
+    return df
+
+
+def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """The DAG's entry: every run's participation.parquet, final.pt and run.json, the data-stage manifests and
+    tables, params ``models`` and ``data``."""
+    data = params["data"]
+    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), data["data_dir"],
+        {k: dict(v) for k, v in data["dataset_params"].items()}, outputs["parquet"], outputs["md"],
+        list(inputs.get("data_tables", [])))
+
+
+def _method_order(method: str) -> tuple[int, str]:
+    names = list(METHODS)
+    return (names.index(method), method) if method in names else (len(names), method)
+
+
+def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and method (completed runs): windows, batch-norm rule (and what was used), seeds, mean +- sd
+    over seeds of the sub-model accuracy and the mean trained width."""
+    runs = df[(df["status"] == "completed") & df["submodel_acc_pct"].notna()]
+    out = []
+    for (dataset, method), g in sorted(runs.groupby(["dataset", "method"], sort=False),
+                                       key=lambda kv: (kv[0][0], _method_order(kv[0][1]))):
+        acc = g["submodel_acc_pct"].astype(float)
+        out.append({"dataset": dataset_label(dataset), "method": method_label(method),
+                    "window": "/".join(sorted(set(g["windows"]))), "bn rule": "/".join(sorted(set(g["bn_rule"]))),
+                    "bn used": "/".join(sorted(set(g["bn_used"]))), "seeds": int(g["seed"].nunique()),
+                    "sub-model accuracy (%)": pm(float(acc.mean()), float(acc.std(ddof=1)) if len(acc) > 1
+                                                 else math.nan),
+                    "mean p_trained": float(g["mean_p_trained"].mean())})
+    return pd.DataFrame(out, columns=["dataset", "method", "window", "bn rule", "bn used", "seeds",
+                                      "sub-model accuracy (%)", "mean p_trained"])
+
+
+def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
+    """One row per dataset and method, then the runs whose rule could not apply and the runs left out."""
+    if "submodel_acc_pct" not in df.columns:
+        return [("", df)]
+    parts: list[tuple[str, Any]] = [("", summary_frame(df))]
+    notes = df[df["bn_note"].astype(str) != ""]
+    if not notes.empty:
+        names = "; ".join(f"{dataset_label(r.dataset)} / {method_label(r.method)} seed {int(r.seed)}: {r.bn_note}"
+                          for r in notes.itertuples())
+        parts.append(("", f"Evaluated with test-batch statistics instead of the declared rule: {names}."))
+    out = df[df["status"] != "completed"]
+    if not out.empty:
+        names = "; ".join(f"{dataset_label(r.dataset)} / {method_label(r.method)} seed {int(r.seed)}: {r.status}"
+                          for r in out.itertuples())
+        parts.append(("", f"{len(out)} of {len(df)} runs left out of the means: {names}."))
+    return parts
