@@ -340,3 +340,22 @@ def test_results_page_without_a_preset_file_names_what_is_missing(tmp_path) -> N
     page = (tmp_path / "p.md").read_text()
     assert "`snakemake --cores 2 all --configfile <the config files of 'tiny': hasfl results-page --configfile>`" in page
     assert "(6 training runs, identities digest" in page
+
+
+def test_results_page_refuses_config_files_without_the_runs_methods(tmp_path) -> None:
+    """Runs of a method the named config files do not run (an overlay left out): refused, naming the method."""
+    results = tmp_path / "results" / "quick"
+    _results(results)
+    run = _run(results, "digits", "fedrolex", 42, 60.0)
+    verified = results.parent / "verified.json"
+    listed = json.loads(verified.read_text())
+    verified.write_text(json.dumps({**listed, str(run): "digits-fedrolex-42"}))
+    write_analysis_manifest(results, [str(results / f) for f in json.loads(
+        (results / "analysis.manifest.json").read_text())["files"]], verified, identity={"digest": "x"})
+    res = _page(results, tmp_path / "p.md")
+    assert res.returncode == 2 and "the analysis read runs of fedrolex, which config files presets/quick.yaml" \
+        in res.stderr, res.stderr
+    res = _page(results, tmp_path / "p.md", "--configfile", "presets/quick.yaml", "presets/quick-rolling.yaml")
+    assert res.returncode == 0, res.stderr
+    assert "`snakemake --cores 2 all --configfile presets/quick.yaml presets/quick-rolling.yaml`" in \
+        (tmp_path / "p.md").read_text()

@@ -192,6 +192,24 @@ def _preset_files(name: str, configfiles: Sequence[str | Path] | None) -> list[s
     return files
 
 
+def _refuse_other_methods(files: Sequence[str], runs: Mapping[str, Any]) -> None:
+    """Refuse config files whose methods are not those of the runs the analysis read (an overlay left out: the
+    page would name a command that does not make these findings)."""
+    from hasfl.config import deep_merge, read_yaml
+
+    if any(c.startswith("<") for c in files):
+        return
+    config = read_yaml(REPO / "config.yaml")
+    for c in files:
+        config = deep_merge(config, read_yaml(Path(c) if Path(c).is_file() else REPO / c))
+    ran = {r.split("/")[-2] for r in runs}
+    missing = sorted(ran - set(config.get("methods") or []))
+    if missing:
+        raise ResultsPageError(f"the analysis read runs of {', '.join(missing)}, which config files {' '.join(files)} "
+                               "do not run: give every config file of the DAG run with --configfile (an overlay such "
+                               "as presets/<name>-rolling.yaml)")
+
+
 def _figure_context(files: Sequence[str], n_seeds: int, ci_level: Any) -> dict[str, Any]:
     """The numbers the registry's captions quote (``workflow/rules/analysis.smk``, FIGURE_CONTEXT), from the
     preset's config files; a key the files do not give is written as its symbol."""
@@ -243,6 +261,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     findings = doc["findings"]
     name = results.name
     files = _preset_files(name, configfiles)
+    _refuse_other_methods(files, manifest["runs"])
     notes = None
     if notes_path is not None:
         try:
