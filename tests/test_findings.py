@@ -506,7 +506,7 @@ def test_missing_tables_and_bad_margins_are_named():
 # --- the registry (hasfl.analysis.findings.FINDINGS) ------------------------------------------------
 
 #: Keys of the config block ``analysis`` that belong to no single finding.
-GENERAL_MARGINS = ("ci_level", "power", "comparison_k_std")
+GENERAL_MARGINS = ("ci_level", "power", "min_seeds_for_verdict", "comparison_k_std")
 
 
 def test_every_margin_a_finding_declares_exists_and_every_finding_margin_is_declared():

@@ -73,6 +73,11 @@ VERDICT_RULES = (
 #: equals TV without noise); an oracle test (allocation by the true label histogram).
 PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE = "paper claim", "extension", "pipeline check", "oracle"
 KINDS = (PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE)
+#: The kinds whose verdicts need seed-to-seed variance (``analysis.min_seeds_for_verdict``): claims about a
+#: method, which one seed cannot show; a pipeline check or an oracle follows from the construction in every run.
+SEED_RULE_KINDS = (PAPER_CLAIM, EXTENSION)
+#: ``gate_kind`` of a unit gated for too few seeds: more seeds lift it, so its seeds are still priced.
+SEEDS_GATE = "seeds"
 
 #: Scopes: which datasets a claim is stated for.
 IMAGE, TEXT, ALL = "image", "text", "all"
@@ -326,33 +331,96 @@ def z_p(z: float, se: float, edge: float, above: bool) -> tuple[float, float]:
     return (up, down) if above else (down, up)
 
 
-def holm(units: Sequence[dict[str, Any]], alpha: float) -> None:
-    """Holm's step-down correction over a finding's units (in scope, ungated, with p-values): the unit of the
-    i-th smallest decisive p (``p_supported`` for a supported unit, ``p_contradicted`` for a contradicted
-    one, the smaller of the two otherwise) keeps its verdict only if that p <= alpha / (k - i), and every
-    unit after the first that fails is not rejected either; such a unit becomes inconclusive."""
+def decisive_p(u: Mapping[str, Any]) -> float:
+    """The p-value that decides ``u``'s verdict: ``p_supported`` for a supported unit, ``p_contradicted`` for a
+    contradicted one, the smaller of the two otherwise."""
+    if u["verdict"] == SUPPORTED:
+        return num(u["p_supported"])
+    if u["verdict"] == CONTRADICTED:
+        return num(u["p_contradicted"])
+    return min(num(u["p_supported"]), num(u["p_contradicted"]))
+
+
+def holm(units: Sequence[dict[str, Any]], alpha: float, what: str = "units") -> None:
+    """Holm's step-down correction (statsmodels' ``multipletests(method="holm")``) over a finding's units, or
+    over the parts of one conjunction (``what = "parts"``): among those in scope, ungated and with p-values,
+    the unit of the i-th smallest decisive p (:func:`decisive_p`) keeps its verdict only if Holm rejects it
+    (that p <= alpha / (k - i) and every smaller p rejected); a supported or contradicted unit Holm does not
+    reject becomes inconclusive, the step that failed named in its reason. Records ``holm_alpha`` (the
+    step's level) and ``p_holm`` (Holm's adjusted p)."""
+    from statsmodels.stats.multitest import multipletests
+
     tested = [u for u in units if u.get("in_scope", True) and not u.get("gate")
               and math.isfinite(num(u.get("p_supported"))) and math.isfinite(num(u.get("p_contradicted")))]
     k = len(tested)
     if k < 2:
         return
-
-    def decisive(u: Mapping[str, Any]) -> float:
-        if u["verdict"] == SUPPORTED:
-            return num(u["p_supported"])
-        if u["verdict"] == CONTRADICTED:
-            return num(u["p_contradicted"])
-        return min(num(u["p_supported"]), num(u["p_contradicted"]))
-
-    failed = False
-    for i, u in enumerate(sorted(tested, key=decisive)):
+    ranked = sorted(tested, key=decisive_p)
+    ps = np.array([decisive_p(u) for u in ranked], dtype=np.float64)
+    reject, adjusted, _, _ = multipletests(ps, alpha=alpha, method="holm")
+    for i, (u, rej, adj) in enumerate(zip(ranked, reject, adjusted, strict=True)):
         level = alpha / (k - i)
-        u["holm_alpha"] = level
-        failed = failed or decisive(u) > level
-        if failed and u["verdict"] in (SUPPORTED, CONTRADICTED):
+        u["holm_alpha"], u["p_holm"] = level, float(adj)
+        if not rej and u["verdict"] in (SUPPORTED, CONTRADICTED):
             u.update(holm=False, verdict=INCONCLUSIVE,
-                     reason=(f"not significant after Holm's correction over {k} units (p = {fmt(decisive(u))} > "
-                             f"{fmt(level)}; the test alone: {u['verdict']} -- {u['reason']})"))
+                     reason=(f"not significant after Holm's correction over {k} {what} (p = {fmt(decisive_p(u))} > "
+                             f"{fmt(level)}, adjusted p = {fmt(float(adj))}; the test alone: {u['verdict']} -- "
+                             f"{u['reason']})"))
+
+
+def conjunction_unit(name: str, parts: list[dict[str, Any]], st: Settings,
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A unit that is the conjunction of several tests (``parts``, e.g. F3-shakespeare's four): Holm over
+    the parts (:func:`holm`, ``what = "parts"``), then supported only if every part is, contradicted if one is
+    (:func:`combine` with ``conjunction``); the reason names each part that Holm's correction failed."""
+    holm(parts, st.alpha, "parts")
+    verdict = combine([u["verdict"] for u in parts], conjunction=True)
+    failed = [u["unit"] for u in parts if u.get("holm") is False]
+    reason = "; ".join(f"{u['unit']}: {u['verdict']}" for u in parts)
+    if failed:
+        reason = (f"after Holm's correction over the {len(parts)} parts, {', '.join(failed)} "
+                  f"{'is' if len(failed) == 1 else 'are'} no longer significant; " + reason)
+    return {"unit": name, "n": min((int(u.get("n") or 0) for u in parts), default=0), "verdict": verdict,
+            "reason": reason, "parts": parts, **(extra or {})}
+
+
+def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
+    """Why a claim's unit has too few seeds for a verdict, else None: its ``n`` (seeds; runs for a pooled
+    correlation) below ``analysis.min_seeds_for_verdict``. One run's clients give a correlation an interval, but
+    not the seed-to-seed variance a claim about the method needs (issue 38)."""
+    n = int(unit.get("n") or 0)
+    if n >= min_seeds:
+        return None
+    return f"{n} seed{'s' if n != 1 else ''}: no seed-to-seed variance" if n <= 1 else \
+        f"{n} seeds: fewer than analysis.min_seeds_for_verdict = {min_seeds:g}"
+
+
+def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
+               min_gain: float) -> str | None:
+    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` cannot be read, else None (issue 38): a run
+    of a method in ``frames`` at the majority-class floor (``at_floor``: it never learned), or *still rising*:
+    its last evaluation is its best (``delta_pct`` = final - best = 0) and above the previous evaluation by more
+    than ``min_gain`` points (``last_gain_pct``), so the comparison reads where the runs were stopped, not
+    where they end. A run without the flag / columns is not gated (unknown)."""
+    wanted = {int(s) for s in seeds}
+    why: list[str] = []
+    for df, method in frames:
+        if df is None or df.empty:
+            continue
+        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
+        for r in sel.sort_values("seed").to_dict("records"):
+            flag = r.get("at_floor")
+            if not is_missing(flag) and bool(flag):
+                why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
+            gain = num(r.get("last_gain_pct"))
+            if num(r.get("delta_pct")) == 0.0 and math.isfinite(gain) and gain > min_gain:
+                why.append(f"{method} seed {int(r['seed'])} still rising (+{gain:.3g} points at its last "
+                           "evaluation, its best)")
+    if not why:
+        return None
+    return ("; ".join(dict.fromkeys(why)) + ": a final accuracy of a run that never learned or is still rising "
+            f"at its last evaluation (by more than analysis.rising_min_gain_pct = {min_gain:g} points) is no "
+            "endpoint to compare (more rounds)")
 
 
 # --- unit evaluators ------------------------------------------------------------------------
@@ -542,6 +610,12 @@ def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, te
     inside = [u for u in units if u.get("in_scope", True)]
     for u in units:
         u.setdefault("in_scope", True)
+    if (kind or (EXTENSION if extension else PAPER_CLAIM)) in SEED_RULE_KINDS:
+        for u in units:  # before Holm: a unit without seed-to-seed variance is no test to correct for
+            why = seeds_gate(u, st.th.get("min_seeds_for_verdict", 2.0)) if int(u.get("n") or 0) >= 1 else None
+            if why and not u.get("gate"):
+                gate_unit(u, why)
+                u["gate_kind"] = SEEDS_GATE
     if not conjunction:  # the parts of a conjunction must all hold: no family of alternatives to correct for
         holm(inside, st.alpha)
     verdict = combine([u["verdict"] for u in inside], conjunction)
