@@ -772,12 +772,13 @@ def test_random_effects_pool_widens_the_interval_when_the_seeds_disagree():
     ([0.15, 0.58, -0.39], "random effects", I),   # fixed effect: [0.0, 0.24]-ish; random effects: much wider
 ])
 def test_f1d_pools_with_random_effects_when_the_seeds_disagree_and_counts_the_free_clients(prs, pooling, verdict):
-    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[3, 3, 4])
+    # issue 38: the Fisher weights count the clients free to move, so every client is free here (n_free = 20)
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[20, 20, 20])
     t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
     u = unit(evaluate(t)[F.F1D], "cifar10")
     assert u["pooling"].startswith(pooling) and u["verdict"] == verdict, u["reason"]
-    assert u["n_free"] == [3, 3, 4] and "clients free to move" in u["reason"] and "[3, 3, 4] of [20, 20, 20]" in \
-        u["reason"]
+    assert u["n_free"] == [20, 20, 20] and "clients free to move" in u["reason"] and "[20, 20, 20] of [20, 20, 20]" \
+        in u["reason"] and u["dof_from"] == "n_free"
 
 
 def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():

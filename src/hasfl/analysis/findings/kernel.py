@@ -491,13 +491,14 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
 
 
 def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
-              random_if_heterogeneous: bool = False) -> dict[str, Any]:
+              random_if_heterogeneous: bool = False, size: str = "n_clients") -> dict[str, Any]:
     """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se).
 
     Fixed effect; ``random_if_heterogeneous``: random effects (DerSimonian-Laird) when Cochran's Q rejects
-    that the runs share one correlation at alpha (``pooling`` says which)."""
+    that the runs share one correlation at alpha (``pooling`` says which). ``size``: the column of each run's
+    number of observations the Fisher weights count (F1d: the clients free to move, issue 38)."""
     rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
-    ns = rows["n_clients"].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    ns = pd.to_numeric(rows[size], errors="coerce").to_numpy(dtype=np.float64) if len(rows) else np.array([])
     pool = fisher_pool(rs, ns, n_controls)
     pooling = "fixed effect"
     if random_if_heterogeneous and math.isfinite(pool.q_p) and pool.q_p < st.alpha:
@@ -556,10 +557,11 @@ def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: f
     return unit
 
 
-def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings,
+                          size: str = "n_clients") -> dict[str, Any]:
     """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0.
-    Pooled with random effects when the seeds disagree (Cochran's Q at alpha)."""
-    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True)
+    Pooled with random effects when the seeds disagree (Cochran's Q at alpha); ``size`` as :func:`corr_unit`."""
+    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True, size=size)
     se = unit.pop("_se")
     unit["margin"], unit["decision"] = margin, "tost"
     unit["p_supported"] = max(z_p(unit["z"], se, -margin, True)[0], z_p(unit["z"], se, margin, False)[0])
@@ -569,11 +571,13 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
     unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
         else math.nan
     if unit["n"] == 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation and a positive Fisher "
+                                                 f"weight ({size} - 4 > 0)")
         return unit
     v, why = equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
+    counted = "clients free to move" if size == "n_free" else "clients"
     unit.update(verdict=v, reason=(f"{why} ({unit['pooling']}; pooled over {unit['n']} run(s), {unit['n_clients']} "
-                                   "clients; minimum "
+                                   f"{counted}; minimum "
                                    f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
                                    f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
     return unit
