@@ -21,6 +21,12 @@ All tests run at ``alpha = 1 - analysis.ci_level``; a one-sided bound at level
 unit records its number of seeds / runs, its margin (config block ``analysis``, defaults
 justified in docs/decisions.md) and its minimum detectable effect at ``analysis.power``.
 
+Verdict rules that count what they test (issue 38; docs/decisions.md): Holm's correction
+(statsmodels' ``multipletests``) over a finding's units and over a conjunction's parts
+(:func:`conjunction_unit`); a claim's unit needs ``analysis.min_seeds_for_verdict`` seeds
+(:func:`seeds_gate`); a final-accuracy comparison is gated by runs at the floor or still rising
+(:func:`final_gate`).
+
 A finding family (one module of this package) declares a :class:`FindingSpec`; the
 ordered registry is :data:`hasfl.analysis.findings.FINDINGS`.
 """
@@ -59,14 +65,22 @@ VERDICT_RULES = (
     "A finding's units (datasets, or runs for F5) are combined: **mixed** when some support and others contradict "
     "(one dataset does not override another), **contradicted** when one contradicts and none supports, "
     "**supported** only when all do, **inconclusive** otherwise; the parts of one claim (F3-shakespeare's four "
-    "tests, F5's runs) must all hold, so one contradicted part contradicts it. A unit is made inconclusive, its test's own "
+    "tests, F5's runs) must all hold, so one contradicted part contradicts it, and a conjunction's parts are "
+    "corrected among themselves (Holm over its parts) before they are combined. A claim's unit (a paper claim or an "
+    "extension) needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive (\"1 seed: no "
+    "seed-to-seed variance\"), a correlation over one run's clients included. A comparison of final accuracies "
+    "(F3-shakespeare's accuracy parts, F4, F9b-F9d) is inconclusive when a run sits at the majority-class floor or "
+    "is still rising (its last evaluation its best, more than `analysis.rising_min_gain_pct` points above the one "
+    "before). A unit is made inconclusive, its test's own "
     "reading kept beside the reason, when its runs cannot show the claim: a decay claim (F2a, F2b, F2c) when a seed "
     "sits at the majority-class floor or the method whose decay is claimed peaks at its last evaluation; a claim "
     "that no data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) when the "
     "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data. "
     "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); a "
-    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit lists the "
-    "seeds its test would need for the configured power at the spread observed, and their cost.")
+    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit in the claim's "
+    "scope that more seeds could decide (not one gated by runs at the floor, never learned, never peaked or still "
+    "rising) lists the seeds its test would need for the configured power at the spread observed, at Holm's level "
+    "alpha / k, and their cost.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
 #: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
