@@ -66,7 +66,7 @@ def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[
         **variance_decomposition(log_h, pmax, tv),
         # clients whose final width is not their cap: the only ones r(p, TV | pmax) can come from (F1d)
         "n_free": int(free.sum()),
-        # the free clients' own test (issue 38): r(p, TV) among them, two-sided permutation p (exact up to 9)
+        # the free clients' own test: r(p, TV) among them, two-sided permutation p (exact up to 9)
         "r_p_tv_free": pearson(p[free], tv[free]) if int(free.sum()) >= 3 else float("nan"),
         "p_perm_free": p_perm_free,
     }

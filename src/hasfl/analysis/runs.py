@@ -90,7 +90,7 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     participants of their local steps' mean loss; every round when ``eval_every`` is 1), NaN when the run
     has none (F9's "never learned" gate compares it with ln K). ``last_gain_pct`` is the last evaluation's
     accuracy minus the one before it (points; NaN with fewer than two finite evaluations or no final): the
-    final-accuracy gate's "still rising" (:func:`hasfl.analysis.findings.kernel.final_gate`, issue 38).
+    final-accuracy gate's "still rising" (:func:`hasfl.analysis.findings.kernel.final_gate`).
     """
     status = str(summary.get("status", "completed"))
     acc = pd.to_numeric(rounds.sort_values("round")["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0

@@ -10,7 +10,7 @@ datasets are in scope:
   when significantly positive.
 * F1d [4.4] pooled r(p, TV | pmax) ~ 0: TOST with margin ``f1d_equiv_pr_p_tv``;
   contradicted when the two-sided interval excludes 0. The Fisher weights count the clients free to
-  move (``n_free``; issue 38), and their own test (r(p, TV) among them, permutation p) is reported beside.
+  move (``n_free``), and their own test (r(p, TV) among them, permutation p) is reported beside.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     for d in ds:
         rows = confound_rows(t5, "hasfl", d)
         # Eq. 6 pins the capped tiers: only the clients free to move can carry r(p, TV | pmax), so the Fisher
-        # weights count them (n_free - 4 per run), not every client (issue 38); a table without n_free: all clients
+        # weights count them (n_free - 4 per run), not every client; a table without n_free: all clients
         size = "n_free" if "n_free" in rows.columns and rows["n_free"].notna().all() else "n_clients"
         u = dict(corr_equivalence_unit(d, rows, "pr_p_tv_pmax", st.th["f1d_equiv_pr_p_tv"], st, size=size),
                  in_scope=scope[d], dof_from=size)

@@ -90,7 +90,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                        {"seeds": p.seeds, "trained_width_diff": list(trained.diff)})
             u["reason"] += left_out_note(p.left_out)
             parts.append(u)
-        # the claim needs all four parts: Holm over the parts, then every part must hold (issue 38)
+        # the claim needs all four parts: Holm over the parts, then every part must hold
         units.append(conjunction_unit(d, parts, st, {
             "mde": max((u["mde"] for u in parts[:2] if math.isfinite(num(u["mde"]))), default=math.nan)}))
     out.append(finding(

@@ -27,7 +27,7 @@ tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's 
 never left the uniform-guess loss; a unit with such a run among its seeds is inconclusive with that reason,
 never supported or contradicted (:func:`learned_gate`). Unknown (no loss or no chance rate in the table): not gated.
 A final-accuracy unit (F9b-F9d) is also inconclusive when one of its runs is at the majority-class floor or still
-rising at its last evaluation (:func:`~hasfl.analysis.findings.kernel.final_gate`, issue 38).
+rising at its last evaluation (:func:`~hasfl.analysis.findings.kernel.final_gate`).
 
 Uniform's and uniform_rolling's widths are the same only when their ``p`` are; the runs' average allocated widths
 are compared per seed and a unit whose widths differ is inconclusive (not the experiment). The margins (0 points)

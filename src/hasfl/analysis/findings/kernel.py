@@ -21,7 +21,7 @@ All tests run at ``alpha = 1 - analysis.ci_level``; a one-sided bound at level
 unit records its number of seeds / runs, its margin (config block ``analysis``, defaults
 justified in docs/decisions.md) and its minimum detectable effect at ``analysis.power``.
 
-Verdict rules that count what they test (issue 38; docs/decisions.md): Holm's correction
+Verdict rules that count what they test (docs/decisions.md): Holm's correction
 (statsmodels' ``multipletests``) over a finding's units and over a conjunction's parts
 (:func:`conjunction_unit`); a claim's unit needs ``analysis.min_seeds_for_verdict`` seeds
 (:func:`seeds_gate`); a final-accuracy comparison is gated by runs at the floor or still rising
@@ -401,7 +401,7 @@ def conjunction_unit(name: str, parts: list[dict[str, Any]], st: Settings,
 def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
     """Why a claim's unit has too few seeds for a verdict, else None: its ``n`` (seeds; runs for a pooled
     correlation) below ``analysis.min_seeds_for_verdict``. One run's clients give a correlation an interval, but
-    not the seed-to-seed variance a claim about the method needs (issue 38)."""
+    not the seed-to-seed variance a claim about the method needs."""
     n = int(unit.get("n") or 0)
     if n >= min_seeds:
         return None
@@ -411,7 +411,7 @@ def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
 
 def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
                min_gain: float) -> str | None:
-    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` cannot be read, else None (issue 38): a run
+    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` cannot be read, else None: a run
     of a method in ``frames`` at the majority-class floor (``at_floor``: it never learned), or *still rising*:
     its last evaluation is its best (``delta_pct`` = final - best = 0) and above the previous evaluation by more
     than ``min_gain`` points (``last_gain_pct``), so the comparison reads where the runs were stopped, not
@@ -510,7 +510,7 @@ def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: S
 
     Fixed effect; ``random_if_heterogeneous``: random effects (DerSimonian-Laird) when Cochran's Q rejects
     that the runs share one correlation at alpha (``pooling`` says which). ``size``: the column of each run's
-    number of observations the Fisher weights count (F1d: the clients free to move, issue 38)."""
+    number of observations the Fisher weights count (F1d: the clients free to move)."""
     rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
     ns = pd.to_numeric(rows[size], errors="coerce").to_numpy(dtype=np.float64) if len(rows) else np.array([])
     pool = fisher_pool(rs, ns, n_controls)
