@@ -21,11 +21,11 @@ paper's thesis is about the *sub-model* regime: F9b, F9c and F9d each also have 
 (``<dataset>/sub-model``, ``accuracy: "sub-model"``), the same test on the sub-model accuracy of
 tables/submodel_accuracy.parquet (:mod:`hasfl.analysis.tables.submodel_accuracy`: the mean test accuracy of the
 sub-models the last round's participants held, at their width and window, under the method's declared rule),
-with the same width and never-learned gates (docs/decisions.md "F9's sub-model unit (issue 37)"). That table is
+with the same width and never-learned gates (docs/decisions.md "F9's sub-model unit"). That table is
 optional (:data:`hasfl.analysis.findings.OPTIONAL_TABLES`): without it no sub-model unit is computed and each
 finding says so (:data:`SUB_MODEL_NOTE`).
 
-**Never learned** (issue 37): a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
+**Never learned**: a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
 tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
 never left the uniform-guess loss; a unit with such a run among its seeds is inconclusive with that reason,
 never supported or contradicted (:func:`learned_gate`). Unknown (no loss or no chance rate in the table): not gated.
