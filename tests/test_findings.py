@@ -506,7 +506,7 @@ def test_missing_tables_and_bad_margins_are_named():
 # --- the registry (hasfl.analysis.findings.FINDINGS) ------------------------------------------------
 
 #: Keys of the config block ``analysis`` that belong to no single finding.
-GENERAL_MARGINS = ("ci_level", "power", "comparison_k_std")
+GENERAL_MARGINS = ("ci_level", "power", "min_seeds_for_verdict", "comparison_k_std")
 
 
 def test_every_margin_a_finding_declares_exists_and_every_finding_margin_is_declared():
@@ -772,12 +772,13 @@ def test_random_effects_pool_widens_the_interval_when_the_seeds_disagree():
     ([0.15, 0.58, -0.39], "random effects", I),   # fixed effect: [0.0, 0.24]-ish; random effects: much wider
 ])
 def test_f1d_pools_with_random_effects_when_the_seeds_disagree_and_counts_the_free_clients(prs, pooling, verdict):
-    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[3, 3, 4])
+    # issue 38: the Fisher weights count the clients free to move, so every client is free here (n_free = 20)
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[20, 20, 20])
     t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
     u = unit(evaluate(t)[F.F1D], "cifar10")
     assert u["pooling"].startswith(pooling) and u["verdict"] == verdict, u["reason"]
-    assert u["n_free"] == [3, 3, 4] and "clients free to move" in u["reason"] and "[3, 3, 4] of [20, 20, 20]" in \
-        u["reason"]
+    assert u["n_free"] == [20, 20, 20] and "clients free to move" in u["reason"] and "[20, 20, 20] of [20, 20, 20]" \
+        in u["reason"] and u["dof_from"] == "n_free"
 
 
 def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():
@@ -845,3 +846,118 @@ def test_the_floor_gate_reads_numpy_and_pandas_booleans_and_not_unknown():
         t[F.T7S] = pd.concat([base_tables()[F.T7S].query("method != 'uniform'"), df], ignore_index=True)
         u = unit(evaluate(t)[F.F2C], "shakespeare")
         assert (u["verdict"] == I and "at the majority-class floor" in u["reason"]) == gated, (flags, u["reason"])
+
+
+# --- issue 38: verdict rules that count what they test -----------------------------------------------
+
+
+def test_f3_shakespeare_holm_over_its_four_parts():
+    """Two accuracy parts at p ~ 0.04 each pass alone (the unit was supported without a correction); Holm over
+    the four parts fails them at the third step (0.04 > 0.05 / 2): inconclusive, the failed parts named."""
+    t = replace(base_tables(), F.T7S, "shakespeare", "fjord",
+                seeds("shakespeare", "fjord", final=[27, 30, 33], p_trained=[0.45, 0.47, 0.44]))
+    t = replace(t, F.T7S, "shakespeare", "uniform",
+                seeds("shakespeare", "uniform", final=[27, 30, 33.3], decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3))
+    f = evaluate(t)[F.F3_SHAKESPEARE]
+    u = unit(f, "shakespeare")
+    alone = {p["unit"]: p["reason"] for p in u["parts"]}
+    assert all("the test alone: supported" in r for k, r in alone.items() if k.startswith("final acc")), alone
+    assert u["verdict"] == I and f["verdict"] == I, u["reason"]
+    assert "after Holm's correction over the 4 parts, final acc(fjord) - final acc(hasfl), final acc(uniform) - " \
+           "final acc(hasfl) are no longer significant" in u["reason"]
+    assert [p["verdict"] for p in u["parts"]] == [I, I, S, S]
+    assert all(p["holm_alpha"] and "p_holm" in p for p in u["parts"])
+
+
+def one_seed(tables: dict[str, pd.DataFrame], seed: int = 42) -> dict[str, pd.DataFrame]:
+    return {k: (df[df["seed"] == seed].reset_index(drop=True) if "seed" in df.columns else df)
+            for k, df in tables.items()}
+
+
+def test_a_claim_needs_two_seeds_configurable():
+    """One seed: F1a's pooled correlation over one run's 20 clients would support the claim; with
+    analysis.min_seeds_for_verdict = 2 every claim's unit is inconclusive "1 seed: no seed-to-seed variance"
+    (F5, a pipeline check, is not a claim about seeds); at 1 the old verdict returns; at 4, three seeds fail."""
+    res = evaluate(one_seed(base_tables()))
+    f1a = unit(res[F.F1A], "cifar10")
+    assert f1a["verdict"] == I and f1a["reason"].startswith("1 seed: no seed-to-seed variance"), f1a["reason"]
+    assert "the test alone: supported" in f1a["reason"] and f1a["gate_kind"] == "seeds"
+    assert "seeds_needed" in f1a  # a seeds gate is lifted by more seeds: priced (None here: no spread observed)
+    assert res[F.F5]["verdict"] == S
+    for fid in (F.F1A, F.F1C, F.F1D, F.F6):
+        assert res[fid]["verdict"] == I, (fid, res[fid]["reason"])
+    assert evaluate(one_seed(base_tables()), min_seeds_for_verdict=1)[F.F1A]["verdict"] == S
+    f4 = unit(evaluate(base_tables(), min_seeds_for_verdict=4)[F.F4], "cifar10")
+    assert f4["verdict"] == I and "3 seeds: fewer than analysis.min_seeds_for_verdict = 4" in f4["reason"]
+
+
+def test_seeds_needed_only_in_scope_after_holm_and_not_for_floor_runs():
+    """An out-of-scope unit (F1b on shakespeare) gets no seeds_needed; an in-scope one is priced at Holm's
+    alpha / k (two image datasets: 0.025); a unit gated by a run at the floor gets none."""
+    t = two_image_datasets()
+    t = replace(t, F.T5, "shakespeare", None, t5("hasfl", "shakespeare", adj_r2_tier=[0.1, 0.0, 0.05]))
+    for d in ("cifar10", "emnist"):  # F4 inconclusive on both: gaps around the margin
+        t = replace(t, F.T6S, d, "hasfl", seeds(d, "hasfl", final=[87, 90, 88]))
+    res = evaluate(t, datasets=["cifar10", "emnist", "shakespeare"])
+    sh = unit(res[F.F1B], "shakespeare")
+    assert sh["in_scope"] is False and sh["verdict"] == I and "seeds_needed" not in sh
+    f4 = unit(res[F.F4], "cifar10")
+    assert f4["verdict"] == I and f4["seeds_alpha"] == pytest.approx(0.025)
+    from hasfl.analysis.findings import seeds as SN
+    st = F.Settings(alpha=0.025, power=0.8, th=resolve_thresholds({}))
+    assert f4["seeds_needed"] == SN.seeds_needed(f4, st)
+    floored = replace(t, F.T6S, "cifar10", "hasfl", seeds("cifar10", "hasfl", final=[87, 90, 88],
+                                                           floor=[False, True, False]))
+    g = unit(evaluate(floored, datasets=["cifar10", "emnist", "shakespeare"])[F.F4], "cifar10")
+    assert g["verdict"] == I and "at the majority-class floor" in g["reason"] and "seeds_needed" not in g
+
+
+@pytest.mark.parametrize(("gain", "floor", "verdict"), [(None, False, S), (0.3, False, S), (2.0, False, I),
+                                                         (None, True, I)])
+def test_final_accuracy_gate_still_rising_or_floor_on_f9c(gain, floor, verdict):
+    """F9c compares final accuracies: a fedrolex seed whose last evaluation is its best (delta 0) and above the
+    previous by more than rising_min_gain_pct (0.5 points) is still rising, a seed at the floor never learned:
+    either makes the unit inconclusive; a gain of 0.3 points or none recorded is no gate."""
+    rows = seeds("cifar10", "fedrolex", final=[78, 80, 79], decay=[0, 2, 1], floor=[floor, False, False])
+    if gain is not None:
+        for r in rows:
+            r["last_gain_pct"] = gain
+    t = replace(base_tables(), F.T4S, "cifar10", "fedrolex", rows)
+    u = unit(evaluate(t)[F.F9C], "cifar10")
+    assert u["verdict"] == verdict, u["reason"]
+    if verdict == I:
+        assert ("still rising" if not floor else "at the majority-class floor") in u["reason"]
+        assert "seeds_needed" not in u
+
+
+def test_f1d_counts_the_clients_free_to_move_and_reports_their_own_test():
+    """48 clients per run, 9 free to move: with 48 counted the TOST of r ~ 0 is supported (se 1/sqrt(3 * 44));
+    counting the 9 free clients (se 1/sqrt(3 * 5)) its interval reaches past the 0.36 margin: inconclusive.
+    The free clients' own r and permutation p are reported beside it."""
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=[0.05, -0.05, 0.0], n_clients=[48] * 3)
+    t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
+    assert unit(evaluate(t)[F.F1D], "cifar10")["verdict"] == S  # no n_free column: every client counted
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=[0.05, -0.05, 0.0], n_clients=[48] * 3, n_free=[9] * 3,
+              r_p_tv_free=[0.78, 0.1, 0.2], p_perm_free=[0.042, 0.8, 0.6])
+    u = unit(evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", rows))[F.F1D], "cifar10")
+    assert u["verdict"] == I and u["dof_from"] == "n_free" and u["n_clients"] == 27, u["reason"]
+    assert u["two_sided_high"] == pytest.approx(math.tanh(1.959964 / math.sqrt(15)), abs=1e-5)
+    assert u["free_clients_test"]["42"] == {"n": 9, "r": 0.78, "p_perm": 0.042}
+    assert "seed 42: r = 0.78, p = 0.042" in u["reason"]
+
+
+def test_exact_permutation_p_of_a_correlation_and_table5_free_clients():
+    from hasfl.analysis.confound import confound_row
+
+    p, exact = stats.permutation_corr_p([1, 2, 3], [1, 2, 3])  # |r| = 1: the identity and the reversal of 6
+    assert exact and p == pytest.approx(2 / 6)
+    p, exact = stats.permutation_corr_p(np.arange(12.0), np.arange(12.0) ** 1.5)
+    assert not exact and p == pytest.approx(1 / 10000)  # only the observed ordering of 9,999 random ones + 1
+    data = pd.DataFrame({"client_id": range(8), "pmax": [1.0, 1.0, 0.5, 0.5, 1.0, 0.5, 1.0, 0.5],
+                         "tv": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]})
+    run = pd.DataFrame({"client_id": range(8), "pmax": data["pmax"], "h_tilde_final": np.linspace(1, 2, 8),
+                        "p_final": [0.5, 0.6, 0.5, 0.5, 0.8, 0.5, 0.9, 0.5]})  # free: clients 0, 1, 4, 6
+    row = confound_row(data, run)
+    assert row["n_free"] == 4
+    assert row["r_p_tv_free"] == pytest.approx(stats.pearson([0.5, 0.6, 0.8, 0.9], [0.1, 0.2, 0.5, 0.7]))
+    assert row["p_perm_free"] == pytest.approx(stats.permutation_corr_p([0.5, 0.6, 0.8, 0.9], [0.1, 0.2, 0.5, 0.7])[0])

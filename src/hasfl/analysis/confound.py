@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.stats import partial_corr, pearson, variance_decomposition
+from hasfl.analysis.stats import partial_corr, pearson, permutation_corr_p, variance_decomposition
 
 __all__ = ["CONFOUND_METHODS", "confound_row", "prior_weight", "table5_confound"]
 
@@ -33,7 +33,7 @@ CONFOUND_METHODS = ("hasfl", "fedavg")
 _DECOMP = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tv_given_tier",
            "r2_tier_given_tv")
 COLUMNS = ["dataset", "seed", "method", "status", "n_clients", "n_tiers", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax",
-           "pr_p_tv_pmax", *_DECOMP, "n_free"]
+           "pr_p_tv_pmax", *_DECOMP, "n_free", "r_p_tv_free", "p_perm_free"]
 
 
 def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[str, Any]:
@@ -52,6 +52,8 @@ def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[
     p = r["p_final"].to_numpy(dtype=np.float64)
     tv = d["tv"].to_numpy(dtype=np.float64)
     pmax = d["pmax"].to_numpy(dtype=np.float64)
+    free = np.abs(p - pmax) > 1e-9
+    p_perm_free = permutation_corr_p(p[free], tv[free])[0] if int(free.sum()) >= 3 else float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):
         log_h = np.where(h > 0, np.log(np.where(h > 0, h, 1.0)), np.nan)
     return {
@@ -63,7 +65,10 @@ def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[
         "pr_p_tv_pmax": partial_corr(p, tv, pmax),
         **variance_decomposition(log_h, pmax, tv),
         # clients whose final width is not their cap: the only ones r(p, TV | pmax) can come from (F1d)
-        "n_free": int(np.sum(np.abs(p - pmax) > 1e-9)),
+        "n_free": int(free.sum()),
+        # the free clients' own test: r(p, TV) among them, two-sided permutation p (exact up to 9)
+        "r_p_tv_free": pearson(p[free], tv[free]) if int(free.sum()) >= 3 else float("nan"),
+        "p_perm_free": p_perm_free,
     }
 
 

@@ -88,7 +88,9 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     evaluated round's (NaN for a diverged run, whose last evaluation is NaN).
     ``min_train_loss`` is the lowest finite ``train_loss`` of rounds.parquet (the round's mean over its
     participants of their local steps' mean loss; every round when ``eval_every`` is 1), NaN when the run
-    has none (F9's "never learned" gate compares it with ln K).
+    has none (F9's "never learned" gate compares it with ln K). ``last_gain_pct`` is the last evaluation's
+    accuracy minus the one before it (points; NaN with fewer than two finite evaluations or no final): the
+    final-accuracy gate's "still rising" (:func:`hasfl.analysis.findings.kernel.final_gate`).
     """
     status = str(summary.get("status", "completed"))
     acc = pd.to_numeric(rounds.sort_values("round")["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0
@@ -107,6 +109,7 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
         "avg_p": float(avg_p) if avg_p is not None else math.nan,
         "rounds_completed": int(summary.get("rounds_completed", len(rounds))),
         "min_train_loss": float(loss.min()) if loss.size else math.nan,
+        "last_gain_pct": float(finite[-1] - finite[-2]) if finite.size >= 2 and math.isfinite(final) else math.nan,
     }
 
 
@@ -117,6 +120,6 @@ def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame
         rounds = pd.read_parquet(f["rounds.parquet"])
         rows.append({"dataset": dataset, "method": method, "seed": seed, **run_metrics(rounds, read_json(f["run.json"]))})
     cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed",
-            "min_train_loss"]
+            "min_train_loss", "last_gain_pct"]
     df = pd.DataFrame.from_records(rows, columns=cols)
     return df.astype({"seed": "int64", "rounds_completed": "int64"}) if len(df) else df

@@ -132,6 +132,13 @@ MARGINS: dict[str, MarginSpec] = {
                    "confidence level; every test runs at alpha = 1 - ci_level (one-sided bounds: the "
                    "two-sided 1 - 2 alpha interval)"),
         MarginSpec("power", 0.8, 0.0, 1.0, True, True, "power at which minimum detectable effects are reported"),
+        MarginSpec("min_seeds_for_verdict", 2.0, 1.0, 1000.0, False, False,
+                   "a paper claim's or extension's unit with fewer seeds (runs) than this is inconclusive: one seed has "
+                   "no seed-to-seed variance"),
+        MarginSpec("rising_min_gain_pct", 0.5, 0.0, 100.0, True, False,
+                   "final-accuracy gate: a run whose last evaluation is its best and above the previous evaluation by "
+                   "more than this (points) is still rising; a final-accuracy unit with such a run, or with a run at "
+                   "the majority-class floor, is inconclusive"),
         MarginSpec("f1_max_r_h_pmax", -0.5, -1.0, 1.0, True, True,
                    "F1a: pooled r(H~, pmax) must lie below this ('strongly negative')"),
         MarginSpec("f1_min_r2_gap", 0.0, -1.0, 1.0, False, False,

@@ -47,6 +47,7 @@ __all__ = [
     "z_mde",
     "mean_std",
     "paired_ci",
+    "permutation_corr_p",
     "partial_corr",
     "partial_corr_closed_form",
     "pearson",
@@ -217,6 +218,31 @@ def paired_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, 
     else:
         t_stat, p_value = _NAN, _NAN
     return PairedCI(n, mean, sd, mean - half, mean + half, t_stat, p_value, level)
+
+
+def permutation_corr_p(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, exact_max: int = 9,
+                       n_perm: int = 9999, seed: int = 0) -> tuple[float, bool]:
+    """Two-sided permutation p of Pearson's r(x, y): the share of the orderings of ``y`` whose |r| is at least
+    the observed one (up to 1e-12). Every one of the n! orderings when n <= ``exact_max`` (exact; the
+    observed one among them); else ``n_perm`` random ones from ``seed`` plus the observed, ``(b + 1) /
+    (n_perm + 1)``. Returns ``(p, exact)``; NaN when r is undefined (:func:`pearson`)."""
+    a, b = _arr(x), _arr(y)
+    r = pearson(a, b)
+    if not math.isfinite(r):
+        return _NAN, False
+    a = (a - a.mean()) / np.sqrt(((a - a.mean()) ** 2).sum())
+    b = (b - b.mean()) / np.sqrt(((b - b.mean()) ** 2).sum())
+    n = a.size
+    if n <= exact_max:
+        import itertools
+
+        perms = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+        rs = b[perms] @ a
+        return float(np.mean(np.abs(rs) >= abs(r) - 1e-12)), True
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((n_perm, n)), axis=1)
+    rs = b[perms] @ a
+    return float((np.sum(np.abs(rs) >= abs(r) - 1e-12) + 1) / (n_perm + 1)), False
 
 
 # --- pooled correlations (F1, F6) ------------------------------------------------------------

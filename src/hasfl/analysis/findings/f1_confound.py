@@ -9,11 +9,13 @@ datasets are in scope:
 * F1c [4.4] pooled r(H~, TV | pmax) < ``f1c_max_pr_h_tv`` ("no data signal"); contradicted
   when significantly positive.
 * F1d [4.4] pooled r(p, TV | pmax) ~ 0: TOST with margin ``f1d_equiv_pr_p_tv``;
-  contradicted when the two-sided interval excludes 0.
+  contradicted when the two-sided interval excludes 0. The Fisher weights count the clients free to
+  move (``n_free``), and their own test (r(p, TV) among them, permutation p) is reported beside.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +36,7 @@ from hasfl.analysis.findings.kernel import (
     fmt,
     gate_unit,
     in_scope,
+    num,
     t_unit,
 )
 
@@ -122,20 +125,33 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     units = []
     for d in ds:
         rows = confound_rows(t5, "hasfl", d)
-        u = dict(corr_equivalence_unit(d, rows, "pr_p_tv_pmax", st.th["f1d_equiv_pr_p_tv"], st), in_scope=scope[d])
-        if "n_free" in rows.columns:  # Eq. 6 pins the capped tiers: only these clients can carry r(p, TV | pmax)
+        # Eq. 6 pins the capped tiers: only the clients free to move can carry r(p, TV | pmax), so the Fisher
+        # weights count them (n_free - 4 per run), not every client; a table without n_free: all clients
+        size = "n_free" if "n_free" in rows.columns and rows["n_free"].notna().all() else "n_clients"
+        u = dict(corr_equivalence_unit(d, rows, "pr_p_tv_pmax", st.th["f1d_equiv_pr_p_tv"], st, size=size),
+                 in_scope=scope[d], dof_from=size)
+        if "n_free" in rows.columns:
             free = [int(v) for v in rows["n_free"].fillna(0)]
             u["n_free"] = free
             u["reason"] += (f"; clients free to move (final width below their cap) per seed: {free} of "
                             f"{[int(v) for v in rows['n_clients']]}")
+        if "r_p_tv_free" in rows.columns:  # the free clients' own test, beside the pooled one
+            own = {str(int(s)): {"n": int(n) if pd.notna(n) else None, "r": num(r), "p_perm": num(pp)}
+                   for s, n, r, pp in zip(rows["seed"], rows.get("n_free", [None] * len(rows)), rows["r_p_tv_free"],
+                                          rows.get("p_perm_free", [math.nan] * len(rows)), strict=True)}
+            u["free_clients_test"] = own
+            u["reason"] += ("; among the free clients r(p, TV) and its two-sided permutation p per seed: "
+                            + ", ".join(f"seed {k}: r = {fmt(v['r'])}, p = {fmt(v['p_perm'])}" for k, v in own.items()))
         units.append(u)
     out.append(finding(
         F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
         scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z)",
         test="equivalence (TOST): supported if the 1 - 2 alpha interval lies inside +-margin; contradicted if the "
              "1 - alpha interval excludes 0; contradiction takes precedence; pooled with random effects "
-             "(DerSimonian-Laird) when Cochran's Q rejects one common correlation at alpha; the clients free to "
-             "move (the only ones that can carry the correlation, since Eq. 6 pins the capped tiers) beside it",
+             "(DerSimonian-Laird) when Cochran's Q rejects one common correlation at alpha; the Fisher weights count "
+             "the clients free to move (n_free - 4 per run: the only ones that can carry the correlation, since "
+             "Eq. 6 pins the capped tiers), and their own test (r(p, TV) among them, exact permutation p) is "
+             "reported beside it",
         margin_key="f1d_equiv_pr_p_tv", st=st, units=units, files=files,
         mde_meaning="minimum detectable |r| of the two-sided test (see min_equivalence_margin per unit)",
         not_run="no completed hasfl run on an image dataset"))

@@ -1,6 +1,7 @@
 """F4 [Section 4.5, Table 6; image]: full-model training beats sub-model training.
 
-final acc(fedavg) - final acc(hasfl) > ``f4_min_gap_pct`` (paired one-sided t over seeds).
+final acc(fedavg) - final acc(hasfl) > ``f4_min_gap_pct`` (paired one-sided t over seeds); a unit with a run at
+the floor or still rising at its last evaluation is inconclusive (:func:`~hasfl.analysis.findings.kernel.final_gate`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from hasfl.analysis.findings.kernel import (
     T6S,
     FindingSpec,
     Settings,
+    final_gate,
     finding,
+    gate_unit,
     has_runs,
     in_scope,
     left_out_note,
@@ -37,15 +40,17 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         u = t_unit(d, p.diff, st.th["f4_min_gap_pct"], True, st, {"seeds": p.seeds, "fedavg": list(p.a),
                                                                    "hasfl": list(p.b)})
         u["reason"] += left_out_note(p.left_out)
-        units.append(u)
+        units.append(gate_unit(u, final_gate(d, p.seeds, [(t6s, "fedavg"), (t6s, "hasfl")],
+                                             st.th["rising_min_gain_pct"])))
     return [finding(
         F4, claim="Full-model training beats sub-model training (fedavg vs hasfl final accuracy)",
         source="Section 4.5, Table 6", scope=IMAGE, statistic="per seed: final acc(fedavg) - final acc(hasfl), points",
         test="paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
-             "bound < margin", margin_key="f4_min_gap_pct", st=st, units=units, files=[f"tables/{T6S}.parquet"],
+             "bound < margin; inconclusive when a run is at the floor or still rising at its last evaluation",
+        margin_key="f4_min_gap_pct", st=st, units=units, files=[f"tables/{T6S}.parquet"],
         mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
         not_run="fedavg or hasfl not run on an image dataset")]
 
 
-SPEC = FindingSpec(ids=(F4,), tables=(T6S,), methods={F4: ("fedavg", "hasfl")}, margins=("f4_min_gap_pct",),
+SPEC = FindingSpec(ids=(F4,), tables=(T6S,), methods={F4: ("fedavg", "hasfl")}, margins=("f4_min_gap_pct", "rising_min_gain_pct"),
                    evaluate=evaluate)

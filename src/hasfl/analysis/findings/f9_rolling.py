@@ -21,14 +21,16 @@ paper's thesis is about the *sub-model* regime: F9b, F9c and F9d each also have 
 (``<dataset>/sub-model``, ``accuracy: "sub-model"``), the same test on the sub-model accuracy of
 tables/submodel_accuracy.parquet (:mod:`hasfl.analysis.tables.submodel_accuracy`: the mean test accuracy of the
 sub-models the last round's participants held, at their width and window, under the method's declared rule),
-with the same width and never-learned gates (docs/decisions.md "F9's sub-model unit (issue 37)"). That table is
+with the same width and never-learned gates (docs/decisions.md "F9's sub-model unit"). That table is
 optional (:data:`hasfl.analysis.findings.OPTIONAL_TABLES`): without it no sub-model unit is computed and each
 finding says so (:data:`SUB_MODEL_NOTE`).
 
-**Never learned** (issue 37): a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
+**Never learned**: a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
 tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
 never left the uniform-guess loss; a unit with such a run among its seeds is inconclusive with that reason,
 never supported or contradicted (:func:`learned_gate`). Unknown (no loss or no chance rate in the table): not gated.
+A final-accuracy unit (F9b-F9d) is also inconclusive when one of its runs is at the majority-class floor or still
+rising at its last evaluation (:func:`~hasfl.analysis.findings.kernel.final_gate`).
 
 Uniform's and uniform_rolling's widths are the same only when their ``p`` are; the runs' average allocated widths
 are compared per seed and a unit whose widths differ is inconclusive (not the experiment). The margins (0 points)
@@ -52,6 +54,7 @@ from hasfl.analysis.findings.kernel import (
     FindingSpec,
     Settings,
     decay_gate,
+    final_gate,
     finding,
     gate_unit,
     has_runs,
@@ -141,7 +144,8 @@ def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st:
     u = t_unit(d, q.diff, st.th["f9_min_acc_gap_pct"], True, st,
                {"seeds": q.seeds, f"final_{ma}": list(q.a), f"final_{mb}": list(q.b), "accuracy": "full model"})
     u["reason"] += left_out_note(q.left_out)
-    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
+    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac),
+                               final_gate(d, q.seeds, [(t4s, ma), (db, mb)], st.th["rising_min_gain_pct"])))
 
 
 def _sub_unit(sub: pd.DataFrame, t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings,
@@ -155,7 +159,8 @@ def _sub_unit(sub: pd.DataFrame, t4s: pd.DataFrame, ma: str, db: pd.DataFrame, m
     u = t_unit(f"{d}/sub-model", q.diff, st.th["f9_min_acc_gap_pct"], True, st,
                {"seeds": q.seeds, f"submodel_{ma}": list(q.a), f"submodel_{mb}": list(q.b), "accuracy": "sub-model"})
     u["reason"] += left_out_note(q.left_out)
-    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
+    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac),
+                               final_gate(d, q.seeds, [(t4s, ma), (db, mb)], st.th["rising_min_gain_pct"])))
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
@@ -205,6 +210,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     test = ("paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
             "bound < margin; inconclusive when the two runs of a seed allocate different average widths, or when a "
             "run never learned (lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K); "
+            "a final-accuracy unit (F9b-F9d, full model and sub-model) also when a run is at the floor or still rising "
+            "at its last evaluation (`rising_min_gain_pct`); "
             + note)
     thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
     sub_stat = "" if sub is None else " (`<dataset>/sub-model` units: the same difference of sub-model accuracy)"
@@ -241,4 +248,4 @@ SPEC = FindingSpec(
     ids=(F9A, F9B, F9C, F9D), tables=(T3S, T4S, T7S),
     methods={F9A: ("uniform", "uniform_rolling"), F9B: ("uniform", "uniform_rolling"),
              F9C: ("fedrolex", "heterofl"), F9D: ("uniform", "fedecover")},
-    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction"), evaluate=evaluate)
+    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction", "rising_min_gain_pct"), evaluate=evaluate)

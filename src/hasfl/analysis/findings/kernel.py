@@ -21,6 +21,12 @@ All tests run at ``alpha = 1 - analysis.ci_level``; a one-sided bound at level
 unit records its number of seeds / runs, its margin (config block ``analysis``, defaults
 justified in docs/decisions.md) and its minimum detectable effect at ``analysis.power``.
 
+Verdict rules that count what they test (docs/decisions.md): Holm's correction
+(statsmodels' ``multipletests``) over a finding's units and over a conjunction's parts
+(:func:`conjunction_unit`); a claim's unit needs ``analysis.min_seeds_for_verdict`` seeds
+(:func:`seeds_gate`); a final-accuracy comparison is gated by runs at the floor or still rising
+(:func:`final_gate`).
+
 A finding family (one module of this package) declares a :class:`FindingSpec`; the
 ordered registry is :data:`hasfl.analysis.findings.FINDINGS`.
 """
@@ -59,20 +65,33 @@ VERDICT_RULES = (
     "A finding's units (datasets, or runs for F5) are combined: **mixed** when some support and others contradict "
     "(one dataset does not override another), **contradicted** when one contradicts and none supports, "
     "**supported** only when all do, **inconclusive** otherwise; the parts of one claim (F3-shakespeare's four "
-    "tests, F5's runs) must all hold, so one contradicted part contradicts it. A unit is made inconclusive, its test's own "
+    "tests, F5's runs) must all hold, so one contradicted part contradicts it, and a conjunction's parts are "
+    "corrected among themselves (Holm over its parts) before they are combined. A claim's unit (a paper claim or an "
+    "extension) needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive (\"1 seed: no "
+    "seed-to-seed variance\"), a correlation over one run's clients included. A comparison of final accuracies "
+    "(F3-shakespeare's accuracy parts, F4, F9b-F9d) is inconclusive when a run sits at the majority-class floor or "
+    "is still rising (its last evaluation its best, more than `analysis.rising_min_gain_pct` points above the one "
+    "before). A unit is made inconclusive, its test's own "
     "reading kept beside the reason, when its runs cannot show the claim: a decay claim (F2a, F2b, F2c) when a seed "
     "sits at the majority-class floor or the method whose decay is claimed peaks at its last evaluation; a claim "
     "that no data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) when the "
     "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data. "
     "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); a "
-    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit lists the "
-    "seeds its test would need for the configured power at the spread observed, and their cost.")
+    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit in the claim's "
+    "scope that more seeds could decide (not one gated by runs at the floor, never learned, never peaked or still "
+    "rising) lists the seeds its test would need for the configured power at the spread observed, at Holm's level "
+    "alpha / k, and their cost.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
 #: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
 #: equals TV without noise); an oracle test (allocation by the true label histogram).
 PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE = "paper claim", "extension", "pipeline check", "oracle"
 KINDS = (PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE)
+#: The kinds whose verdicts need seed-to-seed variance (``analysis.min_seeds_for_verdict``): claims about a
+#: method, which one seed cannot show; a pipeline check or an oracle follows from the construction in every run.
+SEED_RULE_KINDS = (PAPER_CLAIM, EXTENSION)
+#: ``gate_kind`` of a unit gated for too few seeds: more seeds lift it, so its seeds are still priced.
+SEEDS_GATE = "seeds"
 
 #: Scopes: which datasets a claim is stated for.
 IMAGE, TEXT, ALL = "image", "text", "all"
@@ -326,33 +345,96 @@ def z_p(z: float, se: float, edge: float, above: bool) -> tuple[float, float]:
     return (up, down) if above else (down, up)
 
 
-def holm(units: Sequence[dict[str, Any]], alpha: float) -> None:
-    """Holm's step-down correction over a finding's units (in scope, ungated, with p-values): the unit of the
-    i-th smallest decisive p (``p_supported`` for a supported unit, ``p_contradicted`` for a contradicted
-    one, the smaller of the two otherwise) keeps its verdict only if that p <= alpha / (k - i), and every
-    unit after the first that fails is not rejected either; such a unit becomes inconclusive."""
+def decisive_p(u: Mapping[str, Any]) -> float:
+    """The p-value that decides ``u``'s verdict: ``p_supported`` for a supported unit, ``p_contradicted`` for a
+    contradicted one, the smaller of the two otherwise."""
+    if u["verdict"] == SUPPORTED:
+        return num(u["p_supported"])
+    if u["verdict"] == CONTRADICTED:
+        return num(u["p_contradicted"])
+    return min(num(u["p_supported"]), num(u["p_contradicted"]))
+
+
+def holm(units: Sequence[dict[str, Any]], alpha: float, what: str = "units") -> None:
+    """Holm's step-down correction (statsmodels' ``multipletests(method="holm")``) over a finding's units, or
+    over the parts of one conjunction (``what = "parts"``): among those in scope, ungated and with p-values,
+    the unit of the i-th smallest decisive p (:func:`decisive_p`) keeps its verdict only if Holm rejects it
+    (that p <= alpha / (k - i) and every smaller p rejected); a supported or contradicted unit Holm does not
+    reject becomes inconclusive, the step that failed named in its reason. Records ``holm_alpha`` (the
+    step's level) and ``p_holm`` (Holm's adjusted p)."""
+    from statsmodels.stats.multitest import multipletests
+
     tested = [u for u in units if u.get("in_scope", True) and not u.get("gate")
               and math.isfinite(num(u.get("p_supported"))) and math.isfinite(num(u.get("p_contradicted")))]
     k = len(tested)
     if k < 2:
         return
-
-    def decisive(u: Mapping[str, Any]) -> float:
-        if u["verdict"] == SUPPORTED:
-            return num(u["p_supported"])
-        if u["verdict"] == CONTRADICTED:
-            return num(u["p_contradicted"])
-        return min(num(u["p_supported"]), num(u["p_contradicted"]))
-
-    failed = False
-    for i, u in enumerate(sorted(tested, key=decisive)):
+    ranked = sorted(tested, key=decisive_p)
+    ps = np.array([decisive_p(u) for u in ranked], dtype=np.float64)
+    reject, adjusted, _, _ = multipletests(ps, alpha=alpha, method="holm")
+    for i, (u, rej, adj) in enumerate(zip(ranked, reject, adjusted, strict=True)):
         level = alpha / (k - i)
-        u["holm_alpha"] = level
-        failed = failed or decisive(u) > level
-        if failed and u["verdict"] in (SUPPORTED, CONTRADICTED):
+        u["holm_alpha"], u["p_holm"] = level, float(adj)
+        if not rej and u["verdict"] in (SUPPORTED, CONTRADICTED):
             u.update(holm=False, verdict=INCONCLUSIVE,
-                     reason=(f"not significant after Holm's correction over {k} units (p = {fmt(decisive(u))} > "
-                             f"{fmt(level)}; the test alone: {u['verdict']} -- {u['reason']})"))
+                     reason=(f"not significant after Holm's correction over {k} {what} (p = {fmt(decisive_p(u))} > "
+                             f"{fmt(level)}, adjusted p = {fmt(float(adj))}; the test alone: {u['verdict']} -- "
+                             f"{u['reason']})"))
+
+
+def conjunction_unit(name: str, parts: list[dict[str, Any]], st: Settings,
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A unit that is the conjunction of several tests (``parts``, e.g. F3-shakespeare's four): Holm over
+    the parts (:func:`holm`, ``what = "parts"``), then supported only if every part is, contradicted if one is
+    (:func:`combine` with ``conjunction``); the reason names each part that Holm's correction failed."""
+    holm(parts, st.alpha, "parts")
+    verdict = combine([u["verdict"] for u in parts], conjunction=True)
+    failed = [u["unit"] for u in parts if u.get("holm") is False]
+    reason = "; ".join(f"{u['unit']}: {u['verdict']}" for u in parts)
+    if failed:
+        reason = (f"after Holm's correction over the {len(parts)} parts, {', '.join(failed)} "
+                  f"{'is' if len(failed) == 1 else 'are'} no longer significant; " + reason)
+    return {"unit": name, "n": min((int(u.get("n") or 0) for u in parts), default=0), "verdict": verdict,
+            "reason": reason, "parts": parts, **(extra or {})}
+
+
+def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
+    """Why a claim's unit has too few seeds for a verdict, else None: its ``n`` (seeds; runs for a pooled
+    correlation) below ``analysis.min_seeds_for_verdict``. One run's clients give a correlation an interval, but
+    not the seed-to-seed variance a claim about the method needs."""
+    n = int(unit.get("n") or 0)
+    if n >= min_seeds:
+        return None
+    return f"{n} seed{'s' if n != 1 else ''}: no seed-to-seed variance" if n <= 1 else \
+        f"{n} seeds: fewer than analysis.min_seeds_for_verdict = {min_seeds:g}"
+
+
+def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
+               min_gain: float) -> str | None:
+    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` cannot be read, else None: a run
+    of a method in ``frames`` at the majority-class floor (``at_floor``: it never learned), or *still rising*:
+    its last evaluation is its best (``delta_pct`` = final - best = 0) and above the previous evaluation by more
+    than ``min_gain`` points (``last_gain_pct``), so the comparison reads where the runs were stopped, not
+    where they end. A run without the flag / columns is not gated (unknown)."""
+    wanted = {int(s) for s in seeds}
+    why: list[str] = []
+    for df, method in frames:
+        if df is None or df.empty:
+            continue
+        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
+        for r in sel.sort_values("seed").to_dict("records"):
+            flag = r.get("at_floor")
+            if not is_missing(flag) and bool(flag):
+                why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
+            gain = num(r.get("last_gain_pct"))
+            if num(r.get("delta_pct")) == 0.0 and math.isfinite(gain) and gain > min_gain:
+                why.append(f"{method} seed {int(r['seed'])} still rising (+{gain:.3g} points at its last "
+                           "evaluation, its best)")
+    if not why:
+        return None
+    return ("; ".join(dict.fromkeys(why)) + ": a final accuracy of a run that never learned or is still rising "
+            f"at its last evaluation (by more than analysis.rising_min_gain_pct = {min_gain:g} points) is no "
+            "endpoint to compare (more rounds)")
 
 
 # --- unit evaluators ------------------------------------------------------------------------
@@ -423,13 +505,14 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
 
 
 def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
-              random_if_heterogeneous: bool = False) -> dict[str, Any]:
+              random_if_heterogeneous: bool = False, size: str = "n_clients") -> dict[str, Any]:
     """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se).
 
     Fixed effect; ``random_if_heterogeneous``: random effects (DerSimonian-Laird) when Cochran's Q rejects
-    that the runs share one correlation at alpha (``pooling`` says which)."""
+    that the runs share one correlation at alpha (``pooling`` says which). ``size``: the column of each run's
+    number of observations the Fisher weights count (F1d: the clients free to move)."""
     rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
-    ns = rows["n_clients"].to_numpy(dtype=np.float64) if len(rows) else np.array([])
+    ns = pd.to_numeric(rows[size], errors="coerce").to_numpy(dtype=np.float64) if len(rows) else np.array([])
     pool = fisher_pool(rs, ns, n_controls)
     pooling = "fixed effect"
     if random_if_heterogeneous and math.isfinite(pool.q_p) and pool.q_p < st.alpha:
@@ -488,10 +571,11 @@ def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: f
     return unit
 
 
-def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings,
+                          size: str = "n_clients") -> dict[str, Any]:
     """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0.
-    Pooled with random effects when the seeds disagree (Cochran's Q at alpha)."""
-    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True)
+    Pooled with random effects when the seeds disagree (Cochran's Q at alpha); ``size`` as :func:`corr_unit`."""
+    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True, size=size)
     se = unit.pop("_se")
     unit["margin"], unit["decision"] = margin, "tost"
     unit["p_supported"] = max(z_p(unit["z"], se, -margin, True)[0], z_p(unit["z"], se, margin, False)[0])
@@ -501,11 +585,13 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
     unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
         else math.nan
     if unit["n"] == 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation and a positive Fisher "
+                                                 f"weight ({size} - 4 > 0)")
         return unit
     v, why = equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
+    counted = "clients free to move" if size == "n_free" else "clients"
     unit.update(verdict=v, reason=(f"{why} ({unit['pooling']}; pooled over {unit['n']} run(s), {unit['n_clients']} "
-                                   "clients; minimum "
+                                   f"{counted}; minimum "
                                    f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
                                    f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
     return unit
@@ -542,6 +628,12 @@ def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, te
     inside = [u for u in units if u.get("in_scope", True)]
     for u in units:
         u.setdefault("in_scope", True)
+    if (kind or (EXTENSION if extension else PAPER_CLAIM)) in SEED_RULE_KINDS:
+        for u in units:  # before Holm: a unit without seed-to-seed variance is no test to correct for
+            why = seeds_gate(u, st.th.get("min_seeds_for_verdict", 2.0)) if int(u.get("n") or 0) >= 1 else None
+            if why and not u.get("gate"):
+                gate_unit(u, why)
+                u["gate_kind"] = SEEDS_GATE
     if not conjunction:  # the parts of a conjunction must all hold: no family of alternatives to correct for
         holm(inside, st.alpha)
     verdict = combine([u["verdict"] for u in inside], conjunction)

@@ -13,8 +13,11 @@ The observed effect and spread are taken as the true ones (a planning number, no
   ``1 / sqrt(n w)`` (``w`` the mean Fisher weight per run); the n at which the one-sided bound clears the
   decision boundary (the margin, or 0) farthest from the estimate on its side.
 
-A unit made inconclusive by a gate (a run at the floor or that never peaked, a blind positive control)
-gets none: more seeds do not lift it. The cost is the pre-flight's job-hours per seed of the finding's
+Priced only where more seeds could decide it: an inconclusive unit in the claim's scope, not
+gated by its runs (a run at the floor, never learned, never peaked or still rising, a blind positive
+control: more seeds do not lift those; a unit gated only for too few seeds is priced), and at the level
+Holm's correction asks of it, alpha / k over the finding's k in-scope units (alpha / k over a
+conjunction's k parts for each part). The cost is the pre-flight's job-hours per seed of the finding's
 methods on the unit's dataset (:func:`hasfl.dag.preflight.estimate` on the reference machine's rates, so it
 is the same on every machine).
 """
@@ -27,10 +30,10 @@ from typing import Any
 
 import scipy.stats as sps
 
-from hasfl.analysis.findings.kernel import INCONCLUSIVE, Settings, num
+from hasfl.analysis.findings.kernel import INCONCLUSIVE, SEEDS_GATE, Settings, num
 from hasfl.analysis.stats import t_equivalence_margin, t_mde
 
-__all__ = ["MAX_SEEDS", "annotate", "seeds_needed"]
+__all__ = ["MAX_SEEDS", "annotate", "holm_settings", "priced", "seeds_needed"]
 
 #: Beyond this many seeds the answer is "more than MAX_SEEDS" (None).
 MAX_SEEDS = 100
@@ -79,7 +82,11 @@ def seeds_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
     """Seeds at which ``unit``'s test would have ``st.power`` at the observed effect and spread (None: none
     up to :data:`MAX_SEEDS`, no spread, or a test this does not plan: the sd ratio of F2a-spread, F5)."""
     if unit.get("parts"):
-        needs = [seeds_needed(p, st) for p in unit["parts"] if p.get("verdict") == INCONCLUSIVE]
+        parts = unit["parts"]
+        if any(p.get("gate") and p.get("gate_kind") != SEEDS_GATE for p in parts):
+            return None  # a part gated by its runs: more seeds do not lift it
+        inner = holm_settings(parts, st)
+        needs = [seeds_needed(p, inner) for p in parts if p.get("verdict") == INCONCLUSIVE]
         return None if not needs or None in needs else max(needs)
     if "se_z" in unit:
         return _corr_needed(unit, st)
@@ -88,15 +95,37 @@ def seeds_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
     return None
 
 
+def priced(unit: Mapping[str, Any]) -> bool:
+    """Whether ``unit`` gets a ``seeds_needed``: inconclusive, in the claim's scope, and not gated by its runs
+    (floor, never learned, never peaked, still rising, a blind positive control: more seeds do not lift those);
+    a unit gated only for too few seeds is priced."""
+    if unit.get("verdict") != INCONCLUSIVE or not unit.get("in_scope", True):
+        return False
+    return not unit.get("gate") or unit.get("gate_kind") == SEEDS_GATE
+
+
+def holm_settings(units: Sequence[Mapping[str, Any]], st: Settings) -> Settings:
+    """``st`` at the level Holm's correction asks of a unit among ``units`` (those in scope, runs-ungated): the
+    first step's alpha / k (k of them, at least 1), the level a unit must reach whatever its rank."""
+    k = max(1, sum(1 for u in units if u.get("in_scope", True) and (not u.get("gate")
+                                                                     or u.get("gate_kind") == SEEDS_GATE)))
+    return Settings(alpha=st.alpha / k, power=st.power, th=st.th)
+
+
 def annotate(findings: Sequence[dict[str, Any]], st: Settings, methods_of: Mapping[str, Sequence[str]],
              seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> None:
-    """Give every inconclusive, ungated unit its ``seeds_needed`` and, with ``seed_hours`` (dataset -> method
-    -> job-hours per seed), ``extra_seeds`` and ``extra_job_hours`` for the finding's methods."""
+    """Give every inconclusive unit that more seeds could decide (:func:`priced`) its ``seeds_needed`` at the
+    level Holm's correction asks of it (:func:`holm_settings`; a conjunction's parts at alpha / k over its own
+    k parts) and, with ``seed_hours`` (dataset -> method -> job-hours per seed), ``extra_seeds`` and
+    ``extra_job_hours`` for the finding's methods."""
     for f in findings:
-        for u in f.get("units", []):
-            if u.get("verdict") != INCONCLUSIVE or u.get("gate"):
+        units = f.get("units", [])
+        level = holm_settings(units, st)
+        for u in units:
+            if not priced(u):
                 continue
-            n = seeds_needed(u, st)
+            n = seeds_needed(u, level)
+            u["seeds_alpha"] = level.alpha
             u["seeds_needed"] = n
             if n is None or not seed_hours:
                 continue

@@ -1,6 +1,6 @@
 """Sub-model accuracy: the sub-models the last round's participants held, cut from the final global model and
-evaluated under each method's declared batch-norm rule (F9's sub-model unit; docs/decisions.md "F9's sub-model
-unit (issue 37)"). No training.
+evaluated under each method's declared batch-norm rule (F9's sub-model unit; docs/decisions.md, the section
+on F9's sub-model unit). No training.
 
 Per run (every run of a method shown in Table 4, and of Uniform): the participants of the last round of its
 participation.parquet, each with its trained width ``p_trained`` and its window (``prefix``: the leading units;

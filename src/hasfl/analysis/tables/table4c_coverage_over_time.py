@@ -22,7 +22,7 @@ accumulator per parameter (one fill per distinct physical width and window, not 
 parameters count (the keys of ``named_parameters()`` of the full model): BatchNorm running statistics are no
 trained coordinates.
 
-Two spreads of coverage per run (issue 37), over every round of the ledger:
+Two spreads of coverage per run, over every round of the ledger:
 
 * ``gamma_min`` (and ``gamma_min_last_k`` over the last k rounds): Zhou et al.'s minimum coverage index
   (NeurIPS 2023, "Every Parameter Matters", arXiv 2310.08670): the fewest participants of one round whose
