@@ -37,7 +37,7 @@ from typing import Any
 from hasfl.cache import cached_measurement
 from hasfl.errors import HasflError
 
-__all__ = ["DEVICES", "DeviceError", "Devices", "devices", "listed_gpus", "probe_path", "resolve", "torch_view", "unusable"]
+__all__ = ["DEVICES", "DeviceError", "Devices", "cpu_model", "devices", "listed_gpus", "probe_path", "resolve", "torch_view", "unusable"]
 
 #: The values of config key ``device`` (workflow/schemas/config.schema.json).
 DEVICES = ("auto", "cpu", "cuda")
@@ -45,6 +45,20 @@ DEVICES = ("auto", "cpu", "cuda")
 PROBE_VERSION = 1
 #: How long the probe (importing torch, initialising CUDA) may take before it counts as no GPU.
 PROBE_TIMEOUT_S = 120.0
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; else :func:`platform.processor`, else 'cpu')."""
+    import platform
+
+    model = platform.processor() or "cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return model
 
 
 class DeviceError(HasflError, RuntimeError):

@@ -86,17 +86,11 @@ def _kernels(timings: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _machine() -> str:
-    model = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import os
 
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()} ({platform.machine()})"
+    from hasfl.device import cpu_model
+
+    return f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()} ({platform.machine()})"
 
 
 def _cuda(timings: Mapping[str, Mapping[str, Any]]) -> str:

@@ -24,7 +24,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
-from hasfl.device import devices, resolve
+from hasfl.device import cpu_model, devices, resolve
 from hasfl.registry import DATASETS, METHODS
 
 __all__ = ["cached_measurement", "device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render",
@@ -191,16 +190,8 @@ def hardware() -> dict[str, Any]:
     """CPU model and cores, and the GPUs the training jobs' torch will use (:func:`hasfl.device.devices`:
     ``nvidia-smi -L`` confirmed by a cached torch probe): ``gpus`` those names, ``listed`` what ``nvidia-smi``
     lists, ``gpu_note`` why listed GPUs do not count ('' when there is nothing to say)."""
-    model = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     found = devices(CACHE)
-    return {"cpu": model, "cores": os.cpu_count() or 1, "gpus": list(found.gpus), "listed": list(found.listed),
+    return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "gpus": list(found.gpus), "listed": list(found.listed),
             "gpu_note": found.note}
 
 
