@@ -143,6 +143,70 @@ def tiny_preset() -> TinyPreset:
 
 
 # --------------------------------------------------------------------------- tiny model families
+class IndexReference:
+    """Sub-models written from the rule with index tensors, for the window tests (rolling, sampled)."""
+
+    @staticmethod
+    def random_state(family) -> dict:
+        """A full-width state with distinct random values everywhere (buffers included), seed 0."""
+        import torch
+
+        torch.manual_seed(0)
+        state = {k: v.clone() for k, v in family.build(1.0).state_dict().items()}
+        for v in state.values():
+            if v.is_floating_point():
+                v.copy_(torch.randn_like(v))
+        return state
+
+    @staticmethod
+    def cnn(family, state, units, h) -> dict:
+        """The CNN sub-model holding output channels ``units[i]`` (index tensors) of conv layer i, its inputs the
+        previous layer's (the image channels whole), fc1's hidden units ``h`` over the flattened columns of the
+        last layer's channels (channel-major), and the class outputs whole."""
+        import torch
+
+        out, prev = {}, torch.arange(family.in_shape[0])
+        for i, idx in enumerate(units):
+            out[f"convs.{i}.weight"] = state[f"convs.{i}.weight"][idx][:, prev]
+            for k in ("convs.{i}.bias", "bns.{i}.weight", "bns.{i}.bias", "bns.{i}.running_mean",
+                      "bns.{i}.running_var"):
+                out[k.format(i=i)] = state[k.format(i=i)][idx]
+            out[f"bns.{i}.num_batches_tracked"] = state[f"bns.{i}.num_batches_tracked"]
+            prev = idx
+        per = family.pool_out**2
+        flat = (prev[:, None] * per + torch.arange(per)[None, :]).reshape(-1)
+        out["fc1.weight"] = state["fc1.weight"][h][:, flat]
+        out["fc1.bias"] = state["fc1.bias"][h]
+        out["fc2.weight"] = state["fc2.weight"][:, h]
+        out["fc2.bias"] = state["fc2.bias"]
+        return out
+
+    @staticmethod
+    def lstm(family, state, h) -> dict:
+        """The LSTM sub-model holding hidden units ``h`` (an index tensor) in every gate block and layer, the
+        embedding and the class outputs whole."""
+        import torch
+
+        H = family.hidden
+        rows = torch.cat([g * H + h for g in range(4)])
+        out = {"embed.weight": state["embed.weight"]}
+        for layer in range(family.layers):
+            ih = state[f"lstm.weight_ih_l{layer}"][rows]
+            out[f"lstm.weight_ih_l{layer}"] = ih if layer == 0 else ih[:, h]
+            out[f"lstm.weight_hh_l{layer}"] = state[f"lstm.weight_hh_l{layer}"][rows][:, h]
+            for b in ("bias_ih", "bias_hh"):
+                out[f"lstm.{b}_l{layer}"] = state[f"lstm.{b}_l{layer}"][rows]
+        out["fc.weight"] = state["fc.weight"][:, h]
+        out["fc.bias"] = state["fc.bias"]
+        return out
+
+
+@pytest.fixture(scope="session")
+def index_reference() -> IndexReference:
+    """:class:`IndexReference`: sub-models by index tensors and a random full state."""
+    return IndexReference()
+
+
 @pytest.fixture()
 def small_cnn():
     """A 3-conv CNN family on 3x16x16 inputs, 7 classes (two pooling stages, 2x2 pooled output)."""

@@ -137,53 +137,24 @@ def test_runs_and_the_round_window():
         Window("rolling", 1, ((0,),))
 
 
-def _reference(family, state, window: Window, arch: str) -> dict[str, torch.Tensor]:
+def _reference(family, state, window: Window, arch: str, ref) -> dict[str, torch.Tensor]:
     """The sub-model by index tensors, written from the rule: a layer's outputs its units, its inputs the previous
-    layer's units, the classifier's outputs whole."""
+    layer's units, the classifier's outputs whole (``ref``: the ``index_reference`` fixture)."""
     if arch == "lstm":
-        H = family.hidden
-        h = torch.tensor(window.units[0]) if window.units[0] else torch.arange(H)
-        rows = torch.cat([g * H + h for g in range(4)])
-        out = {"embed.weight": state["embed.weight"]}
-        for layer in range(family.layers):
-            ih = state[f"lstm.weight_ih_l{layer}"][rows]
-            out[f"lstm.weight_ih_l{layer}"] = ih if layer == 0 else ih[:, h]
-            out[f"lstm.weight_hh_l{layer}"] = state[f"lstm.weight_hh_l{layer}"][rows][:, h]
-            for b in ("bias_ih", "bias_hh"):
-                out[f"lstm.{b}_l{layer}"] = state[f"lstm.{b}_l{layer}"][rows]
-        out["fc.weight"] = state["fc.weight"][:, h]
-        out["fc.bias"] = state["fc.bias"]
-        return out
-    out, prev = {}, torch.arange(family.in_shape[0])
-    for i in range(len(family.channels)):
-        idx = torch.tensor(window.units[i])
-        out[f"convs.{i}.weight"] = state[f"convs.{i}.weight"][idx][:, prev]
-        for k in ("convs.{i}.bias", "bns.{i}.weight", "bns.{i}.bias", "bns.{i}.running_mean", "bns.{i}.running_var"):
-            out[k.format(i=i)] = state[k.format(i=i)][idx]
-        out[f"bns.{i}.num_batches_tracked"] = state[f"bns.{i}.num_batches_tracked"]
-        prev = idx
-    per = family.pool_out**2
-    flat = (prev[:, None] * per + torch.arange(per)[None, :]).reshape(-1)
-    h = torch.tensor(window.units[-1])
-    out["fc1.weight"] = state["fc1.weight"][h][:, flat]
-    out["fc1.bias"] = state["fc1.bias"][h]
-    out["fc2.weight"] = state["fc2.weight"][:, h]
-    out["fc2.bias"] = state["fc2.bias"]
-    return out
+        h = torch.tensor(window.units[0]) if window.units[0] else torch.arange(family.hidden)
+        return ref.lstm(family, state, h)
+    units = [torch.tensor(window.units[i]) for i in range(len(family.channels))]
+    return ref.cnn(family, state, units, torch.tensor(window.units[-1]))
 
 
 @pytest.mark.parametrize("arch", ["cnn", "lstm"])
-def test_sub_models_hold_exactly_the_drawn_units(arch, small_cnn, small_lstm):
+def test_sub_models_hold_exactly_the_drawn_units(arch, small_cnn, small_lstm, index_reference):
     family = small_cnn if arch == "cnn" else small_lstm
-    torch.manual_seed(0)
-    state = {k: v.clone() for k, v in family.build(1.0).state_dict().items()}
-    for v in state.values():
-        if v.is_floating_point():
-            v.copy_(torch.randn_like(v))
+    state = index_reference.random_state(family)
     widths = [0.25, 0.5, 0.75, 1.0] * 3
     for p, window in zip(widths, replay(family, 3, widths), strict=True):
         sub = family.extract(state, p, window)
-        ref = _reference(family, state, window, arch)
+        ref = _reference(family, state, window, arch, index_reference)
         assert set(sub) == set(ref)
         shapes = family.sub_shapes(p)
         for k in ref:

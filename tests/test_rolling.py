@@ -40,52 +40,17 @@ def official(size: int, p: float, t: int) -> torch.Tensor:
     return torch.roll(torch.arange(size), t % size, -1)[:kept]
 
 
-def _cnn_reference(family, state, p: float, t: int) -> dict[str, torch.Tensor]:
-    """The width-p sub-model of round t by index tensors (written from the rule, not from the rules)."""
-    out, prev = {}, torch.arange(family.in_shape[0])
-    for i, c in enumerate(family.channels):
-        idx = official(c, p, t)
-        out[f"convs.{i}.weight"] = state[f"convs.{i}.weight"][idx][:, prev]
-        for k in ("convs.{i}.bias", "bns.{i}.weight", "bns.{i}.bias", "bns.{i}.running_mean", "bns.{i}.running_var"):
-            out[k.format(i=i)] = state[k.format(i=i)][idx]
-        out[f"bns.{i}.num_batches_tracked"] = state[f"bns.{i}.num_batches_tracked"]
-        prev = idx
-    per = family.pool_out**2
-    flat = (prev[:, None] * per + torch.arange(per)[None, :]).reshape(-1)
-    h = official(family.hidden, p, t)
-    out["fc1.weight"] = state["fc1.weight"][h][:, flat]
-    out["fc1.bias"] = state["fc1.bias"][h]
-    out["fc2.weight"] = state["fc2.weight"][:, h]
-    out["fc2.bias"] = state["fc2.bias"]
-    return out
-
-
-def _lstm_reference(family, state, p: float, t: int) -> dict[str, torch.Tensor]:
-    H = family.hidden
-    h = official(H, p, t)
-    rows = torch.cat([g * H + h for g in range(4)])
-    out = {"embed.weight": state["embed.weight"]}
-    for layer in range(family.layers):
-        ih = state[f"lstm.weight_ih_l{layer}"][rows]
-        out[f"lstm.weight_ih_l{layer}"] = ih if layer == 0 else ih[:, h]
-        out[f"lstm.weight_hh_l{layer}"] = state[f"lstm.weight_hh_l{layer}"][rows][:, h]
-        for b in ("bias_ih", "bias_hh"):
-            out[f"lstm.{b}_l{layer}"] = state[f"lstm.{b}_l{layer}"][rows]
-    out["fc.weight"] = state["fc.weight"][:, h]
-    out["fc.bias"] = state["fc.bias"]
-    return out
-
-
 @pytest.mark.parametrize("arch", ["cnn", "lstm"])
 @pytest.mark.parametrize("p", [0.25, 0.5, 0.75, 1.0])
-def test_rolling_sub_models_equal_the_official_index_rule(arch, p, small_cnn, small_lstm):
+def test_rolling_sub_models_equal_the_official_index_rule(arch, p, small_cnn, small_lstm, index_reference):
     family = small_cnn if arch == "cnn" else small_lstm
-    reference = _cnn_reference if arch == "cnn" else _lstm_reference
-    torch.manual_seed(0)
-    state = {k: v.clone() for k, v in family.build(1.0).state_dict().items()}
-    for k, v in state.items():  # distinct values everywhere, buffers included
-        if v.is_floating_point():
-            v.copy_(torch.randn_like(v))
+    if arch == "cnn":  # the width-p sub-model of round t by index tensors (written from the rule, not the rules)
+        def reference(fam, st, p, t):
+            return index_reference.cnn(fam, st, [official(c, p, t) for c in fam.channels], official(fam.hidden, p, t))
+    else:
+        def reference(fam, st, p, t):
+            return index_reference.lstm(fam, st, official(fam.hidden, p, t))
+    state = index_reference.random_state(family)
     shapes = family.sub_shapes(p)
     wrapped = 0
     for t in range(0, 2 * max(12, getattr(family, "hidden", 12)) + 3):
