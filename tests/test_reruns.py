@@ -192,6 +192,8 @@ def test_the_finished_analysis_is_verified_and_an_edit_never_reaches_a_page(fini
     manifest = json.loads((results / "analysis.manifest.json").read_text())
     assert "findings.json" in manifest["files"] and "report.md" in manifest["files"]
     assert len(manifest["runs"]) == 3  # digits x (hasfl, random_budget, fedprox) x seed 42
+    # the command that made it, from the config files the session passes to the report job (not a param)
+    assert "--configfile presets/quick.yaml tiny.yaml" in (results / "report.md").read_text()
 
     def hasfl(*args):
         return subprocess.run([sys.executable, "-m", "hasfl.cli", *map(str, args)], capture_output=True, text=True,

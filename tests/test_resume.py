@@ -55,7 +55,7 @@ sys.exit(main(sys.argv[1:]))
 def preset(tiny_preset, tmp_path) -> Path:
     """quick.yaml + the resume overlay as one file (the CLI takes one preset)."""
     return tiny_preset(tmp_path, "merged", standalone=True, results_dir=None, data_dir=None, rounds=ROUNDS,
-                       checkpoint_every=EVERY)
+                       execution={"checkpoint_every": EVERY})
 
 
 def _cmd(preset: Path, out: Path, method: str, code: str = CLI) -> list[str]:

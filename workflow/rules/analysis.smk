@@ -52,14 +52,6 @@ FIGURE_CONTEXT = {
 }
 # The config files this DAG was given, relative to the workflow where inside it: report.md states the
 # command that reproduces each claim (hasfl.analysis.provenance).
-REPORT_CONFIGFILES = [
-    (
-        os.path.relpath(str(p), workflow.basedir)
-        if os.path.abspath(str(p)).startswith(os.path.abspath(workflow.basedir) + os.sep)
-        else str(p)
-    )
-    for p in (getattr(getattr(workflow, "config_settings", None), "configfiles", None) or [])
-]
 TABLES_DIR = f"{RESULTS}/tables"
 FIGS = f"{RESULTS}/figures"
 
@@ -368,7 +360,6 @@ rule analysis_report:
         name=config["name"],
         figures=list(FIGURES),
         figure_context=FIGURE_CONTEXT,
-        configfiles=REPORT_CONFIGFILES,
         config_summary={
             "preset": config["name"],
             "datasets": config["datasets"],

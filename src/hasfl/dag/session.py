@@ -47,6 +47,10 @@ def stop(exc: object) -> NoReturn:
     raise SystemExit(1)
 
 
+#: The environment variable the report job reads the DAG's config files from (workflow/scripts/report.py).
+ENV_CONFIGFILES = "HASFL_CONFIGFILES"
+
+
 def base_config(basedir: str | Path) -> str:
     """The base preset ``config.yaml`` beside the Snakefile, read by hasfl first so an unreadable or non-UTF-8 file is
     named in one line (files given with ``--configfile`` are read by Snakemake's command line before the Snakefile
@@ -121,8 +125,14 @@ class Session:
             # mapping given for a list or a number (``seeds: {}``): read again, strictly, and merge as a preset is
             # merged (hasfl.config.deep_merge); both must be valid
             ours = read_yaml(base_config(self.basedir))
-            for path in getattr(settings, "configfiles", None) or []:
+            files = [str(p) for p in getattr(settings, "configfiles", None) or []]
+            for path in files:
                 ours = deep_merge(ours, read_yaml(path))
+            # the command on report.md (provenance, as the commit: not a param, so it reruns nothing); jobs
+            # inherit the environment (the warm worker is started after this, SLURM exports it)
+            base = os.path.abspath(str(self.basedir)) + os.sep
+            os.environ[ENV_CONFIGFILES] = json.dumps(
+                [os.path.relpath(f, self.basedir) if os.path.abspath(f).startswith(base) else f for f in files])
             cli = getattr(settings, "config", None) or {}
             validate_config(deep_merge(ours, typed_command_line(cli, cli)))
             validate_config(self.config)
