@@ -57,7 +57,7 @@ TABLE3 = {"dataset": ["digits"], "method": ["hasfl"], "status": ["ok"], "n_compl
           "avg_p_std": [0.01]}
 
 
-def _results(root, findings=None):
+def _results(root, findings=None, methods=("hasfl", "random_budget", "fedavg"), figures=("fig6_frontier",)):
     (root / "tables").mkdir(parents=True)
     (root / "figures").mkdir()
     (root / "findings.json").write_text(json.dumps(findings or FINDINGS))
@@ -65,18 +65,19 @@ def _results(root, findings=None):
     # a rendered Markdown table that disagrees with the Parquet: the page must not read it
     (root / "tables" / "table3_allocation.md").write_text(
         "# Table 3 -- allocation\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Per seed\n\n| seed | x |\n|---|---|\n| 42 | 9 |\n")
-    fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
-    ax.plot([0, 1], [0, 1])
-    fig.savefig(root / "figures" / "fig6_frontier.png")
-    plt.close(fig)
+    for slug in figures:
+        fig, ax = plt.subplots(figsize=(16, 8), dpi=100)
+        ax.plot([0, 1], [0, 1])
+        fig.savefig(root / "figures" / f"{slug}.png")
+        plt.close(fig)
     (root / "report.md").write_text("### Figure 6\n\n![Figure 6](figures/fig6_frontier.png)\n\n"
                                     "*Figure 6.* Final accuracy against width.\n\n")
-    runs = [_run(root, "digits", m, s, 360.0) for m in ("hasfl", "random_budget", "fedavg") for s in (42, 43)]
+    runs = [_run(root, "digits", m, s, 360.0) for m in methods for s in (42, 43)]
     # the DAG's last rule: the analysis outputs' sha256 and the runs they read
     verified = root.parent / "verified.json"
     verified.write_text(json.dumps({str(r): f"digits-{r.parent.name}-{r.name[4:]}" for r in runs}))
     files = [root / "findings.json", root / "report.md", root / "tables" / "table3_allocation.md",
-             root / "tables" / "table3_allocation.parquet", root / "figures" / "fig6_frontier.png"]
+             root / "tables" / "table3_allocation.parquet", *(root / "figures" / f"{s}.png" for s in figures)]
     write_analysis_manifest(root, [str(f) for f in files], verified, identity={"digest": "abc123identity"})
 
 
@@ -109,6 +110,22 @@ def test_results_page_from_files(tmp_path) -> None:
     assert "Final accuracy against width." not in page
     with Image.open(out.parent / "quick" / "fig6_frontier.png") as im:
         assert im.width == 800  # shrunk from 1600 px
+
+
+def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(tmp_path) -> None:
+    """Figure 9 and its fallback Figure 5 draw the hasfl runs: without them every panel says "not run", so a
+    preset without hasfl (the coverage overlay) shows neither; with hasfl, Figure 9 is shown."""
+    figs = ("fig6_frontier", "fig9_estimators", "fig5_final_allocation")
+    for methods, shown in ((("uniform", "fedavg"), False), (("hasfl", "fedavg"), True)):
+        results = tmp_path / "-".join(methods) / "results" / "cov"
+        _results(results, methods=methods, figures=figs)
+        out = tmp_path / "-".join(methods) / "page.md"
+        res = _page(results, out)
+        assert res.returncode == 0, res.stderr
+        page = out.read_text()
+        assert "![fig6_frontier]" in page
+        assert ("![fig9_estimators]" in page) is shown
+        assert "![fig5_final_allocation]" not in page  # the fallback only replaces a missing Figure 9
 
 
 def test_results_page_needs_a_finished_run(tmp_path) -> None:

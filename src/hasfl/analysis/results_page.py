@@ -4,7 +4,7 @@
 --configfile presets/<name>.yaml [overlays]`` writes the page and, beside it in ``docs/results/<name>/``,
 small copies of three figures (the accuracy-capacity frontier, the convergence of the allocation
 strategies, and the estimates against the ground truth by capacity tier, or the final allocations where
-the preset has no estimator figure). Everything on the page is rendered from data the DAG wrote, never
+the preset has no estimator figure; a figure drawn from methods the preset does not run is left out). Everything on the page is rendered from data the DAG wrote, never
 from rendered Markdown: ``findings.json``, the tables' Parquet files (shown by their modules' ``display``,
 as report.md shows them), the figures, and the registry's titles and captions
 (:mod:`hasfl.analysis.artifacts`), each file checked first against the analysis manifest
@@ -210,6 +210,18 @@ def _refuse_other_methods(files: Sequence[str], runs: Mapping[str, Any]) -> None
                                "as presets/<name>-rolling.yaml)")
 
 
+def _methods_run(runs: Sequence[str] | Mapping[str, Any]) -> set[str]:
+    """The methods of the analysis manifest's runs (``runs/<dataset>/<method>/seed<k>``)."""
+    return {Path(r).parent.name for r in runs}
+
+
+def _figure_has_runs(slug: str, ran: set[str]) -> bool:
+    """A figure drawn from runs (its registry entry names methods) is shown only when the preset runs one of
+    them; otherwise every panel of it says "not run" and the page skips it (and tries its fallback)."""
+    methods = ARTIFACT_FIGURES[slug].methods
+    return not methods or bool(ran & set(methods))
+
+
 def _figure_context(files: Sequence[str], n_seeds: int, ci_level: Any) -> dict[str, Any]:
     """The numbers the registry's captions quote (``workflow/rules/analysis.smk``, FIGURE_CONTEXT), from the
     preset's config files; a key the files do not give is written as its symbol."""
@@ -298,10 +310,11 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
             lines += _table_lines(results, listed, table)
     lines += ["## Figures", ""]
     seeds = {r.rsplit("/", 1)[-1] for r in manifest["runs"]}
+    ran = _methods_run(manifest["runs"])
     ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
     for slug, fallback in FIGURES:
         for s in (slug, fallback):
-            if s is None:
+            if s is None or not _figure_has_runs(s, ran):
                 continue
             png = results / "figures" / f"{s}.png"
             if png.is_file():
