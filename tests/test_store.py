@@ -191,11 +191,10 @@ def test_a_link_whose_entry_was_removed_is_trained_again_never_stuck(snakemake, 
     assert _trained(work / "results/tiny")["fedavg"] is True
 
 
-def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakemake, work):
-    """A results folder of files (as before the store): `hasfl adopt` moves them into the store, each link keeping
-    its file's time, so Snakemake plans nothing; the bytes stay the same."""
+def _written_before_the_store(work: Path) -> Path:
+    """Turn ``results/tiny`` back into a folder of files with their links' times (as written before the store) and
+    delete the store."""
     results = work / "results/tiny"
-    before = _bytes(results)
     for link in [f for f in results.rglob("*") if f.is_symlink()]:
         when = link.lstat().st_mtime_ns
         target = link.resolve()
@@ -203,6 +202,14 @@ def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakema
         shutil.copyfile(target, link)
         os.utime(link, ns=(when, when))
     shutil.rmtree(work / "results/.store")
+    return results
+
+
+def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakemake, work):
+    """A results folder of files (as before the store): `hasfl adopt` moves them into the store, each link keeping
+    its file's time, so Snakemake plans nothing; the bytes stay the same."""
+    before = _bytes(work / "results/tiny")
+    results = _written_before_the_store(work)
     plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
     assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
     res = _cli("adopt", str(results))
@@ -212,6 +219,24 @@ def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakema
     assert _bytes(results) == before
     plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
     assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
+
+
+def test_a_run_with_nothing_to_do_adopts_a_folder_written_before_the_store(snakemake, work):
+    """Found while measuring issue 36's adoption: Snakemake calls ``onstart`` only when a job runs, so a finished
+    folder of files stayed outside the store through every `snakemake all` ("Nothing to be done"), and a variant
+    retrained what it held. The build adopts it now (a dry run still writes nothing)."""
+    before = _bytes(work / "results/tiny")
+    results = _written_before_the_store(work)
+    dry = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
+    assert dry.returncode == 0 and not (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
+    res = snakemake.dag(work / "base.yaml", workdir=work)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "Nothing to be done" in res.stdout + res.stderr
+    n_runs = len(list(results.glob("runs/*/*/seed*")))
+    assert f"1 data stages and {n_runs} runs of" in res.stderr, res.stderr[-3000:]
+    assert "moved into the run store" in res.stderr
+    assert (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
+    assert len(_entries(work)) == n_runs and _bytes(results) == before
 
 
 def test_a_folder_packed_with_tar_dereference_verifies_on_arrival(work, tmp_path):

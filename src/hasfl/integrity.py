@@ -265,8 +265,16 @@ class ResultsLock:
         self.path = Path(results) / self.NAME
         self._fd: int | None = None
 
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock (a second ``flock`` from the same process on a new descriptor would
+        wait for the first)."""
+        return self._fd is not None
+
     def acquire(self) -> None:
-        """Take the lock or raise :class:`IntegrityError` naming the holder."""
+        """Take the lock (nothing to do when held already) or raise :class:`IntegrityError` naming the holder."""
+        if self.held:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -4,18 +4,19 @@
 
 1. types ``--config`` lists as a preset file would, rereads every ``--configfile`` strictly and validates the merged
    config (:func:`hasfl.config.validate_config`), naming the key of every violation;
-2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
-   (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder against its manifest
-   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.identity.audit`: what is stale
-   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
-   packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses before
-   Snakemake's job table.
+2. in the main process only: checks the results folder can be written; for a command that runs jobs, takes the
+   results lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`); removes links
+   whose store entry is gone (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder
+   against its manifest (:func:`hasfl.integrity.verify_results`), runs the identity check
+   (:func:`hasfl.dag.identity.audit`: what is stale gets a rerun token), counts what the run store already holds
+   (:func:`hasfl.dag.store.in_store`), plans the GPU packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight
+   (:mod:`hasfl.dag.preflight`), stopping a run it refuses before Snakemake's job table.
 
 Every code digest the rules carry is computed here, once, with one meaning (:attr:`data_code`,
 :attr:`analysis_code`, :meth:`train_code`). The rules read the session only through methods (:meth:`rerun_input`,
 :meth:`rerun_tokens`, :meth:`rerun_why`, :meth:`gpu_slot`), after it is complete. ``onstart`` / ``onsuccess`` /
-``onerror`` call :meth:`on_start` (the results lock, adoption of a folder written before the store, MPS, the warm
-worker) and :meth:`on_exit`.
+``onerror`` call :meth:`on_start` (the results lock and adoption, if the build did not take them: once per session;
+MPS, the warm worker) and :meth:`on_exit`.
 
 Torch-free (the Snakefile imports it).
 """
@@ -145,6 +146,10 @@ class Session:
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
                  "you can write")
+        if preflight.runs_jobs(sys.argv[1:]):
+            # before the DAG is built: a run with nothing to do never reaches ``onstart``, and a folder left outside
+            # the store is one no variant can link
+            self._lock_and_adopt()
         gone = store.drop_dangling(results)
         if gone:
             print(f"hasfl store: {len(gone)} folders linked store entries that are gone; they are made again: "
@@ -197,15 +202,14 @@ class Session:
             print(f"  a run would not start: {self.refusal}", file=sys.stderr)
 
     # ------------------------------------------------------------------------------------------- around the jobs
-    def on_start(self) -> None:
-        """``onstart``: the results lock (one writer), adoption of files written before the store, the GPU slots
-        and MPS, the warm worker."""
-        if not self.main:
+    def _lock_and_adopt(self) -> None:
+        """Take the results lock (one writer; held until this process exits, before any job removes an output) and
+        move a folder written before the store into it (:func:`hasfl.dag.store.adopt`: links keep their files'
+        times, so nothing reruns). Once per session."""
+        if self._lock.held:
             return
-        if self.refusal:
-            stop(f"not starting: {self.refusal}")
         try:
-            self._lock.acquire()  # held until this process exits; before any job removes an output
+            self._lock.acquire()
             adopted = store.adopt(Path(self.results))
         except IntegrityError as exc:
             stop(exc)
@@ -213,6 +217,15 @@ class Session:
             print(f"hasfl store: {adopted['data']} data stages and {adopted['runs']} runs of {self.results} moved "
                   f"into the run store {store.store_of(self.results)} (links in their place, times kept)",
                   file=sys.stderr)
+
+    def on_start(self) -> None:
+        """``onstart``: the results lock and adoption (if the build has not taken them), the GPU slots and MPS, the
+        warm worker."""
+        if not self.main:
+            return
+        if self.refusal:
+            stop(f"not starting: {self.refusal}")
+        self._lock_and_adopt()  # taken at the build already, unless the command line did not look like a run
         os.environ.pop(hasfl_gpu.ENV_SLOTS, None)  # only this run's plan, never one left in the environment
         if self.plan is not None:
             plan = self.plan
