@@ -128,6 +128,22 @@ def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(tmp_path
         assert "![fig5_final_allocation]" not in page  # the fallback only replaces a missing Figure 9
 
 
+def test_results_page_removes_the_figure_copies_it_no_longer_shows(tmp_path) -> None:
+    """The page's figure folder held a Figure 9 copy from an earlier page after the page stopped showing it (removed
+    by hand in aa51e0c); a file there that is no registry figure is the user's and stays."""
+    results = tmp_path / "results" / "cov"
+    _results(results, methods=("uniform", "fedavg"), figures=("fig6_frontier", "fig9_estimators"))
+    out = tmp_path / "cov.md"
+    fig_dir = tmp_path / "cov"
+    fig_dir.mkdir()
+    (fig_dir / "fig9_estimators.png").write_bytes(b"an earlier page's copy")
+    (fig_dir / "sketch.png").write_bytes(b"someone's own file")
+    res = _page(results, out)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in fig_dir.iterdir()) == ["fig6_frontier.png", "sketch.png"]
+    assert "![fig6_frontier](cov/fig6_frontier.png)" in out.read_text()
+
+
 def test_results_page_needs_a_finished_run(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(tmp_path), str(tmp_path / "p.md")],
                          capture_output=True, text=True)

@@ -4,8 +4,9 @@
 --configfile presets/<name>.yaml [overlays]`` writes the page and, beside it in ``docs/results/<name>/``,
 small copies of three figures (the accuracy-capacity frontier, the convergence of the allocation
 strategies, and the estimates against the ground truth by capacity tier, or the final allocations where
-the preset has no estimator figure; a figure drawn from methods the preset does not run is left out). Everything on the page is rendered from data the DAG wrote, never
-from rendered Markdown: ``findings.json``, the tables' Parquet files (shown by their modules' ``display``,
+the preset has no estimator figure; a figure drawn from methods the preset does not run is left out, and a copy
+an earlier page left there that this one does not show is removed). Everything on the page is rendered from data
+the DAG wrote, never from rendered Markdown: ``findings.json``, the tables' Parquet files (shown by their modules' ``display``,
 as report.md shows them), the figures, and the registry's titles and captions
 (:mod:`hasfl.analysis.artifacts`), each file checked first against the analysis manifest
 (``analysis.manifest.json``, :func:`hasfl.analysis.manifest.verify_analysis`). The notes, a person's
@@ -312,6 +313,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     seeds = {r.rsplit("/", 1)[-1] for r in manifest["runs"]}
     ran = _methods_run(manifest["runs"])
     ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
+    shown: set[str] = set()
     for slug, fallback in FIGURES:
         for s in (slug, fallback):
             if s is None or not _figure_has_runs(s, ran):
@@ -322,8 +324,12 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
                 lines += [f"![{s}]({fig_dir.name}/{s}.png)", ""]
                 spec = ARTIFACT_FIGURES[s]
                 lines += [f"*Figure {spec.paper}.* {figure_caption(s, ctx)}", ""]
+                shown.add(s)
                 break
     lines += provenance_lines(prov)
+    for old in sorted(fig_dir.glob("*.png")):  # a registry figure an earlier page showed and this one does not
+        if old.stem in ARTIFACT_FIGURES and old.stem not in shown:
+            old.unlink()
     with atomic_path(out_md) as tmp:
         tmp.write_text("\n".join(lines).rstrip() + "\n")
     return out_md
