@@ -42,8 +42,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACK_TIMEOUT_S", "ENV_ACK_TIMEOUT", "ENV_SOCKET", "PRELOAD", "call", "start_server", "stop_server",
-           "serve"]
+__all__ = ["ACK_TIMEOUT_S", "ENV_ACK_TIMEOUT", "ENV_SOCKET", "PRELOAD", "call", "job_name", "start_server",
+           "stop_server", "serve"]
 
 ENV_SOCKET = "HASFL_WORKER_SOCKET"
 # How long a job waits for the warm worker to take it (a forked child's pid) before it runs in
@@ -70,16 +70,19 @@ def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None, not
     The one log-and-raise wrapper of every workflow script (each calls :func:`call`).
     ``note`` (why a warm worker was bypassed) is logged as a warning first.
     """
-    from hasfl.logs import setup_logging
+    from hasfl.logs import CONSOLE, setup_logging
     from hasfl.registry import resolve
 
     log = setup_logging(log_file)
     if note:
         log.warning("%s", note)
-    log.info("%s in process %d (%s)", target, os.getpid(),
-             "forked from the warm worker" if os.environ.get(_CHILD_MARK) else "its own process")
+    job = job_name(log_file, target)
+    log.info("%s: started, %s in process %d (%s)", job, target, os.getpid(),
+             "forked from the warm worker" if os.environ.get(_CHILD_MARK) else "its own process",
+             extra={CONSOLE: True})
     from hasfl.errors import HasflError
 
+    start = time.monotonic()
     try:
         resolve(target)(**kwargs)
     except HasflError as exc:  # the message says it all: no traceback
@@ -88,6 +91,17 @@ def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None, not
     except Exception:
         log.exception("%s failed", target)
         raise
+    log.info("%s: done in %.1f s%s", job, time.monotonic() - start, "" if log_file is None else f"; log {log_file}",
+             extra={CONSOLE: True})
+
+
+def job_name(log_file: str | None, target: str) -> str:
+    """A DAG job's name on the console: its log file's path below ``logs/`` without the suffix (the rule's folder
+    and its wildcards, e.g. ``train/digits/hasfl/seed42``), else the function's name."""
+    if log_file is None:
+        return target.rsplit(":", 1)[-1]
+    parts = Path(log_file).with_suffix("").parts
+    return "/".join(parts[len(parts) - parts[::-1].index("logs"):]) if "logs" in parts else Path(log_file).stem
 
 
 def _connect(path: str, timeout_s: float | None = None) -> socket.socket | None:
