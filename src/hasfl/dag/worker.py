@@ -86,10 +86,10 @@ def run_logged(target: str, kwargs: Mapping[str, Any], log_file: str | None, not
     try:
         resolve(target)(**kwargs)
     except HasflError as exc:  # the message says it all: no traceback
-        log.error("%s", exc)
+        log.error("%s: %s", job, exc)
         raise SystemExit(1) from None
     except Exception:
-        log.exception("%s failed", target)
+        log.exception("%s: %s failed", job, target)
         raise
     log.info("%s: done in %.1f s%s", job, time.monotonic() - start, "" if log_file is None else f"; log {log_file}",
              extra={CONSOLE: True})
@@ -294,7 +294,9 @@ def _hand_over(path: str, request: Mapping[str, Any], timeout_s: float, opened: 
     if last is None:
         if received:
             return 128 + received[0], None
-        print(f"hasfl worker: job process {child[0]} ended without an exit code (killed?)", file=sys.stderr)
+        log = request.get("log")
+        print(f"hasfl worker: {job_name(log, str(request.get('target')))}: job process {child[0]} ended without an "
+              f"exit code (killed?){'' if log is None else f'; log {log}'}", file=sys.stderr)
         return 1, None
     return int(json.loads(last)["rc"]), None
 
