@@ -410,6 +410,24 @@ def test_f3(diffs, verdict):
         assert "minimum detectable difference" in u["reason"]
 
 
+@pytest.mark.parametrize(("side", "gain", "verdict"), [("hasfl", 2.0, I), ("random_budget", 2.0, I),
+                                                       ("hasfl", 0.3, S)])
+def test_f3_is_gated_by_a_run_still_rising_or_at_the_floor(side, gain, verdict):
+    """Issue 38 point 3: F3's TOST compares final accuracies; a run still rising at its last evaluation (more
+    than rising_min_gain_pct = 0.5 points) or at the floor makes it inconclusive, as F3-shakespeare, F4 and F9
+    are; 0.3 points is no gate. The per-seed matched-budget table carries each run's delta and last gain."""
+    rows = mb([0.1, -0.1, 0.0])
+    rows[0].update({f"{side}_delta_pct": 0.0, f"{side}_last_gain_pct": gain})
+    u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
+    assert u["verdict"] == verdict, u["reason"]
+    if verdict == I:
+        assert f"{side} seed {SEEDS[0]} still rising" in u["gate"] and "the test alone: supported" in u["reason"]
+    rows = mb([0.1, -0.1, 0.0])
+    rows[2]["random_budget_at_floor"] = True
+    u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
+    assert u["verdict"] == I and "random_budget seed" in u["gate"] and "majority-class floor" in u["gate"]
+
+
 def test_f3_leaves_out_unpaired_seeds():
     rows = mb([0.1, -0.1, 0.0]) + [{"dataset": "cifar10", "seed": 45, "paired": False,
                                     "diff_final_acc_pct": float("nan")}]

@@ -214,7 +214,7 @@ def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakema
     assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
     res = _cli("adopt", str(results))
     assert res.returncode == 0, res.stderr
-    assert "1 data stages and 3 runs moved" in res.stdout
+    assert f"1 data stages and {len(list(results.glob('runs/*/*/seed*')))} runs moved" in res.stdout
     assert (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
     assert _bytes(results) == before
     plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))

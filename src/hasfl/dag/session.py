@@ -4,13 +4,13 @@
 
 1. types ``--config`` lists as a preset file would, rereads every ``--configfile`` strictly and validates the merged
    config (:func:`hasfl.config.validate_config`), naming the key of every violation;
-2. in the main process only: checks the results folder can be written; for a command that runs jobs, takes the
-   results lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`); removes links
-   whose store entry is gone (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder
-   against its manifest (:func:`hasfl.integrity.verify_results`), runs the identity check
-   (:func:`hasfl.dag.identity.audit`: what is stale gets a rerun token), counts what the run store already holds
-   (:func:`hasfl.dag.store.in_store`), plans the GPU packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight
-   (:mod:`hasfl.dag.preflight`), stopping a run it refuses before Snakemake's job table.
+2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
+   (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder against its manifest
+   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.identity.audit`: what is stale
+   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
+   packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses
+   before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes the results
+   lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`).
 
 Every code digest the rules carry is computed here, once, with one meaning (:attr:`data_code`,
 :attr:`analysis_code`, :meth:`train_code`). The rules read the session only through methods (:meth:`rerun_input`,
@@ -146,10 +146,6 @@ class Session:
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
                  "you can write")
-        if preflight.runs_jobs(sys.argv[1:]):
-            # before the DAG is built: a run with nothing to do never reaches ``onstart``, and a folder left outside
-            # the store is one no variant can link
-            self._lock_and_adopt()
         gone = store.drop_dangling(results)
         if gone:
             print(f"hasfl store: {len(gone)} folders linked store entries that are gone; they are made again: "
@@ -170,6 +166,10 @@ class Session:
             self.reruns = {folder: (f"{self.rerun_dir}/{folder}.{stamp}.json", why)
                            for folder, why in found.rerun.items()}
         self._preflight(found.current)
+        if results.is_dir() and preflight.runs_jobs(sys.argv[1:]):
+            # at the build, once the pre-flight let the run go: a run with nothing to do never reaches ``onstart``,
+            # and a folder left outside the store is one no variant can link
+            self._lock_and_adopt()
 
     def _preflight(self, current: list[str]) -> None:
         """What this run costs here (after the identity check and the store, whose outputs are reused); a run far

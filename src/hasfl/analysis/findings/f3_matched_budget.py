@@ -3,7 +3,8 @@ is no better than its matched budget.
 
 * F3 [4.4; image] final acc(hasfl) - final acc(random_budget): TOST with margin
   ``f3_equiv_margin_pct`` on the paired per-seed differences; contradicted when the
-  two-sided interval excludes 0.
+  two-sided interval excludes 0; inconclusive when a run is at the floor or still rising at its last
+  evaluation (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`).
 * F3-shakespeare [4.6; Shakespeare] HAS-FL is the weakest of HAS-FL / FjORD / Uniform
   (paired gaps > ``f3s_min_acc_gap_pct``) while training the widest sub-models (paired
   gaps of the trained width > ``f3s_min_p_gap``).
@@ -34,6 +35,7 @@ from hasfl.analysis.findings.kernel import (
     left_out_note,
     num,
     paired,
+    paired_final_gate,
     t_equivalence_unit,
     t_unit,
 )
@@ -56,13 +58,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         u = t_equivalence_unit(d, diff[keep], st.th["f3_equiv_margin_pct"], st,
                                {"seeds": [int(s) for s in ok["seed"].to_numpy()[keep]]})
         u["reason"] += left_out_note(left)
+        u = gate_unit(u, paired_final_gate(ok[keep], (("hasfl", "hasfl"), ("random_budget", "random_budget")),
+                                           st.th["rising_min_gain_pct"]))
         units.append(u)
     out = [finding(
         F3, claim="HAS-FL and the matched-budget random control reach indistinguishable final accuracy",
         source="Section 4.4, Table 6", scope=IMAGE,
         statistic="per seed: final acc(hasfl) - final acc(random_budget), points",
         test="TOST on the paired differences: supported if the 1 - 2 alpha interval lies inside +-margin; "
-             "contradicted if the 1 - alpha interval excludes 0 (precedence); inconclusive otherwise",
+             "contradicted if the 1 - alpha interval excludes 0 (precedence); inconclusive otherwise, and when a "
+             "run is at the floor or still rising at its last evaluation",
         margin_key="f3_equiv_margin_pct", st=st, units=units, files=[f"tables/{MBS}.parquet"],
         mde_meaning="minimum detectable difference of the two-sided test at the configured power (points); "
                     "min_equivalence_margin per unit: the smallest margin a TOST reaches",

@@ -5,8 +5,9 @@ Per-seed final acc (hasfl_probe - random_budget_probe), resp. reported: supporte
 one-sided lower bound > 0; contradicted when the one-sided upper bound < 0 (worse) or the TOST
 of F3 shows equivalence within +-``f3_equiv_margin_pct``; inconclusive otherwise; a significant
 positive difference takes precedence over equivalence (as in F3, a significant difference is not
-"indistinguishable"). A pair whose estimate equals TV on every run (F7) allocates by the true
-label histogram: an oracle test.
+"indistinguishable"). A run at the floor or still rising at its last evaluation makes the unit
+inconclusive (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`). A pair whose estimate equals TV on
+every run (F7) allocates by the true label histogram: an oracle test.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from hasfl.analysis.findings.kernel import (
     Settings,
     finding,
     fmt,
+    gate_unit,
     left_out_note,
+    paired_final_gate,
     t_blocked,
     tost_fields,
 )
@@ -106,14 +109,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             if notes:
                 u["floor_note"] = "**at floor: " + ", ".join(notes) + "**"
                 u["reason"] += "; runs at the accuracy floor: " + ", ".join(notes)
-            units.append(u)
+            units.append(gate_unit(u, paired_final_gate(ok[keep], (("alloc", alloc), ("control", control)),
+                                                        st.th["rising_min_gain_pct"])))
         out.append(finding(
             f"F8-{pair}", claim=f"Allocating by {est} ({alloc}) beats its matched random budget ({control})",
             source="Section 4.4's matched-budget control applied to this project's estimator methods (extension)",
             scope=ALL, statistic=f"per seed: final acc({alloc}) - final acc({control}), points",
             test="paired t over seeds: supported if the one-sided lower bound > 0; contradicted if the one-sided "
                  "upper bound < 0 or the TOST interval (1 - 2 alpha) lies inside +-margin (F3's margin); a "
-                 "significant positive difference takes precedence; inconclusive otherwise",
+                 "significant positive difference takes precedence; inconclusive otherwise, and when a run is at the "
+                 "floor or still rising at its last evaluation",
             margin_key=margin_key, st=st, units=units, files=[f"tables/{MBES}.parquet"],
             mde_meaning="smallest true mean difference detected as 'beats' with the configured power (points); "
                         "min_equivalence_margin per unit: the smallest margin a TOST reaches",
@@ -125,4 +130,4 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
 #: No methods: each unit carries its own floor note (``floor_note``, the pair's runs).
 SPEC = FindingSpec(ids=F8_IDS, tables=(MBES, T8S),
                    methods={f"F8-{pair}": (alloc, control) for pair, alloc, control, _e in ESTIMATOR_PAIRS},
-                   margins=("f3_equiv_margin_pct",), evaluate=evaluate, optional=True)
+                   margins=("f3_equiv_margin_pct", "rising_min_gain_pct"), evaluate=evaluate, optional=True)

@@ -417,19 +417,34 @@ def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.Dat
     than ``min_gain`` points (``last_gain_pct``), so the comparison reads where the runs were stopped, not
     where they end. A run without the flag / columns is not gated (unknown)."""
     wanted = {int(s) for s in seeds}
-    why: list[str] = []
+    entries = []
     for df, method in frames:
         if df is None or df.empty:
             continue
         sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
-        for r in sel.sort_values("seed").to_dict("records"):
-            flag = r.get("at_floor")
-            if not is_missing(flag) and bool(flag):
-                why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
-            gain = num(r.get("last_gain_pct"))
-            if num(r.get("delta_pct")) == 0.0 and math.isfinite(gain) and gain > min_gain:
-                why.append(f"{method} seed {int(r['seed'])} still rising (+{gain:.3g} points at its last "
-                           "evaluation, its best)")
+        entries += [(method, int(r["seed"]), r.get("at_floor"), r.get("delta_pct"), r.get("last_gain_pct"))
+                    for r in sel.sort_values("seed").to_dict("records")]
+    return _gate_why(entries, min_gain)
+
+
+def paired_final_gate(rows: pd.DataFrame, sides: Sequence[tuple[str, str]], min_gain: float) -> str | None:
+    """:func:`final_gate` for a per-seed table of pairs (the matched-budget tables): ``sides`` are
+    ``(column prefix, method)``, e.g. ``("hasfl", "hasfl")`` reads ``hasfl_at_floor``, ``hasfl_delta_pct`` and
+    ``hasfl_last_gain_pct`` of each row."""
+    records = rows.sort_values("seed").to_dict("records")
+    return _gate_why([(method, int(r["seed"]), r.get(f"{prefix}_at_floor"), r.get(f"{prefix}_delta_pct"),
+                       r.get(f"{prefix}_last_gain_pct")) for prefix, method in sides for r in records], min_gain)
+
+
+def _gate_why(entries: Sequence[tuple[str, int, Any, Any, Any]], min_gain: float) -> str | None:
+    """The gate's reason over ``(method, seed, at_floor, delta_pct, last_gain_pct)`` entries, else None."""
+    why: list[str] = []
+    for method, seed, flag, delta, gain_value in entries:
+        if not is_missing(flag) and bool(flag):
+            why.append(f"{method} seed {seed} at the majority-class floor")
+        gain = num(gain_value)
+        if num(delta) == 0.0 and math.isfinite(gain) and gain > min_gain:
+            why.append(f"{method} seed {seed} still rising (+{gain:.3g} points at its last evaluation, its best)")
     if not why:
         return None
     return ("; ".join(dict.fromkeys(why)) + ": a final accuracy of a run that never learned or is still rising "

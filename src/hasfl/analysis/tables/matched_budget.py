@@ -31,7 +31,8 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
 
     Returns ``(summary, per_seed)``. ``per_seed`` has one row per dataset x seed with
     both methods' final accuracy and avg p and their differences (hasfl - random_budget),
-    and whether each run is at the accuracy floor (NA when unknown); seeds where either
+    whether each run is at the accuracy floor (NA when unknown), and each run's ``delta_pct`` (final - best)
+    and ``last_gain_pct`` (its last evaluation's gain: the "still rising" gate of the findings); seeds where either
     run diverged are kept with ``paired = False``. ``summary`` has one row per dataset x
     metric:
 
@@ -58,6 +59,9 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
         def flag(frame: pd.DataFrame, seed: int) -> Any:
             return frame.at[seed, "at_floor"] if "at_floor" in frame.columns else pd.NA
 
+        def value(frame: pd.DataFrame, seed: int, column: str) -> float:
+            return float(frame.at[seed, column]) if column in frame.columns else math.nan
+
         for seed in sorted(set(a.index) & set(b.index) & set(int(s) for s in seeds)):
             ok = a.at[seed, "status"] == "completed" and b.at[seed, "status"] == "completed"
             per_seed_rows.append({
@@ -68,6 +72,8 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
                 "hasfl_avg_p": a.at[seed, "avg_p"], "random_budget_avg_p": b.at[seed, "avg_p"],
                 "diff_avg_p": a.at[seed, "avg_p"] - b.at[seed, "avg_p"],
                 "hasfl_at_floor": flag(a, seed), "random_budget_at_floor": flag(b, seed),
+                **{f"{m}_{c}": value(f, seed, c) for m, f in (("hasfl", a), ("random_budget", b))
+                   for c in ("delta_pct", "last_gain_pct")},
             })
         pairs = [r for r in per_seed_rows if r["dataset"] == dataset and r["paired"]]
         for metric in ("final_acc_pct", "avg_p"):
@@ -103,9 +109,11 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
         summary[c] = summary[c].astype("float64")
     seed_cols = ["dataset", "seed", "paired", "hasfl_status", "random_budget_status", "hasfl_final_acc_pct",
                  "random_budget_final_acc_pct", "diff_final_acc_pct", "hasfl_avg_p", "random_budget_avg_p", "diff_avg_p",
-                 "hasfl_at_floor", "random_budget_at_floor"]
+                 "hasfl_at_floor", "random_budget_at_floor", "hasfl_delta_pct", "hasfl_last_gain_pct",
+                 "random_budget_delta_pct", "random_budget_last_gain_pct"]
     per_seed = pd.DataFrame.from_records(per_seed_rows, columns=seed_cols).astype(
-        {"seed": "int64", "paired": "bool", "hasfl_at_floor": "boolean", "random_budget_at_floor": "boolean"})
+        {"seed": "int64", "paired": "bool", "hasfl_at_floor": "boolean", "random_budget_at_floor": "boolean",
+         **{c: "float64" for c in seed_cols if c.endswith(("_delta_pct", "_last_gain_pct"))}})
     return summary, per_seed
 
 
