@@ -278,3 +278,22 @@ def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> Non
     assert len(found.errors) == 1
     assert found.errors[0].startswith("runs/digits/fedprox/seed42 holds the run of digits / hasfl / seed 42; move it")
     assert json.loads((copy / "runs/digits/fedprox/seed42/run.json").read_text())["method"] == "hasfl"
+
+
+def test_the_results_page_renderer_is_no_analysis_code(repo, tmp_path) -> None:
+    """`hasfl results-page` (the CLI only) renders a finished folder; no DAG job runs it, so an edit of it reruns no
+    analysis (it did: every folder's analysis, bn_sensitivity 28 min on the coverage rung, for a page change).
+    Every other file under ANALYSIS_CODE still counts."""
+    from hasfl.dag.identity import ANALYSIS_CODE, NOT_ANALYSIS_CODE, analysis_code_digest
+
+    for rel in ANALYSIS_CODE:
+        src, dst = Path(repo) / rel, tmp_path / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dst)
+    before = analysis_code_digest(tmp_path)
+    page = tmp_path / NOT_ANALYSIS_CODE[0]
+    page.write_text(page.read_text() + "\n# an edit of the page renderer\n")
+    assert analysis_code_digest(tmp_path) == before
+    stats = tmp_path / "src/hasfl/analysis/stats.py"
+    stats.write_text(stats.read_text() + "\n# an edit of the statistics\n")
+    assert analysis_code_digest(tmp_path) != before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -142,6 +143,43 @@ def test_results_page_removes_the_figure_copies_it_no_longer_shows(tmp_path) -> 
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in fig_dir.iterdir()) == ["fig6_frontier.png", "sketch.png"]
     assert "![fig6_frontier](cov/fig6_frontier.png)" in out.read_text()
+
+
+def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) -> None:
+    """Issue 37: F9's batch-norm sensitivity lines on the page (they were in report.md only; the page listed the
+    per-run accuracies): what each rule applied to every method alike concludes, from
+    bn_sensitivity_findings.parquet, as report.md renders it."""
+    results = tmp_path / "results" / "cov"
+    _results(results)
+    sens = pd.DataFrame([{"dataset": "digits", "method": m, "seed": s, "status": "completed", "run_mode": "per_width",
+                          "mode": mode, "final_acc_pct": acc + (5.0 if mode == "batch" else 0.0),
+                          "logged_final_acc_pct": acc}
+                         for m, acc in (("uniform", 40.0), ("uniform_rolling", 30.0)) for s in (42, 43)
+                         for mode in ("per_width", "batch")])
+    line = {"finding": "F9b", "verdict": "inconclusive", "rules": "uniform: per_width, uniform_rolling: batch",
+            "units": "digits: inconclusive", "note": ""}
+    verdicts = pd.DataFrame([{**line, "mode": "per_width", "verdict_under_mode": "contradicted", "changed": True,
+                              "units_under_mode": "digits: contradicted"},
+                             {**line, "mode": "batch", "verdict_under_mode": "inconclusive", "changed": False,
+                              "units_under_mode": "digits: inconclusive"}]).astype({"changed": "boolean"})
+    sens.to_parquet(results / "tables" / "bn_sensitivity.parquet")
+    verdicts.to_parquet(results / "tables" / "bn_sensitivity_findings.parquet")
+    manifest = json.loads((results / "analysis.manifest.json").read_text())
+    for name in ("bn_sensitivity.parquet", "bn_sensitivity_findings.parquet"):
+        f = results / "tables" / name
+        manifest["files"][f"tables/{name}"] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
+                                               "bytes": f.stat().st_size}
+    (results / "analysis.manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "cov.md"
+    res = _page(results, out)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "and `tables/bn_sensitivity_findings.parquet`" in page
+    assert "#### Would a verdict change under another mode?" in page
+    assert ("- **F9b** (inconclusive under the declared rules uniform: per_width, uniform_rolling: batch -- digits: "
+            "inconclusive); every method alike under per_width: contradicted (digits: contradicted) (**changes**); "
+            "batch: inconclusive (digits: inconclusive)") in page
+    assert "1 verdict(s) change under another mode." in page
 
 
 def test_results_page_needs_a_finished_run(tmp_path) -> None:

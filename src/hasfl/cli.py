@@ -98,7 +98,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.dag.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest
+    from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest
 
     found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"
@@ -106,7 +106,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         config = load_config(args.config, args.base, args.set)
         preset = audit(config, args.results,
                        data_code=data_code_digest(REPO_ROOT / "src" / "hasfl"),
-                       analysis_code=source_digest(REPO_ROOT, *ANALYSIS_CODE))
+                       analysis_code=analysis_code_digest(REPO_ROOT))
         found.errors += [e for e in preset.errors if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
         scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"

@@ -53,6 +53,8 @@ TABLES = tuple(a.name for a in sorted((a for a in ARTIFACT_TABLES.values() if a.
 FIGURES = tuple((a.name, a.page_fallback) for a in sorted((a for a in ARTIFACT_FIGURES.values() if a.results_page),
                                                           key=lambda a: a.results_page))
 WIDTH_PX = 800
+#: The table shown with its findings' verdicts under each batch-norm rule (``bn_sensitivity_findings.parquet``).
+BN_SENSITIVITY = "bn_sensitivity"
 #: What the tag after a finding's id means (findings.json, field ``kind``).
 KIND_LEGEND = ("A finding without a tag tests a claim of the paper; *(extension)*: this project's own question; "
                "*(pipeline check)*: the outcome follows from the construction (Proposition 3 on saved states, an "
@@ -250,7 +252,13 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str) -> list[st
     df = pd.read_parquet(_listed(results, listed, results / "tables" / f"{name}.parquet"))
     pre = preamble(name, df)
     body = render_parts(display_parts(name, df), level="####").strip()
-    return [f"### {art.title}", "", f"From `tables/{name}.parquet`." + (f" {art.note}" if art.note else ""), "",
+    if name == BN_SENSITIVITY:  # as report.md shows it: accuracy per mode, and the verdicts under each rule
+        from hasfl.analysis.bn_sensitivity import markdown as bn_markdown
+
+        verdicts = pd.read_parquet(_listed(results, listed, results / "tables" / f"{BN_SENSITIVITY}_findings.parquet"))
+        pre, body = "", bn_markdown(df, verdicts, level="###").strip()
+    source = f"`tables/{name}.parquet`" + (f" and `tables/{name}_findings.parquet`" if name == BN_SENSITIVITY else "")
+    return [f"### {art.title}", "", f"From {source}." + (f" {art.note}" if art.note else ""), "",
             *([pre, ""] if pre else []), body, ""]
 
 

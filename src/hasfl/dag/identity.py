@@ -41,8 +41,9 @@ from hasfl.config import data_config, run_config
 from hasfl.integrity import PACKAGE, IntegrityError, read_manifest, stale_part, training_code_digest
 from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "Audit", "analysis_identity", "audit", "canonical", "data_code_digest", "data_identity",
-           "data_slice", "digest", "raw_digests", "run_slice", "source_digest", "writable_results", "write_rerun_token"]
+__all__ = ["ANALYSIS_CODE", "NOT_ANALYSIS_CODE", "Audit", "analysis_code_digest", "analysis_identity", "audit",
+           "canonical", "data_code_digest", "data_identity", "data_slice", "digest", "raw_digests", "run_slice",
+           "source_digest", "writable_results", "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
 DATA_CODE: tuple[str, ...] = ("data", "io.py")
@@ -118,13 +119,16 @@ def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str
             "raw": raw_digests(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"]), "code": code}
 
 
-def source_digest(base: Path, *paths: str) -> str:
-    """sha256 over the contents of the Python files under ``paths`` (relative to ``base``, the checkout):
-    the code digests the rules carry as params (a content change reruns them, a ``touch`` does not)."""
+def source_digest(base: Path, *paths: str, exclude: tuple[str, ...] = ()) -> str:
+    """sha256 over the contents of the Python files under ``paths`` (relative to ``base``, the checkout), less the
+    files of ``exclude`` (relative paths): the code digests the rules carry as params (a content change reruns
+    them, a ``touch`` does not)."""
     h = hashlib.sha256()
     for rel in paths:
         root = Path(base) / rel
         for f in [root] if root.is_file() else sorted(root.rglob("*.py")):
+            if f.relative_to(base).as_posix() in exclude:
+                continue
             h.update(str(f.relative_to(base)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()
@@ -134,6 +138,14 @@ def source_digest(base: Path, *paths: str) -> str:
 ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis", "src/hasfl/models", "src/hasfl/io.py", "src/hasfl/registry.py",
                                   "workflow/scripts/artifact.py", "workflow/scripts/findings.py",
                                   "workflow/scripts/report.py")
+#: Files under :data:`ANALYSIS_CODE` that no DAG job runs: the results page (``hasfl results-page``, the CLI only)
+#: renders a finished folder; an edit of it reruns no analysis.
+NOT_ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis/results_page.py",)
+
+
+def analysis_code_digest(base: Path) -> str:
+    """The analysis code identity of the checkout ``base``: :data:`ANALYSIS_CODE` less :data:`NOT_ANALYSIS_CODE`."""
+    return source_digest(base, *ANALYSIS_CODE, exclude=NOT_ANALYSIS_CODE)
 #: Config keys no analysis byte depends on (where files live, how jobs are run).
 NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution")
 

@@ -36,7 +36,7 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import ANALYSIS_CODE, audit, data_code_digest, source_digest, writable_results
+from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
 
 __all__ = ["Session", "base_config", "stop"]
@@ -84,7 +84,7 @@ class Session:
         self._mps: Any = None
         self._socket: str | None = None
         self.data_code = data_code_digest(self.basedir / "src" / "hasfl")
-        self.analysis_code = source_digest(self.basedir, *ANALYSIS_CODE)
+        self.analysis_code = analysis_code_digest(self.basedir)
         if self.main:
             self._prepare()
 
