@@ -161,7 +161,10 @@ def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) ->
     verdicts = pd.DataFrame([{**line, "mode": "per_width", "verdict_under_mode": "contradicted", "changed": True,
                               "units_under_mode": "digits: contradicted"},
                              {**line, "mode": "batch", "verdict_under_mode": "inconclusive", "changed": False,
-                              "units_under_mode": "digits: inconclusive"}]).astype({"changed": "boolean"})
+                              "units_under_mode": "digits: inconclusive"},
+                             {**line, "finding": "F8-probe", "mode": "batch", "rules": "", "units": "",
+                              "verdict_under_mode": "inconclusive", "changed": False, "units_under_mode": ""}]
+                            ).astype({"changed": "boolean"})
     sens.to_parquet(results / "tables" / "bn_sensitivity.parquet")
     verdicts.to_parquet(results / "tables" / "bn_sensitivity_findings.parquet")
     manifest = json.loads((results / "analysis.manifest.json").read_text())
@@ -180,6 +183,8 @@ def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) ->
             "inconclusive); every method alike under per_width: contradicted (digits: contradicted) (**changes**); "
             "batch: inconclusive (digits: inconclusive)") in page
     assert "1 verdict(s) change under another mode." in page
+    # a finding this preset does not run has no line (F8-probe is 'not run' in FINDINGS): no verdict to change
+    assert "F8-probe" not in page.split("#### Would a verdict change", 1)[1].split("\n## ", 1)[0]
 
 
 def test_results_page_needs_a_finished_run(tmp_path) -> None:

@@ -256,6 +256,10 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str) -> list[st
         from hasfl.analysis.bn_sensitivity import markdown as bn_markdown
 
         verdicts = pd.read_parquet(_listed(results, listed, results / "tables" / f"{BN_SENSITIVITY}_findings.parquet"))
+        doc = json.loads(_listed(results, listed, results / "findings.json").read_text())
+        not_run = {f["id"] for f in doc["findings"] if shown_verdict(f) == NOT_RUN}
+        if len(verdicts):  # a finding this preset does not run has no verdict to change (the Findings table says so)
+            verdicts = verdicts[~verdicts["finding"].isin(not_run)]
         pre, body = "", bn_markdown(df, verdicts, level="###").strip()
     source = f"`tables/{name}.parquet`" + (f" and `tables/{name}_findings.parquet`" if name == BN_SENSITIVITY else "")
     return [f"### {art.title}", "", f"From {source}." + (f" {art.note}" if art.note else ""), "",
