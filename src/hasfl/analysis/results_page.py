@@ -241,8 +241,9 @@ def _figure_context(files: Sequence[str], n_seeds: int, ci_level: Any) -> dict[s
     return ctx
 
 
-def _table_lines(results: Path, listed: Mapping[str, Any], name: str) -> list[str]:
-    """Table ``name`` from its Parquet file, shown as report.md shows it (its module's ``display``)."""
+def _table_lines(results: Path, listed: Mapping[str, Any], name: str, not_run: set[str]) -> list[str]:
+    """Table ``name`` from its Parquet file, shown as report.md shows it (its module's ``display``); ``not_run``:
+    the findings this preset does not run (no batch-norm sensitivity line: no verdict to change)."""
     import pandas as pd
 
     from hasfl.analysis.markdown import render_parts
@@ -250,17 +251,15 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str) -> list[st
 
     art = ARTIFACT_TABLES[name]
     df = pd.read_parquet(_listed(results, listed, results / "tables" / f"{name}.parquet"))
-    pre = preamble(name, df)
-    body = render_parts(display_parts(name, df), level="####").strip()
     if name == BN_SENSITIVITY:  # as report.md shows it: accuracy per mode, and the verdicts under each rule
         from hasfl.analysis.bn_sensitivity import markdown as bn_markdown
 
         verdicts = pd.read_parquet(_listed(results, listed, results / "tables" / f"{BN_SENSITIVITY}_findings.parquet"))
-        doc = json.loads(_listed(results, listed, results / "findings.json").read_text())
-        not_run = {f["id"] for f in doc["findings"] if shown_verdict(f) == NOT_RUN}
-        if len(verdicts):  # a finding this preset does not run has no verdict to change (the Findings table says so)
+        if len(verdicts):
             verdicts = verdicts[~verdicts["finding"].isin(not_run)]
         pre, body = "", bn_markdown(df, verdicts, level="###").strip()
+    else:
+        pre, body = preamble(name, df), render_parts(display_parts(name, df), level="####").strip()
     source = f"`tables/{name}.parquet`" + (f" and `tables/{name}_findings.parquet`" if name == BN_SENSITIVITY else "")
     return [f"### {art.title}", "", f"From {source}." + (f" {art.note}" if art.note else ""), "",
             *([pre, ""] if pre else []), body, ""]
@@ -284,6 +283,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     listed = manifest["files"]
     doc = json.loads(_listed(results, listed, findings_path).read_text())
     findings = doc["findings"]
+    not_run = {str(f["id"]) for f in findings if shown_verdict(f) == NOT_RUN}
     name = results.name
     files = _preset_files(name, configfiles)
     _refuse_other_methods(files, manifest["runs"])
@@ -320,7 +320,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     lines += ["## Tables", ""]
     for table in TABLES:
         if (results / "tables" / f"{table}.parquet").is_file():
-            lines += _table_lines(results, listed, table)
+            lines += _table_lines(results, listed, table, not_run)
     lines += ["## Figures", ""]
     seeds = {r.rsplit("/", 1)[-1] for r in manifest["runs"]}
     ran = _methods_run(manifest["runs"])
