@@ -201,9 +201,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    """A finished results folder as TensorBoard event files."""
+    """A finished results folder as TensorBoard event files, or as a Workflow Run RO-Crate."""
+    if args.format == "rocrate":
+        from hasfl.crate import export_rocrate
+
+        if args.out is None:
+            raise ConfigError("hasfl export rocrate: give the crate's folder, --out DIR (outside the results folder)")
+        crate = export_rocrate(args.results, args.out, args.configfile)
+        print(f"hasfl export: RO-Crate {crate.out}: {crate.files} result files ({crate.bytes / 2**20:.1f} MiB, "
+              f"{crate.runs} runs) and {crate.workflow_files} workflow files, checked against their manifests; "
+              f"metadata in {crate.out / 'ro-crate-metadata.json'}")
+        return 0
     from hasfl.export import export_tensorboard
 
+    if args.configfile:
+        raise ConfigError("hasfl export tensorboard: --configfile is for rocrate only")
     written = export_tensorboard(args.results, args.out)
     out = args.out if args.out is not None else args.results / "tensorboard"
     print(f"hasfl export: {len(written)} runs, {sum(written.values())} scalars under {out} "
@@ -418,10 +430,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed)")
     p.set_defaults(func=_cmd_compare)
 
-    p = sub.add_parser("export", help="a finished results folder for an experiment tracker (TensorBoard)")
-    p.add_argument("format", choices=("tensorboard",), help="what to write")
+    p = sub.add_parser("export", help="a finished results folder for an experiment tracker (TensorBoard) or as a "
+                                      "Workflow Run RO-Crate (WorkflowHub, Zenodo)")
+    p.add_argument("format", choices=("tensorboard", "rocrate"), help="what to write")
     p.add_argument("results", type=Path, help="the results folder, e.g. results/quick")
-    p.add_argument("--out", type=Path, default=None, help="where (default: <results>/tensorboard)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where (tensorboard: default <results>/tensorboard; rocrate: a folder outside the results "
+                        "folder, required)")
+    p.add_argument("--configfile", nargs="+", default=None,
+                   help="rocrate: the config files that made the results folder, as given to snakemake (default "
+                        "presets/<name>.yaml)")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")

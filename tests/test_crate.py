@@ -1,0 +1,123 @@
+"""`hasfl export rocrate` (issue 38, optional point): a finished results folder as a Workflow Run RO-Crate that
+ro-crate-py reads back, holding real bytes checked against their manifests, and refusing a modified folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
+from hasfl.crate import METADATA, CrateError, export_rocrate
+from hasfl.integrity import IntegrityError, ResultsLock, verify_results, write_run_manifest
+
+FINDINGS = {"findings": [
+    {"id": "F1c", "verdict": "supported", "units": [{"unit": "digits", "verdict": "supported"}]},
+    {"id": "F9b", "verdict": "inconclusive", "reason": "not run: uniform_rolling not run in this preset",
+     "units": []}]}
+
+
+@pytest.fixture
+def results(tmp_path):
+    """results/quick: two runs whose files are links into a store entry (as the DAG leaves them), findings.json,
+    a table, and the analysis manifest over them."""
+    root = tmp_path / "results" / "quick"
+    store = tmp_path / "results" / ".store" / "runs"
+    runs = []
+    for method in ("hasfl", "fedavg"):
+        entry = store / f"key-{method}"
+        entry.mkdir(parents=True)
+        (entry / "run.json").write_text(json.dumps({"method": method}))
+        (entry / "timings.json").write_text(json.dumps({"device": "cpu", "cpu_capability": "AVX2", "total_s": 6.0}))
+        write_run_manifest(entry, ["run.json", "timings.json"], {"digest": f"digest-{method}"})
+        folder = root / "runs" / "digits" / method / "seed42"
+        folder.mkdir(parents=True)
+        for f in ("run.json", "timings.json", "manifest.json"):
+            (folder / f).symlink_to(entry / f)
+        runs.append(folder)
+    (root / "tables").mkdir()
+    (root / "tables" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
+    (root / "findings.json").write_text(json.dumps(FINDINGS))
+    (root / ".hasfl.lock").write_text("")  # the DAG's lock file: a results folder, left out of the crate
+    verified = tmp_path / "verified.json"
+    verified.write_text(json.dumps({str(r): f"digest-{r.parent.name}" for r in runs}))
+    write_analysis_manifest(root, [str(root / "findings.json"), str(root / "tables" / "t.md")], verified,
+                            identity={"digest": "analysis-digest"})
+    return root
+
+
+def test_the_crate_holds_real_checked_bytes_and_metadata_ro_crate_py_reads(results, tmp_path) -> None:
+    from rocrate.rocrate import ROCrate
+
+    out = tmp_path / "crate"
+    summary = export_rocrate(results, out)
+    assert summary.runs == 2 and summary.workflow_files > 10
+    run = out / "runs" / "digits" / "hasfl" / "seed42"
+    assert not any(p.is_symlink() for p in out.rglob("*")), "the crate holds real files, not links into the store"
+    assert (run / "run.json").read_text() == json.dumps({"method": "hasfl"})
+    assert not (out / ".hasfl.lock").exists()
+    # on arrival it is checked like any results folder
+    assert verify_results(out)["runs"] == 2 and verify_analysis(out)["identity"]["digest"] == "analysis-digest"
+
+    crate = ROCrate(out)
+    wf = crate.mainEntity
+    assert wf.id == "workflow/Snakefile" and "ComputationalWorkflow" in wf.type
+    assert (out / "workflow" / "Snakefile").is_file() and (out / "workflow" / "src" / "hasfl" / "integrity.py").is_file()
+    assert wf["programmingLanguage"]["name"] == "Snakemake"
+    profiles = {p.id for p in crate.root_dataset["conformsTo"]}
+    assert {"https://w3id.org/ro/wfrun/process/0.5", "https://w3id.org/ro/wfrun/workflow/0.5"} <= profiles
+    (action,) = [e for e in crate.get_entities() if e.type == "CreateAction"]
+    assert action["instrument"].id == wf.id
+    assert [o.id for o in action["object"]] == ["workflow/presets/quick.yaml"]
+    assert (out / "workflow" / "presets" / "quick.yaml").is_file()
+    result_ids = {r.id for r in action["result"]}
+    assert {"runs/", "findings.json", "analysis.manifest.json", "tables/"} <= result_ids
+    runs = crate.get("runs/")
+    assert {p.id: p["identifier"] for p in runs["hasPart"]} == {"runs/digits/fedavg/seed42/": "digest-fedavg",
+                                                                 "runs/digits/hasfl/seed42/": "digest-hasfl"}
+    assert crate.get("analysis.manifest.json")["identifier"] == "analysis-digest"
+    # the verdicts as the pages show them: a finding the preset does not run is "not run"
+    assert "F1c: supported, F9b: not run" in crate.get("findings.json")["description"]
+    # every file or folder the metadata names is in the crate
+    for e in crate.data_entities:
+        assert (out / e.id).exists(), e.id
+
+
+def test_a_modified_run_is_refused_and_nothing_is_left(results, tmp_path) -> None:
+    target = results / "runs" / "digits" / "hasfl" / "seed42" / "run.json"
+    entry = target.resolve()
+    entry.write_text(json.dumps({"method": "edited"}))
+    with pytest.raises(IntegrityError, match="run.json"):
+        export_rocrate(results, tmp_path / "crate")
+    assert not (tmp_path / "crate").exists() and not list(tmp_path.glob(".crate.*"))
+
+
+def test_where_a_crate_may_go_and_a_second_export_replaces_the_first(results, tmp_path) -> None:
+    with pytest.raises(IntegrityError, match="inside the results folder"):
+        export_rocrate(results, results / "crate")
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep")
+    with pytest.raises(CrateError, match="not a crate this command wrote"):
+        export_rocrate(results, other)
+    assert (other / "mine.txt").read_text() == "keep"
+    out = tmp_path / "crate"
+    export_rocrate(results, out)
+    (out / "stale.txt").write_text("from an earlier export")
+    export_rocrate(results, out)
+    assert not (out / "stale.txt").exists() and (out / METADATA).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert ResultsLock.NAME not in {p.name for p in out.iterdir()}
+
+
+def test_bad_input_is_named(results, tmp_path) -> None:
+    with pytest.raises(CrateError, match="config file .*nope.yaml"):
+        export_rocrate(results, tmp_path / "c", configfiles=[tmp_path / "nope.yaml"])
+    (results / "findings.json").unlink()
+    with pytest.raises(CrateError, match="no findings.json"):
+        export_rocrate(results, tmp_path / "c")
+    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "export", "rocrate", str(results)], capture_output=True,
+                         text=True)
+    assert res.returncode != 0 and "--out DIR" in res.stderr
