@@ -30,10 +30,9 @@ import json
 import os
 import shutil
 import subprocess
-import uuid
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,8 @@ from hasfl.analysis.page_refs import shown_verdict
 from hasfl.analysis.provenance import provenance
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
-from hasfl.integrity import MANIFEST, refuse_results_folder, verify_results
+from hasfl.export import sibling, swap_in
+from hasfl.integrity import MANIFEST, read_manifest, refuse_results_folder, verify_results
 
 __all__ = ["CrateError", "CrateSummary", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
 
@@ -130,14 +130,6 @@ def _iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _manifest(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / MANIFEST).read_text())
-
-
-def _sibling(target: Path, what: str) -> Path:
-    return target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:12]}"
-
-
 def _check_out(out: Path) -> None:
     refuse_results_folder(out, "RO-Crate")
     if out.is_symlink() or (out.exists() and not out.is_dir()):
@@ -147,16 +139,18 @@ def _check_out(out: Path) -> None:
                          "choose an empty or new folder")
 
 
-def _build(crate_dir: Path, results: Path, configs: Sequence[Path]) -> CrateSummary:
+def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: dict[str, Any]) -> CrateSummary:
+    """The crate in ``crate_dir`` (module doc); ``analysis``: the checked analysis manifest."""
     from rocrate.rocrate import ROCrate
 
     rel_files = _results_files(results)
-    size = 0
-    for rel in rel_files:  # real bytes: links into the run store are followed
+    size, newest = 0, 0.0
+    for rel in rel_files:  # real bytes: links into the run store are followed; copy2 keeps each file's time
         dst = crate_dir / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(results / rel, dst)
-        size += dst.stat().st_size
+        st = dst.stat()
+        size, newest = size + st.st_size, max(newest, st.st_mtime)
     wf_files = _tracked(WORKFLOW_PATHS)
     for rel in wf_files:
         dst = crate_dir / "workflow" / rel
@@ -170,7 +164,6 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path]) -> CrateSumm
             shutil.copy2(c, crate_dir / dest)
         config_paths.append(dest)
 
-    analysis = json.loads((results / ANALYSIS_MANIFEST).read_text())
     facts = provenance(results, analysis)
     findings = json.loads((results / "findings.json").read_text()).get("findings", [])
 
@@ -181,7 +174,7 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path]) -> CrateSumm
                            "Confounds and Coverage Guarantees in Adaptive Sub-model Federated Learning'): data "
                            "stages, training runs, tables, figures, findings.json and report.md, with the workflow "
                            "that made them under workflow/.")
-    root["datePublished"] = _iso(max((results / rel).stat().st_mtime for rel in rel_files))
+    root["datePublished"] = _iso(newest)
     profiles = [crate.add_jsonld({"@id": url, "@type": "CreativeWork", "name": name, "version": version})
                 for url, name, version in PROFILES]
     root["conformsTo"] = profiles
@@ -206,9 +199,10 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path]) -> CrateSumm
         parts = []
         pattern = "*/*/seed*" if name == "runs" else "*/seed*"
         for folder in sorted((results / name).glob(pattern)):
-            if not (folder / MANIFEST).is_file():
+            manifest = read_manifest(folder)
+            if manifest is None:
                 continue
-            ident = _manifest(folder).get("identity") or {}
+            ident = manifest.get("identity") or {}
             digest = ident.get("digest") if name == "runs" else None
             props = {"name": folder.relative_to(results).as_posix()}
             if digest:
@@ -265,21 +259,14 @@ def export_rocrate(results: str | Path, out: str | Path,
     configs = _configfiles(results, configfiles)
     _check_out(out)
     verify_results(results)
-    verify_analysis(results)
+    analysis = verify_analysis(results)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = _sibling(out, "crate")
+    staging = sibling(out, "crate")
     staging.mkdir()
     try:
-        summary = _build(staging, results, configs)
-        if out.exists():
-            old = _sibling(out, "old")
-            os.replace(out, old)
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
+        summary = _build(staging, results, configs, analysis)
+        swap_in(staging, out)  # an earlier crate renamed aside and deleted (``_check_out`` refused anything else)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return CrateSummary(out=out, files=summary.files, bytes=summary.bytes, workflow_files=summary.workflow_files,
-                        runs=summary.runs)
+    return replace(summary, out=out)

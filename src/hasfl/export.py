@@ -31,7 +31,8 @@ import pandas as pd
 
 from hasfl.errors import HasflError
 
-__all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events"]
+__all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events", "sibling",
+           "swap_in"]
 
 #: rounds.parquet columns written as ``round/<column>``
 ROUND_SCALARS = ("test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs", "mean_h_tilde",
@@ -95,12 +96,12 @@ def _write_run(folder: Path, rounds: pd.DataFrame, ledger: pd.DataFrame | None) 
     return n
 
 
-def _sibling(target: Path, what: str) -> Path:
+def sibling(target: Path, what: str) -> Path:
     """A fresh hidden folder name beside ``target`` (``.<name>.<what>-<random>``), on the same file system."""
     return target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:12]}"
 
 
-def _swap_in(staging: Path, target: Path) -> None:
+def swap_in(staging: Path, target: Path) -> None:
     """Make the complete folder ``staging`` the run's folder ``target`` (a sibling): the old folder, with the
     event files of an earlier export, is renamed aside and deleted, so a run never holds two exports' curves.
     Each step is a rename within one folder (no copy): a reader sees the old export, for an instant no folder, or
@@ -110,7 +111,7 @@ def _swap_in(staging: Path, target: Path) -> None:
         return
     if target.is_symlink() or not target.is_dir():
         raise ExportError(f"'{target}' exists and is not a folder of event files; move it away to export there")
-    old = _sibling(target, "old")
+    old = sibling(target, "old")
     os.replace(target, old)
     os.replace(staging, target)
     shutil.rmtree(old)
@@ -129,11 +130,11 @@ def export_tensorboard(results: str | Path, out: str | Path | None = None) -> di
         ledger = _read(run / "participation.parquet") if (run / "participation.parquet").is_file() else None
         target = out / d / m / s
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = _sibling(target, "export")
+        staging = sibling(target, "export")
         staging.mkdir()
         try:
             n = _write_run(staging, rounds, ledger)
-            _swap_in(staging, target)
+            swap_in(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
