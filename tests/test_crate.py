@@ -94,6 +94,18 @@ def test_a_modified_run_is_refused_and_nothing_is_left(results, tmp_path) -> Non
     assert not (tmp_path / "crate").exists() and not list(tmp_path.glob(".crate.*"))
 
 
+def test_a_folder_a_dag_is_writing_is_refused(results, tmp_path) -> None:
+    writer = ResultsLock(results)
+    writer.acquire()  # what the DAG holds while it writes the folder
+    try:
+        with pytest.raises(IntegrityError, match="is being written by another run"):
+            export_rocrate(results, tmp_path / "crate")
+    finally:
+        writer.release()
+    assert not (tmp_path / "crate").exists()
+    assert export_rocrate(results, tmp_path / "crate").runs == 2  # the lock is given back after an export
+
+
 def test_where_a_crate_may_go_and_a_second_export_replaces_the_first(results, tmp_path) -> None:
     with pytest.raises(IntegrityError, match="inside the results folder"):
         export_rocrate(results, results / "crate")

@@ -9,7 +9,8 @@ Snakemake), and one ``CreateAction`` its run: the workflow as ``instrument``, th
 What the crate holds:
 
 * the results folder's files as real bytes (links into the run store followed), at the crate's root, after
-  checking them (:func:`hasfl.integrity.verify_results`, :func:`hasfl.analysis.manifest.verify_analysis`): a
+  checking them (:func:`hasfl.integrity.verify_results`, :func:`hasfl.analysis.manifest.verify_analysis`) under the
+  folder's results lock (:class:`hasfl.integrity.ResultsLock`, refused while a DAG writes the folder): a
   folder whose bytes differ from its manifests, or whose analysis has not finished, is refused, so a crate
   never carries a modified run; on arrival ``hasfl verify <crate>`` checks it like any results folder;
 * under ``workflow/``, the workflow that made them as the repository holds it (``git ls-files`` of the Snakefile,
@@ -42,7 +43,7 @@ from hasfl.analysis.provenance import provenance
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
 from hasfl.export import sibling, swap_in
-from hasfl.integrity import MANIFEST, read_manifest, refuse_results_folder, verify_results
+from hasfl.integrity import MANIFEST, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
 __all__ = ["CrateError", "CrateSummary", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
 
@@ -258,15 +259,20 @@ def export_rocrate(results: str | Path, out: str | Path,
                          "all first)")
     configs = _configfiles(results, configfiles)
     _check_out(out)
-    verify_results(results)
-    analysis = verify_analysis(results)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = sibling(out, "crate")
-    staging.mkdir()
+    lock = ResultsLock(results)
+    lock.acquire()  # as hasfl adopt: not while a DAG writes the folder, so the bytes copied are the bytes checked
     try:
-        summary = _build(staging, results, configs, analysis)
-        swap_in(staging, out)  # an earlier crate renamed aside and deleted (``_check_out`` refused anything else)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        verify_results(results)
+        analysis = verify_analysis(results)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = sibling(out, "crate")
+        staging.mkdir()
+        try:
+            summary = _build(staging, results, configs, analysis)
+            swap_in(staging, out)  # an earlier crate renamed aside and deleted (``_check_out`` refused anything else)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    finally:
+        lock.release()
     return replace(summary, out=out)
