@@ -303,7 +303,11 @@ def test_experiments_readme_names_every_script():
 
 
 def test_client_batching_runs_both_engines():
-    """The experiment runs the real engine both ways: the same client steps, weights equal to float rounding."""
+    """The experiment runs the real engine both ways: the same client steps, weights equal to float rounding.
+
+    The tolerances hold on AVX2 and AVX-512 kernels with a 5x margin: measured, the weights differ by 4.3e-6
+    (AVX-512) and 8.3e-6 (`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`, as on an AVX2-only CPU), the BN running
+    statistics (forward passes through every layer) by 4.3e-6 and 1.9e-5."""
     from hasfl.config import load_config
 
     mod = _load(REPO / "scripts" / "experiments" / "client_batching.py")
@@ -312,7 +316,8 @@ def test_client_batching_runs_both_engines():
     cfg["capacity"].update(tiers=[0.5, 1.0], counts=[2, 2])
     out = mod.bench_client_batching(cfg, torch.device("cpu"), "emnist", "heterofl", rounds=2, client_n=16)
     assert out["same_client_steps"] and out["sequential"]["client_steps"] == 2 * 3 * 1  # 16 samples = 1 batch of 64
-    assert 0 <= out["max_abs_diff_final_weights"] < 1e-5 and out["batched_speedup"] > 0
+    assert 0 <= out["max_abs_diff_final_weights"] < 5e-5 and out["batched_speedup"] > 0
+    assert 0 <= out["max_abs_diff_bn_statistics"] < 1e-4
 
 
 def test_concurrency_packing_arithmetic():

@@ -87,7 +87,15 @@ def bench_client_batching(config: Mapping[str, Any], device: torch.device, datas
                      "client_steps": steps[step]}
     a, b = finals["sequential"], finals["batched"]
     out["batched_speedup"] = rnd(per_round["sequential"] / per_round["batched"], 3)
-    out["max_abs_diff_final_weights"] = max(float((a[k] - b[k]).abs().max()) for k in a if a[k].is_floating_point())
+    # The trained weights and the BN running statistics apart: the statistics are the server's forward passes over
+    # client data through every layer (Table 5's static / mixed modes), where the two engines' rounding is amplified
+    # again. How far both go is set by the CPU kernel (measured, emnist heterofl, 2 rounds, 16 samples a client:
+    # weights 4.3e-6 on AVX-512 and 8.3e-6 under ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2; statistics 4.3e-6
+    # and 1.9e-5; batch norm over 16 samples amplifies the rounding of mm against bmm).
+    diff = {k: float((a[k] - b[k]).abs().max()) for k in a if a[k].is_floating_point()}
+    stats = [k for k in diff if k.endswith(("running_mean", "running_var"))]
+    out["max_abs_diff_final_weights"] = max(v for k, v in diff.items() if k not in stats)
+    out["max_abs_diff_bn_statistics"] = max((diff[k] for k in stats), default=0.0)
     out["same_client_steps"] = steps["sequential"] == steps["batched"]
     return out
 

@@ -276,7 +276,9 @@ def _gpu_check_section(g: Mapping[str, Any], h: str) -> list[str]:
               f"{b['clients_per_round']} clients x {b['client_n']} samples a round): local training "
               f"{b['batched']['local_sgd_s_per_round']} s per round against {b['sequential']['local_sgd_s_per_round']}"
               f" s sequential (x{b['batched_speedup']}); final weights differ by at most "
-              f"{b['max_abs_diff_final_weights']:.2e}."
+              f"{b['max_abs_diff_final_weights']:.2e}"
+              + (f", BN running statistics by {b['max_abs_diff_bn_statistics']:.2e}."
+                 if "max_abs_diff_bn_statistics" in b else ".")
               + (f" {bp['jobs']} such jobs at once: x{bp['batched_speedup_packed']} in aggregate client-steps/s "
                  f"({bp['client_steps_per_s_total']})." if bp else " Packed: not measured."), ""]
     return L
