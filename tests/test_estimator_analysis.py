@@ -216,7 +216,7 @@ def test_matched_budget_pairs_names_alloc_and_control_and_marks_pairs_not_run():
 
 def t8_rows(method: str, estimator: str, prs: list[float], dataset: str = "digits") -> list[dict]:
     return [{"dataset": dataset, "method": method, "seed": s, "estimator": estimator, "status": "completed",
-             "n_clients": 20, "pr_e_tv_pmax": pr} for s, pr in zip(SEEDS, prs, strict=True)]
+             "n_clients": 100, "pr_e_tv_pmax": pr} for s, pr in zip(SEEDS, prs, strict=True)]
 
 
 def mbe_rows(pair: str, diffs: list[float], dataset: str = "digits", floor: bool = False) -> list[dict]:
@@ -230,27 +230,29 @@ def evaluate(t8: list[dict], mbe: list[dict], **overrides) -> dict[str, dict]:
     return {f["id"]: f for f in F.evaluate_findings(tables, datasets=["digits"], thresholds=th)}
 
 
-@pytest.mark.parametrize(("pr", "verdict", "why"), [
-    (0.5, S, "lower bound 0.302 > 0"),                          # z 0.549 - 0.237 -> r 0.302
-    (0.0, C, "upper bound 0.233 < margin 0.36"),               # z +- 0.237 -> [-0.233, 0.233]
-    (-0.3, C, "no usable data signal"),                       # an estimate that falls with TV
-    (0.2, I, "contains 0 and the margin"),                     # [-0.035, 0.414]
+@pytest.mark.parametrize(("prs", "verdict", "why"), [
+    ([0.5] * 3, S, "lower bound 0.36 > 0"),                     # z 0.549 - t_.95,2 0.0589 -> r 0.36
+    ([0.0] * 3, C, "upper bound 0.17 < margin 0.36"),           # z +- 2.92 x 0.0589 -> [-0.17, 0.17]
+    ([-0.3] * 3, C, "no usable data signal"),                  # an estimate that falls with TV
+    ([0.0, 0.4, 0.2], I, "contains 0 and the margin"),          # the seeds disagree: [-0.147, 0.512]
 ])
-def test_f7_three_verdicts(pr, verdict, why):
-    res = evaluate(t8_rows("hasfl", "E2", [pr] * 3) + t8_rows("fedavg", "E2", [0.6] * 3), [])
+def test_f7_three_verdicts(prs, verdict, why):
+    res = evaluate(t8_rows("hasfl", "E2", prs) + t8_rows("fedavg", "E2", [0.6] * 3), [])
     f = res["F7-E2"]
     assert f["verdict"] == verdict and why in f["reason"], f["reason"]
     u = f["units"][0]
     assert u["unit"] == "digits" and u["n"] == 3 and u["in_scope"] and f["extension"]
-    assert u["se_z"] == pytest.approx(1 / math.sqrt(48))
-    # MDE: the true r the z test detects as > 0 with 80% power, (1.645 + 0.842) se
-    assert u["mde"] == pytest.approx(math.tanh((1.6449 + 0.8416) / math.sqrt(48)), abs=1e-3)
+    assert u["fixed_effect"]["se_z"] == pytest.approx(1 / math.sqrt(288))
+    if len(set(prs)) == 1:  # equal seeds: no between-seed variance, the se is the fixed effect's, t on 2 df
+        assert u["se_z"] == pytest.approx(1 / math.sqrt(288))
+        # MDE: the true r the test detects as > 0 with 80% power, (t_.95,2 + t_.8,2) se
+        assert u["mde"] == pytest.approx(math.tanh((2.9200 + 1.0607) / math.sqrt(288)), abs=1e-3)
     assert u["control_fedavg"]["estimate"] == pytest.approx(0.6)  # the equal-width control, beside it
     assert "hasfl" in f["statistic"] and "fedavg" in f["statistic"]
 
 
 def test_f7_support_takes_precedence_and_says_weak():
-    res = evaluate(t8_rows("hasfl", "E0", [0.25] * 3), [], f7_min_pr_e_tv=0.5)  # [0.018, 0.456]: both hold
+    res = evaluate(t8_rows("hasfl", "E0", [0.25] * 3), [], f7_min_pr_e_tv=0.5)  # [0.083, 0.40]: both hold
     f = res["F7-E0"]
     assert f["verdict"] == S and "weak" in f["reason"]
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import scipy.stats as sps
 import pytest
 
 from hasfl.analysis import findings as F
@@ -30,7 +31,7 @@ def t5(method: str, dataset: str, **cols: list[float]) -> list[dict]:
     """Table 5 rows of one method x dataset, one per seed; ``cols`` give per-seed values."""
     rows = []
     for i, s in enumerate(SEEDS):
-        row = {"dataset": dataset, "seed": s, "method": method, "status": "completed", "n_clients": 20,
+        row = {"dataset": dataset, "seed": s, "method": method, "status": "completed", "n_clients": 100,
                "r_h_tv": 0.0, "r_h_pmax": -0.8, "pr_h_tv_pmax": 0.0, "pr_p_tv_pmax": 0.0,
                "adj_r2_tier": (0.5, 0.6, 0.55)[i], "adj_r2_tv": 0.0}
         row.update({k: v[i] for k, v in cols.items()})
@@ -149,10 +150,13 @@ def test_f1a(r, verdict):
     f = evaluate(tables)[F.F1A]
     assert f["verdict"] == verdict and f["margin"] == -0.5
     u = unit(f, "cifar10")
-    assert u["estimate"] == pytest.approx(r) and u["n"] == 3 and u["n_clients"] == 60
-    assert u["se_z"] == pytest.approx(1 / math.sqrt(51))
-    # power: a true pooled r <= tanh(atanh(-0.5) - (1.645 + 0.842) * 0.140) = -0.75 is supported with 80% power
-    assert u["mde"] == pytest.approx(math.tanh(math.atanh(-0.5) - 2.4865 / math.sqrt(51)), abs=1e-3)
+    assert u["estimate"] == pytest.approx(r) and u["n"] == 3 and u["n_clients"] == 300
+    # three equal seeds: no between-seed variance, so the random-effects se is the fixed effect's (Knapp-Hartung's
+    # is 0 and never used below it), but the reference is t on 2 df (issue 45: the seeds are the sample)
+    assert u["se_z"] == pytest.approx(1 / math.sqrt(291)) and u["fixed_effect"]["se_z"] == pytest.approx(1 / math.sqrt(291))
+    # power: a true pooled r <= tanh(atanh(-0.5) - (t_.95,2 + t_.8,2) * 0.0586) is supported with 80% power
+    shift = (sps.t.ppf(0.95, 2) + sps.t.ppf(0.8, 2)) / math.sqrt(291)
+    assert u["mde"] == pytest.approx(math.tanh(math.atanh(-0.5) - shift), abs=1e-3)
 
 
 def test_f1_reports_every_dataset_but_only_image_datasets_count():
@@ -176,25 +180,28 @@ def test_f1b(gaps, verdict):
         assert "degenerate" in f["reason"]
 
 
-@pytest.mark.parametrize(("pr", "verdict"), [(-0.3, S),   # upper r -0.07 < 0.36
-                                             (0.5, C),    # lower z 0.549 - 0.237 > 0: a positive data signal
-                                             (0.15, I)])  # lower < 0 < upper r 0.37 > 0.36
-def test_f1c(pr, verdict):
+@pytest.mark.parametrize(("prs", "verdict"), [([-0.3] * 3, S),        # upper r -0.14 < 0.36
+                                              ([0.5] * 3, C),         # lower r 0.36 > 0: a positive data signal
+                                              ([0.0, 0.3, 0.15], I)])  # seeds disagree: lower -0.11 < 0, upper 0.39
+def test_f1c(prs, verdict):
     f = evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl",
-                         t5("hasfl", "cifar10", pr_h_tv_pmax=[pr] * 3)))[F.F1C]
+                         t5("hasfl", "cifar10", pr_h_tv_pmax=prs)))[F.F1C]
     assert f["verdict"] == verdict and f["margin"] == 0.36
-    assert unit(f, "cifar10")["se_z"] == pytest.approx(1 / math.sqrt(48))  # n - 4 weights for a partial r
+    u = unit(f, "cifar10")
+    assert u["fixed_effect"]["se_z"] == pytest.approx(1 / math.sqrt(288))  # n - 4 weights for a partial r
+    assert u["se_z"] >= u["fixed_effect"]["se_z"] * (1 - 1e-12)  # the seed-to-seed variance only widens it
 
 
-@pytest.mark.parametrize(("prs", "verdict"), [([0.05, -0.05, 0.0], S),  # 90%: r within +-0.233 < 0.36
-                                              ([-0.4] * 3, C),          # 95%: z -0.424 +- 0.283 excludes 0
-                                              ([0.2] * 3, I)])          # 90% upper r 0.41 > 0.36, 95% covers 0
+@pytest.mark.parametrize(("prs", "verdict"), [([0.05, -0.05, 0.0], S),  # 90%: r within +-0.17 < 0.36
+                                              ([-0.4] * 3, C),          # 95%: [-0.59, -0.17] excludes 0
+                                              ([0.2, 0.3, 0.1], I)])    # 90% upper r 0.36+, 95% covers 0
 def test_f1d(prs, verdict):
     f = evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", t5("hasfl", "cifar10", pr_p_tv_pmax=prs)))[F.F1D]
     assert f["verdict"] == verdict
     u = unit(f, "cifar10")
-    # the smallest margin a TOST reaches with 80% power at r = 0: tanh((1.645 + 1.282) / sqrt(48)) = 0.40
-    assert u["min_equivalence_margin"] == pytest.approx(math.tanh(2.9264 / math.sqrt(48)), abs=1e-3)
+    # the smallest margin a TOST reaches with 80% power at r = 0: tanh((t_.95 + t_.9) se), t on seeds - 1 = 2 df
+    crit = sps.t.ppf(0.95, 2) + sps.t.ppf(0.9, 2)
+    assert u["min_equivalence_margin"] == pytest.approx(math.tanh(crit * u["se_z"]), abs=1e-3)
 
 
 # --- F2 ----------------------------------------------------------------------------------------
@@ -785,18 +792,23 @@ def test_random_effects_pool_widens_the_interval_when_the_seeds_disagree():
     assert same.se == pytest.approx(stats.fisher_pool([0.1, 0.1, 0.1], ns, 1).se)
 
 
-@pytest.mark.parametrize(("prs", "pooling", "verdict"), [
-    ([0.05, -0.05, 0.0], "fixed effect", S),
-    ([0.15, 0.58, -0.39], "random effects", I),   # fixed effect: [0.0, 0.24]-ish; random effects: much wider
+@pytest.mark.parametrize(("prs", "verdict"), [
+    ([0.05, -0.05, 0.0], S),
+    ([0.15, 0.58, -0.39], I),   # fixed effect: [0.04, 0.22]; random effects over the seeds: [-0.65, 0.78]
 ])
-def test_f1d_pools_with_random_effects_when_the_seeds_disagree_and_counts_the_free_clients(prs, pooling, verdict):
-    # issue 38: the Fisher weights count the clients free to move, so every client is free here (n_free = 20)
-    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[20, 20, 20])
+def test_f1d_pools_with_random_effects_over_the_seeds_and_counts_the_free_clients(prs, verdict):
+    # issue 38: the Fisher weights count the clients free to move, so every client is free here (n_free = 100);
+    # issue 45: the seeds are pooled with random effects (Hartung-Knapp), the fixed effect reported beside
+    rows = t5("hasfl", "cifar10", pr_p_tv_pmax=prs, n_free=[100, 100, 100])
     t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
     u = unit(evaluate(t)[F.F1D], "cifar10")
-    assert u["pooling"].startswith(pooling) and u["verdict"] == verdict, u["reason"]
-    assert u["n_free"] == [20, 20, 20] and "clients free to move" in u["reason"] and "[20, 20, 20] of [20, 20, 20]" \
-        in u["reason"] and u["dof_from"] == "n_free"
+    assert u["pooling"].startswith("random effects over 3 seeds") and u["verdict"] == verdict, u["reason"]
+    fe = u["fixed_effect"]
+    assert u["high"] - u["low"] >= (fe["high"] - fe["low"]) * (1 - 1e-9)
+    if verdict == I:  # the seeds disagree: the interval is the seeds' spread, far wider than the clients' one
+        assert u["high"] - u["low"] > 5 * (fe["high"] - fe["low"]) and u["tau2"] > 0
+    assert u["n_free"] == [100, 100, 100] and "clients free to move" in u["reason"] \
+        and "[100, 100, 100] of [100, 100, 100]" in u["reason"] and u["dof_from"] == "n_free"
 
 
 def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():
@@ -950,7 +962,8 @@ def test_final_accuracy_gate_still_rising_or_floor_on_f9c(gain, floor, verdict):
 
 def test_f1d_counts_the_clients_free_to_move_and_reports_their_own_test():
     """48 clients per run, 9 free to move: with 48 counted the TOST of r ~ 0 is supported (se 1/sqrt(3 * 44));
-    counting the 9 free clients (se 1/sqrt(3 * 5)) its interval reaches past the 0.36 margin: inconclusive.
+    counting the 9 free clients (se 1/sqrt(3 * 5), t on 2 df) its interval reaches past the 0.36 margin:
+    inconclusive.
     The free clients' own r and permutation p are reported beside it."""
     rows = t5("hasfl", "cifar10", pr_p_tv_pmax=[0.05, -0.05, 0.0], n_clients=[48] * 3)
     t = replace(base_tables(), F.T5, "cifar10", "hasfl", rows)
@@ -959,7 +972,7 @@ def test_f1d_counts_the_clients_free_to_move_and_reports_their_own_test():
               r_p_tv_free=[0.78, 0.1, 0.2], p_perm_free=[0.042, 0.8, 0.6])
     u = unit(evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", rows))[F.F1D], "cifar10")
     assert u["verdict"] == I and u["dof_from"] == "n_free" and u["n_clients"] == 27, u["reason"]
-    assert u["two_sided_high"] == pytest.approx(math.tanh(1.959964 / math.sqrt(15)), abs=1e-5)
+    assert u["two_sided_high"] == pytest.approx(math.tanh(sps.t.ppf(0.975, 2) / math.sqrt(15)), abs=1e-5)
     assert u["free_clients_test"]["42"] == {"n": 9, "r": 0.78, "p_perm": 0.042}
     assert "seed 42: r = 0.78, p = 0.042" in u["reason"]
 

@@ -41,6 +41,9 @@ from hasfl.analysis.findings.kernel import (
 )
 
 F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
+#: How the runs' correlations are pooled (:func:`hasfl.analysis.findings.kernel.corr_unit`).
+POOLING = ("random effects over the seeds, Paule-Mandel tau^2 with Hartung-Knapp's interval on t with seeds - 1 "
+           "df, so the seed-to-seed variance is in the interval; the fixed effect is reported beside it")
 
 
 def confound_rows(t5: pd.DataFrame, method: str, dataset: str) -> pd.DataFrame:
@@ -86,7 +89,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                                         False, st), in_scope=scope[d]) for d in ds]
     out.append(finding(
         F1A, claim="Update divergence tracks capacity: r(H~, pmax) is strongly negative", source="Section 4.4, Table 5",
-        scope=IMAGE, statistic="r(H~, pmax) over the clients of each hasfl run, pooled over seeds (Fisher z)",
+        scope=IMAGE, statistic="r(H~, pmax) over the clients of each hasfl run, pooled over seeds (Fisher z; " + POOLING + ")",
         test="one-sided z test on the pooled Fisher z: supported if the upper bound < margin, contradicted if the "
              "lower bound > margin", margin_key="f1_max_r_h_pmax", st=st, units=units, files=files,
         mde_meaning="true pooled r at which the test returns supported with the configured power",
@@ -114,7 +117,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     out.append(finding(
         F1C, claim="Once capacity is controlled no data signal remains: r(H~, TV | pmax) is near zero or negative",
         source="Section 4.4, Table 5", scope=IMAGE,
-        statistic="partial r(H~, TV | pmax) per hasfl run, pooled over seeds (Fisher z, n - 4 weights)",
+        statistic="partial r(H~, TV | pmax) per hasfl run, pooled over seeds (Fisher z, n - 4 weights; " + POOLING + ")",
         test="supported if the one-sided upper bound < margin and the positive control F6 on the same dataset is "
              "supported (else inconclusive: an estimate blind at equal widths says nothing about capacity); "
              "contradicted if the one-sided lower bound > 0 "
@@ -145,10 +148,9 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         units.append(u)
     out.append(finding(
         F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
-        scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z)",
+        scope=IMAGE, statistic="partial r(p_final, TV | pmax) per hasfl run, pooled over seeds (Fisher z; " + POOLING + ")",
         test="equivalence (TOST): supported if the 1 - 2 alpha interval lies inside +-margin; contradicted if the "
-             "1 - alpha interval excludes 0; contradiction takes precedence; pooled with random effects "
-             "(DerSimonian-Laird) when Cochran's Q rejects one common correlation at alpha; the Fisher weights count "
+             "1 - alpha interval excludes 0; contradiction takes precedence; the Fisher weights count "
              "the clients free to move (n_free - 4 per run: the only ones that can carry the correlation, since "
              "Eq. 6 pins the capped tiers), and their own test (r(p, TV) among them, exact permutation p) is "
              "reported beside it",

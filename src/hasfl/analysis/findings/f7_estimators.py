@@ -74,11 +74,11 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
     of the update divergence, E0 / E1: claims about the confound): "contradicted" needs the fedavg
     control's lower bound > 0, else the unit is inconclusive."""
     unit = corr_unit(name, rows, "pr_e_tv_pmax", 1, st)
-    se = unit.pop("_se")
-    shift = z_mde(se, st.alpha, st.power)
+    se, df = unit.pop("_se"), unit.pop("_df")
+    shift = z_mde(se, st.alpha, st.power, df=df)
     unit["margin"] = margin
-    unit["p_supported"] = z_p(unit["z"], se, 0.0, True)[0]
-    unit["p_contradicted"] = z_p(unit["z"], se, margin, False)[0]
+    unit["p_supported"] = z_p(unit["z"], se, 0.0, True, df)[0]
+    unit["p_contradicted"] = z_p(unit["z"], se, margin, False, df)[0]
     unit["mde"] = math.tanh(shift) if math.isfinite(shift) else math.nan
     unit["mde_contradicted"] = math.tanh(math.atanh(margin) - shift) if math.isfinite(shift) else math.nan
     if control is not None and len(control):
@@ -141,7 +141,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             f"F7-{e.id}", claim=f"{e.label} recovers the clients' label heterogeneity once capacity is controlled",
             source="Section 5 (the 'natural next step'; this project's extension)", scope=ALL,
             statistic=f"partial r({e.id}, TV | pmax) over the clients of each hasfl run ({e.column}), pooled over "
-                      "seeds (Fisher z, n - 4 weights); the fedavg runs' value is reported as the equal-width "
+                      "seeds (Fisher z, n - 4 weights, random effects over the seeds with Hartung-Knapp's interval, the fixed effect beside it); the fedavg runs' value is reported as the equal-width "
                       "control." + note,
             test="one-sided z test on the pooled Fisher z: supported if the lower bound > 0; contradicted if the "
                  "upper bound < margin (no usable data signal; for E0 / E1 only when the fedavg control's lower "

@@ -47,7 +47,7 @@ from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.floors import is_missing
 from hasfl.analysis.stats import (
     fisher_pool,
-    fisher_pool_random,
+    fisher_pool_hksj,
     paired_ci,
     t_equivalence_margin,
     t_mde,
@@ -336,12 +336,18 @@ def t_p(mean: float, sd: float, n: int, margin: float, above: bool) -> tuple[flo
     return (up, down) if above else (down, up)
 
 
-def z_p(z: float, se: float, edge: float, above: bool) -> tuple[float, float]:
-    """(p of "z beyond atanh(edge)" on the ``above`` side, p of the other side), one-sided z."""
+def _sf(stat: float, df: float = math.inf) -> float:
+    """Upper tail of the normal, or of t with ``df`` degrees of freedom when finite."""
+    return float(sps.norm.sf(stat)) if not math.isfinite(df) else float(sps.t.sf(stat, df))
+
+
+def z_p(z: float, se: float, edge: float, above: bool, df: float = math.inf) -> tuple[float, float]:
+    """(p of "z beyond atanh(edge)" on the ``above`` side, p of the other side), one-sided z (t with ``df``
+    degrees of freedom when finite: the random-effects pool)."""
     if not (math.isfinite(z) and math.isfinite(se) and se > 0):
         return math.nan, math.nan
     stat = (z - math.atanh(edge)) / se
-    up, down = float(sps.norm.sf(stat)), float(sps.norm.cdf(stat))
+    up, down = _sf(stat, df), _sf(-stat, df)
     return (up, down) if above else (down, up)
 
 
@@ -520,38 +526,48 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
 
 
 def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
-              random_if_heterogeneous: bool = False, size: str = "n_clients") -> dict[str, Any]:
-    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se``: the pooled se).
+              size: str = "n_clients") -> dict[str, Any]:
+    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se`` / ``_df``: the
+    pooled se and its t reference's degrees of freedom, infinite for the normal).
 
-    Fixed effect; ``random_if_heterogeneous``: random effects (DerSimonian-Laird) when Cochran's Q rejects
-    that the runs share one correlation at alpha (``pooling`` says which). ``size``: the column of each run's
-    number of observations the Fisher weights count (F1d: the clients free to move)."""
+    Random effects over the seeds (:func:`hasfl.analysis.stats.fisher_pool_hksj`: Paule-Mandel's tau^2,
+    Hartung-Knapp's interval with t on runs - 1 df), so the seed-to-seed variance is in the interval; the fixed
+    effect is kept beside it (``fixed_effect``). ``size``: the column of each run's number of observations the
+    Fisher weights count (F1d: the clients free to move)."""
     rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
     ns = pd.to_numeric(rows[size], errors="coerce").to_numpy(dtype=np.float64) if len(rows) else np.array([])
-    pool = fisher_pool(rs, ns, n_controls)
-    pooling = "fixed effect"
-    if random_if_heterogeneous and math.isfinite(pool.q_p) and pool.q_p < st.alpha:
-        pool = fisher_pool_random(rs, ns, n_controls)
-        pooling = f"random effects (Cochran Q = {fmt(pool.q)}, p = {fmt(pool.q_p)}: the seeds disagree)"
+    fixed = fisher_pool(rs, ns, n_controls)
+    pool = fisher_pool_hksj(rs, ns, n_controls)
+    if math.isfinite(pool.df):
+        pooling = (f"random effects over {pool.n_runs} seeds (tau^2 = {fmt(pool.tau2)}, Hartung-Knapp interval, t on "
+                   f"{pool.df:g} df); fixed effect {fmt(fixed.r)} {_bracket(fixed.interval(st.one_sided_level))}")
+    else:
+        pooling = "one run: its clients' interval (no seed-to-seed variance)"
     low, high = pool.interval(st.one_sided_level)
     two_low, two_high = pool.interval(st.two_sided_level)
+    f_low, f_high = fixed.interval(st.one_sided_level)
     return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
             "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
             "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
-            "heterogeneity_p": pool.q_p, "pooling": pooling,
+            "heterogeneity_p": pool.q_p, "tau2": pool.tau2, "pooling": pooling,
+            "fixed_effect": {"estimate": fixed.r, "low": f_low, "high": f_high, "se_z": fixed.se},
             "values": {str(int(s)): num(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
-            "_se": pool.se}
+            "_se": pool.se, "_df": pool.df}
+
+
+def _bracket(interval: tuple[float, float]) -> str:
+    return f"[{fmt(interval[0])}, {fmt(interval[1])}]"
 
 
 def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, margin: float,
                           above: bool, st: Settings) -> dict[str, Any]:
     """One-sided z test of the pooled correlation beyond ``margin`` (F1a, F6)."""
     unit = corr_unit(name, rows, column, n_controls, st)
-    se = unit.pop("_se")
-    shift = z_mde(se, st.alpha, st.power)
+    se, df = unit.pop("_se"), unit.pop("_df")
+    shift = z_mde(se, st.alpha, st.power, df=df)
     edge = math.atanh(margin)
     unit["margin"], unit["decision"] = margin, "directional"
-    unit["p_supported"], unit["p_contradicted"] = z_p(unit["z"], se, margin, above)
+    unit["p_supported"], unit["p_contradicted"] = z_p(unit["z"], se, margin, above, df)
     unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
@@ -566,11 +582,11 @@ def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls
 def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
     """F1c: supported when the upper bound < margin; contradicted when the lower bound > 0."""
     unit = corr_unit(name, rows, column, 1, st)
-    se = unit.pop("_se")
+    se, df = unit.pop("_se"), unit.pop("_df")
     unit["margin"] = margin
-    unit["p_supported"] = z_p(unit["z"], se, margin, False)[0]
-    unit["p_contradicted"] = z_p(unit["z"], se, 0.0, True)[0]
-    unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power))
+    unit["p_supported"] = z_p(unit["z"], se, margin, False, df)[0]
+    unit["p_contradicted"] = z_p(unit["z"], se, 0.0, True, df)[0]
+    unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power, df=df))
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
         return unit
@@ -589,16 +605,16 @@ def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: f
 def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings,
                           size: str = "n_clients") -> dict[str, Any]:
     """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0.
-    Pooled with random effects when the seeds disagree (Cochran's Q at alpha); ``size`` as :func:`corr_unit`."""
-    unit = corr_unit(name, rows, column, 1, st, random_if_heterogeneous=True, size=size)
-    se = unit.pop("_se")
+    Pooled with random effects over the seeds (:func:`corr_unit`); ``size`` as :func:`corr_unit`."""
+    unit = corr_unit(name, rows, column, 1, st, size=size)
+    se, df = unit.pop("_se"), unit.pop("_df")
     unit["margin"], unit["decision"] = margin, "tost"
-    unit["p_supported"] = max(z_p(unit["z"], se, -margin, True)[0], z_p(unit["z"], se, margin, False)[0])
-    unit["p_contradicted"] = (2.0 * float(sps.norm.sf(abs(unit["z"]) / se))
+    unit["p_supported"] = max(z_p(unit["z"], se, -margin, True, df)[0], z_p(unit["z"], se, margin, False, df)[0])
+    unit["p_contradicted"] = (2.0 * float(_sf(abs(unit["z"]) / se, df))
                               if math.isfinite(se) and se > 0 and math.isfinite(unit["z"]) else math.nan)
-    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True)) if math.isfinite(se) else math.nan
-    unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power)) if math.isfinite(se) \
-        else math.nan
+    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True, df=df)) if math.isfinite(se) else math.nan
+    unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power, df)) \
+        if math.isfinite(se) else math.nan
     if unit["n"] == 0:
         unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation and a positive Fisher "
                                                  f"weight ({size} - 4 > 0)")
