@@ -324,7 +324,8 @@ def test_f9_a_run_that_never_learned_makes_its_unit_inconclusive(fid):
     f = evaluate(t)[fid]
     u = unit(f, "cifar10")
     assert u["verdict"] == I and f["verdict"] == I
-    assert "never learned: " + method + " seed 43, lowest training loss 2.3 vs ln K = 2.3" in u["reason"]
+    assert f"failed to train at this budget: {method} seed 43 (lowest training loss 2.3 not below 0.95 ln K = 2.19)" \
+        in u["reason"] and u["gate_kind"] == "failed_to_train" and "evidence about the regime" in u["reason"]
     assert f"{method} seed 44" in u["reason"]  # 2.2 >= 0.95 ln 10 = 2.187: not learned either
     assert f"{method} seed 42" not in u["gate"]  # 1.5 < 2.187: learned
     assert "the test alone: contradicted" in u["reason"]
@@ -342,11 +343,11 @@ def test_f9_never_learned_gates_the_prefix_side_and_fedrolex_too():
     t = replace(base_tables(), F.T3S, "cifar10", "uniform",
                 seeds("cifar10", "uniform", final=[60, 62, 61], decay=[20, 25, 30], min_loss=[2.29, 1.0, 1.0]))
     u = unit(evaluate(t)[F.F9D], "cifar10")
-    assert u["verdict"] == I and "never learned: uniform seed 42" in u["reason"]
+    assert u["verdict"] == I and "uniform seed 42 (lowest training loss" in u["reason"]
     t = replace(base_tables(), F.T4S, "cifar10", "heterofl",
                 seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1], min_loss=[1.0, 2.5, 1.0]))
     u = unit(evaluate(t)[F.F9C], "cifar10")
-    assert u["verdict"] == I and "never learned: heterofl seed 43" in u["reason"]
+    assert u["verdict"] == I and "heterofl seed 43 (lowest training loss" in u["reason"]
 
 
 def test_f9_learned_loss_fraction_is_validated():
@@ -417,22 +418,32 @@ def test_f3(diffs, verdict):
         assert "minimum detectable difference" in u["reason"]
 
 
-@pytest.mark.parametrize(("side", "gain", "verdict"), [("hasfl", 2.0, I), ("random_budget", 2.0, I),
-                                                       ("hasfl", 0.3, S)])
-def test_f3_is_gated_by_a_run_still_rising_or_at_the_floor(side, gain, verdict):
-    """Issue 38 point 3: F3's TOST compares final accuracies; a run still rising at its last evaluation (more
-    than rising_min_gain_pct = 0.5 points) or at the floor makes it inconclusive, as F3-shakespeare, F4 and F9
-    are; 0.3 points is no gate. The per-seed matched-budget table carries each run's delta and last gain."""
+@pytest.mark.parametrize("side", ["hasfl", "random_budget"])
+def test_f3_follows_the_fixed_horizon_interval_when_runs_still_rise(side):
+    """Issue 45 point 1: a run still rising at its last evaluation no longer withholds F3; the TOST at the horizon
+    decides it, and the gap's slope (from each run's tail_slope_pct) is a caveat beside it: "still moving" when its
+    interval over the seeds excludes 0, with the rounds at which it would reach the margin. A run at the floor
+    withholds the unit as failed to train."""
     rows = mb([0.1, -0.1, 0.0])
-    rows[0].update({f"{side}_delta_pct": 0.0, f"{side}_last_gain_pct": gain})
+    rows[0].update({f"{side}_delta_pct": 0.0, f"{side}_last_gain_pct": 2.0})  # the old gate fired here
+    for r, slope in zip(rows, (0.30, 0.32, 0.31), strict=True):  # the gap rises by ~0.3 points a round in every seed
+        r.update({f"{side}_tail_slope_pct": slope, f"{'random_budget' if side == 'hasfl' else 'hasfl'}_tail_slope_pct": 0})
     u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
-    assert u["verdict"] == verdict, u["reason"]
-    if verdict == I:
-        assert f"{side} seed {SEEDS[0]} still rising" in u["gate"] and "the test alone: supported" in u["reason"]
+    assert u["verdict"] == S and "gate" not in u, u["reason"]
+    trend = u["gap_trend"]
+    sign = 1 if side == "hasfl" else -1
+    assert trend["moving"] and trend["slope_pct_per_round"] == pytest.approx(sign * 0.31) and trend["n"] == 3
+    # from the estimate 0 to the margin 2 in the direction of movement: 2 / 0.31 = 6.5 rounds
+    assert trend["rounds_to_margin"] == pytest.approx(2.0 / 0.31) and "the gap is still moving" in u["reason"]
+    for r in rows:  # a plateau: the slopes scatter around 0, no caveat
+        r.update({f"{side}_tail_slope_pct": (0.2, -0.25, 0.05)[rows.index(r)]})
+    u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
+    assert u["verdict"] == S and u["gap_trend"]["moving"] is False and "still moving" not in u["reason"]
     rows = mb([0.1, -0.1, 0.0])
     rows[2]["random_budget_at_floor"] = True
     u = unit(evaluate(replace(base_tables(), F.MBS, "cifar10", None, rows))[F.F3], "cifar10")
     assert u["verdict"] == I and "random_budget seed" in u["gate"] and "majority-class floor" in u["gate"]
+    assert u["gate_kind"] == "failed_to_train" and u["gate"].startswith("failed to train at this budget")
 
 
 def test_f3_leaves_out_unpaired_seeds():
@@ -709,40 +720,41 @@ def test_f2a_mixed_when_datasets_disagree(emnist_nocov, verdict):
     assert {u["unit"]: u["verdict"] for u in res["units"]} == {"cifar10": S, "emnist": verdict}
 
 
-def test_f2c_is_inconclusive_on_runs_that_never_peaked_or_sit_at_the_floor():
+def test_f2c_reads_a_seed_that_peaks_last_and_withholds_one_that_failed_to_train():
     t = base_tables()
     supported = evaluate(t)[F.F2C]
     assert supported["verdict"] == S and "gate" not in unit(supported, "shakespeare")
-    # a seed whose best accuracy is its last evaluation (decline 0: still rising) says nothing about collapse
+    # issue 45: a seed whose best accuracy is its last evaluation has decline 0, a measurement (on a plateau this
+    # happens by noise alone about 1 / L of the time): the unit is decided, no longer withheld
     t1 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[34, 36, 35],
                                                            decay=[0.5, 0.0, 0.8], p_trained=[0.44] * 3))
     u = unit(evaluate(t1)[F.F2C], "shakespeare")
-    assert u["verdict"] == I and "uniform seed 43 peaks at its last evaluation" in u["reason"]
-    assert "the test alone: supported" in u["reason"]  # the statistic is kept beside the reason
+    assert u["verdict"] == S and "gate" not in u and "peaks" not in u["reason"]
     # a seed at the majority-class floor never learned, so it cannot collapse either
     t2 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[34, 36, 35],
                                                            decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3,
                                                            floor=[False, False, True]))
     u = unit(evaluate(t2)[F.F2C], "shakespeare")
-    assert u["verdict"] == I and "uniform seed 44 at the majority-class floor" in u["reason"]
+    assert u["verdict"] == I and "uniform seed 44 (at the majority-class floor)" in u["reason"]
+    assert u["gate_kind"] == "failed_to_train" and "the test alone: supported" in u["reason"]
     # a collapse on runs that did peak is still contradicted
     t3 = replace(t, F.T7S, "shakespeare", "uniform", seeds("shakespeare", "uniform", final=[14, 16, 15],
                                                            decay=[20, 25, 22], p_trained=[0.44] * 3))
     assert evaluate(t3)[F.F2C]["verdict"] == C
 
 
-def test_f2a_and_f2b_gate_on_the_method_whose_decay_is_claimed():
+def test_f2a_and_f2b_withhold_a_unit_only_for_a_run_that_failed_to_train():
     t = base_tables()
-    # hasfl (the covered side) still rising at the end is the claim, not a reason to stop
     assert unit(evaluate(t)[F.F2A], "cifar10")["verdict"] == S  # hasfl decays [1, 2, 1]
+    # issue 45: a hasfl_nocov seed that peaks at its last evaluation (decay 0) is a measurement, not a gate
     t1 = replace(t, F.T4S, "cifar10", "hasfl_nocov", seeds("cifar10", "hasfl_nocov", final=[20, 60, 90],
                                                             decay=[20, 0, 30]))
     u = unit(evaluate(t1)[F.F2A], "cifar10")
-    assert u["verdict"] == I and "hasfl_nocov seed 43 peaks" in u["reason"]
+    assert "gate" not in u and "peaks" not in u["reason"] and u["values"] == pytest.approx([19, -2, 29])
     t2 = replace(t, F.T4S, "cifar10", "heterofl", seeds("cifar10", "heterofl", final=[75, 76, 77], decay=[1, 2, 1],
                                                          floor=[True, False, False]))
     u = unit(evaluate(t2)[F.F2B], "cifar10")
-    assert u["verdict"] == I and "heterofl seed 42 at the majority-class floor" in u["reason"]
+    assert u["verdict"] == I and "heterofl seed 42 (at the majority-class floor)" in u["reason"]
 
 
 @pytest.mark.parametrize(("control", "pr", "verdict"), [
@@ -836,7 +848,8 @@ def test_seeds_needed_for_an_inconclusive_unit_and_what_they_cost():
     assert need == math.ceil(((1.6449 + 0.8416) / z) ** 2 / 17) or need == math.ceil(
         ((1.6448536 + 0.8416212) / z) ** 2 / 17)
     gated = replace(base_tables(), F.T7S, "shakespeare", "uniform",
-                    seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.0, 0.8], p_trained=[0.44] * 3))
+                    seeds("shakespeare", "uniform", final=[34, 36, 35], decay=[0.5, 0.2, 0.8], p_trained=[0.44] * 3,
+                          floor=[False, True, False]))
     g = unit(evaluate(gated)[F.F2C], "shakespeare")
     assert g["verdict"] == I and g.get("gate") and "seeds_needed" not in g
 
@@ -942,12 +955,12 @@ def test_seeds_needed_only_in_scope_after_holm_and_not_for_floor_runs():
     assert g["verdict"] == I and "at the majority-class floor" in g["reason"] and "seeds_needed" not in g
 
 
-@pytest.mark.parametrize(("gain", "floor", "verdict"), [(None, False, S), (0.3, False, S), (2.0, False, I),
+@pytest.mark.parametrize(("gain", "floor", "verdict"), [(None, False, S), (0.3, False, S), (2.0, False, S),
                                                          (None, True, I)])
-def test_final_accuracy_gate_still_rising_or_floor_on_f9c(gain, floor, verdict):
-    """F9c compares final accuracies: a fedrolex seed whose last evaluation is its best (delta 0) and above the
-    previous by more than rising_min_gain_pct (0.5 points) is still rising, a seed at the floor never learned:
-    either makes the unit inconclusive; a gain of 0.3 points or none recorded is no gate."""
+def test_final_accuracy_on_f9c_is_decided_at_the_horizon_and_withheld_only_for_a_failed_run(gain, floor, verdict):
+    """Issue 45: F9c compares final accuracies at the rung's horizon; a fedrolex seed whose last evaluation is its
+    best and 2 points above the one before (the old "still rising" gate) is decided as the interval says; a seed at
+    the floor failed to train and withholds the unit, unpriced (more seeds do not lift it)."""
     rows = seeds("cifar10", "fedrolex", final=[78, 80, 79], decay=[0, 2, 1], floor=[floor, False, False])
     if gain is not None:
         for r in rows:
@@ -956,8 +969,8 @@ def test_final_accuracy_gate_still_rising_or_floor_on_f9c(gain, floor, verdict):
     u = unit(evaluate(t)[F.F9C], "cifar10")
     assert u["verdict"] == verdict, u["reason"]
     if verdict == I:
-        assert ("still rising" if not floor else "at the majority-class floor") in u["reason"]
-        assert "seeds_needed" not in u
+        assert "failed to train at this budget: fedrolex seed 42 (at the majority-class floor)" in u["reason"]
+        assert "seeds_needed" not in u and u["gate_kind"] == "failed_to_train"
 
 
 def test_f1d_counts_the_clients_free_to_move_and_reports_their_own_test():

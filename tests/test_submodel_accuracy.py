@@ -153,7 +153,9 @@ def test_the_sub_model_units_are_read_from_the_table(values, verdict):
 
 
 def test_the_sub_model_unit_has_the_full_model_units_gates():
-    """A never-learned run (the method tables' min_train_loss) and unequal widths gate the sub-model unit too."""
+    """A run that never learned (the method tables' min_train_loss: the loss of the sub-models the clients trained)
+    and unequal widths withhold the sub-model unit too; the sub-model unit reads no full-model curve (issue 45
+    point 2) and says why."""
     t = base_tables()
     t[F.OPTIONAL_TABLES[0]] = sub_table(_CONTRADICTS)
     t = replace(t, F.T4S, "cifar10", "fedecover", seeds("cifar10", "fedecover", final=[71, 72, 74],
@@ -162,7 +164,8 @@ def test_the_sub_model_unit_has_the_full_model_units_gates():
                                                                p_trained=[0.75] * 3))
     f = evaluate(t)
     u = unit(f[F.F9D], "cifar10/sub-model")
-    assert u["verdict"] == I and "never learned: fedecover seed 43" in u["reason"]
+    assert u["verdict"] == I and "fedecover seed 43 (lowest training loss" in u["reason"]
+    assert u["gap_trend"]["read"] == "none" and "final state only" in u["gap_trend"]["why"]
     u = unit(f[F.F9B], "cifar10/sub-model")
     assert u["verdict"] == I and "different average widths" in u["reason"]
 

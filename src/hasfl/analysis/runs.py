@@ -90,10 +90,14 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     participants of their local steps' mean loss; every round when ``eval_every`` is 1), NaN when the run
     has none (F9's "never learned" gate compares it with ln K). ``last_gain_pct`` is the last evaluation's
     accuracy minus the one before it (points; NaN with fewer than two finite evaluations or no final): the
-    final-accuracy gate's "still rising" (:func:`hasfl.analysis.findings.kernel.final_gate`).
+    ``tail_slope_pct`` is the least-squares slope of the accuracy (points per round) over the evaluations in the
+    last :data:`~hasfl.analysis.specs.TREND_FRACTION` of the rounds (at least
+    :data:`~hasfl.analysis.specs.TREND_MIN_EVALS`; NaN with fewer finite evaluations or no final): the findings'
+    trend of the gap between two methods (:func:`hasfl.analysis.findings.kernel.gap_trend`).
     """
     status = str(summary.get("status", "completed"))
-    acc = pd.to_numeric(rounds.sort_values("round")["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0
+    ordered = rounds.sort_values("round")
+    acc = pd.to_numeric(ordered["test_acc"], errors="coerce").to_numpy(dtype=np.float64) * 100.0
     finite = acc[np.isfinite(acc)]
     best = float(finite.max()) if finite.size else math.nan
     final = float(acc[-1]) if acc.size and status == "completed" else math.nan
@@ -110,7 +114,28 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
         "rounds_completed": int(summary.get("rounds_completed", len(rounds))),
         "min_train_loss": float(loss.min()) if loss.size else math.nan,
         "last_gain_pct": float(finite[-1] - finite[-2]) if finite.size >= 2 and math.isfinite(final) else math.nan,
+        "tail_slope_pct": tail_slope(ordered["round"].to_numpy(dtype=np.float64), acc) if math.isfinite(final)
+        else math.nan,
     }
+
+
+def tail_slope(rounds: np.ndarray, acc_pct: np.ndarray) -> float:
+    """Least-squares slope (points per round) of ``acc_pct`` on ``rounds`` over the finite evaluations whose round
+    is in the last :data:`~hasfl.analysis.specs.TREND_FRACTION` of the last evaluated round (at least the last
+    :data:`~hasfl.analysis.specs.TREND_MIN_EVALS`); NaN with fewer finite evaluations."""
+    from hasfl.analysis.specs import TREND_FRACTION, TREND_MIN_EVALS
+
+    ok = np.isfinite(acc_pct) & np.isfinite(rounds)
+    x, y = rounds[ok], acc_pct[ok]
+    if x.size < TREND_MIN_EVALS:
+        return math.nan
+    window = x >= x[-1] * (1.0 - TREND_FRACTION)
+    if int(window.sum()) < TREND_MIN_EVALS:
+        window = np.zeros(x.size, dtype=bool)
+        window[-TREND_MIN_EVALS:] = True
+    xs, ys = x[window], y[window]
+    xc = xs - xs.mean()
+    return float((xc * (ys - ys.mean())).sum() / (xc ** 2).sum())
 
 
 def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame:
@@ -120,6 +145,6 @@ def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame
         rounds = pd.read_parquet(f["rounds.parquet"])
         rows.append({"dataset": dataset, "method": method, "seed": seed, **run_metrics(rounds, read_json(f["run.json"]))})
     cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed",
-            "min_train_loss", "last_gain_pct"]
+            "min_train_loss", "last_gain_pct", "tail_slope_pct"]
     df = pd.DataFrame.from_records(rows, columns=cols)
     return df.astype({"seed": "int64", "rounds_completed": "int64"}) if len(df) else df

@@ -32,6 +32,10 @@ __all__ = [
     "TABLE8_PERMUTATIONS",
     "TABLE8_PERMUTATION_SEED",
     "TABLE_SETTINGS",
+    "FINAL_ENDPOINT_EVALS",
+    "REMOVED_KEYS",
+    "TREND_FRACTION",
+    "TREND_MIN_EVALS",
     "EstimatorSpec",
     "MarginSpec",
     "TableSetting",
@@ -81,6 +85,18 @@ ESTIMATOR_PAIRS = (("probe", "hasfl_probe", "random_budget_probe", "E2"),
 TABLE8_PERMUTATIONS = 999
 TABLE8_PERMUTATION_SEED = 0
 
+
+#: The trend window of a final-accuracy comparison (pre-registered in docs/preregistration.md before the
+#: pages it decides were regenerated): the evaluations in the last :data:`TREND_FRACTION` of a run's rounds, at
+#: least :data:`TREND_MIN_EVALS` of them. Each run's least-squares slope of test accuracy on the round there
+#: (``tail_slope_pct``, points per round; :func:`hasfl.analysis.runs.run_metrics`) gives, per seed, the slope of
+#: the gap between two methods (the difference of their slopes: least squares is linear in the curve), read as a
+#: caveat beside the fixed-horizon test, never as a gate.
+TREND_FRACTION = 0.25
+TREND_MIN_EVALS = 3
+#: A final-accuracy comparison's endpoint: each run's last evaluation (the paper's "final accuracy", the mean
+#: over seeds at the horizon; k = 1, not a mean of the last k evaluations).
+FINAL_ENDPOINT_EVALS = 1
 
 #: A run is *at the floor* when its best test accuracy over all evaluated rounds stays within
 #: this many percentage points of the test set's majority-class rate (and at least one test
@@ -135,10 +151,6 @@ MARGINS: dict[str, MarginSpec] = {
         MarginSpec("min_seeds_for_verdict", 2.0, 1.0, 1000.0, False, False,
                    "a paper claim's or extension's unit with fewer seeds (runs) than this is inconclusive: one seed has "
                    "no seed-to-seed variance"),
-        MarginSpec("rising_min_gain_pct", 0.5, 0.0, 100.0, True, False,
-                   "final-accuracy gate: a run whose last evaluation is its best and above the previous evaluation by "
-                   "more than this (points) is still rising; a final-accuracy unit with such a run, or with a run at "
-                   "the majority-class floor, is inconclusive"),
         MarginSpec("f1_max_r_h_pmax", -0.5, -1.0, 1.0, True, True,
                    "F1a: pooled r(H~, pmax) must lie below this ('strongly negative')"),
         MarginSpec("f1_min_r2_gap", 0.0, -1.0, 1.0, False, False,
@@ -231,6 +243,14 @@ def resolve_table_settings(block: Mapping[str, Any] | None = None) -> dict[str, 
     return out
 
 
+#: Keys of the block ``analysis`` that were removed, with what replaced them (a clear error, not "unknown key").
+REMOVED_KEYS = {
+    "rising_min_gain_pct": "the 'still rising' gate was removed: a final-accuracy comparison is decided at "
+                           "the rung's fixed horizon and the trend of the gap is reported beside it as a caveat "
+                           "(docs/preregistration.md); delete the key",
+}
+
+
 def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, float]:
     """:data:`DEFAULT_THRESHOLDS` updated by ``overrides`` (the config's ``analysis`` block; its
     :data:`TABLE_SETTINGS` are skipped, :func:`resolve_table_settings` resolves them).
@@ -243,6 +263,8 @@ def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, 
     for key, value in (overrides or {}).items():
         if key in TABLE_SETTINGS:  # a table's setting, not a margin: resolve_table_settings checks it
             continue
+        if key in REMOVED_KEYS:
+            raise ValueError(f"config key 'analysis.{key}': {REMOVED_KEYS[key]}")
         if key not in MARGINS:
             raise ValueError(f"unknown config key 'analysis.{key}'; allowed keys: "
                              f"{', '.join(sorted([*MARGINS, *TABLE_SETTINGS]))}")

@@ -309,7 +309,7 @@ def fisher_pool_random(rs: Sequence[float], ns: Sequence[int], n_controls: int =
 
 
 def fisher_pool_hksj(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
-    """Random-effects pool of the runs' correlations with the Hartung-Knapp-Sidik-Jonkman interval (issue 45).
+    """Random-effects pool of the runs' correlations with the Hartung-Knapp-Sidik-Jonkman interval.
 
     statsmodels' ``combine_effects`` on Fisher's z (``z_i``, sampling variance ``1 / w_i``, ``w_i = n_i - 3 -
     n_controls``) with Paule-Mandel's between-run variance (``method_re="iterated"``; statsmodels 0.15's

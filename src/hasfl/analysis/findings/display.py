@@ -17,10 +17,12 @@ __all__ = ["FINDING_METHODS", "kind_tag", "seeds_cell", "summary_frame", "unit_f
 
 def seeds_cell(u: Mapping[str, Any]) -> str:
     """An inconclusive unit's seeds for the configured power at the observed spread and what the extra seeds
-    cost, e.g. ``7 (+4, 0.09 job-h)``; ``gated`` where more seeds would not help (a run at the floor, one
-    that never peaked, a blind control); "" for a decided unit."""
+    cost, e.g. ``7 (+4, 0.09 job-h)``; ``failed to train`` where a run failed to train at this budget, ``gated``
+    where more seeds would not help otherwise (a blind control, widths that differ); "" for a decided unit."""
     if u.get("verdict") != "inconclusive":
         return ""
+    if u.get("gate_kind") == "failed_to_train":
+        return "failed to train"
     if u.get("gate"):
         return "gated"
     if u.get("seeds_needed") is None:

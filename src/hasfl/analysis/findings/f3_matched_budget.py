@@ -3,8 +3,9 @@ is no better than its matched budget.
 
 * F3 [4.4; image] final acc(hasfl) - final acc(random_budget): TOST with margin
   ``f3_equiv_margin_pct`` on the paired per-seed differences; contradicted when the
-  two-sided interval excludes 0; inconclusive when a run is at the floor or still rising at its last
-  evaluation (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`).
+  two-sided interval excludes 0, at the rung's horizon; withheld as "failed to train" when a run is at the floor
+  (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`); the gap's trend is a caveat beside it
+  (:func:`~hasfl.analysis.findings.kernel.gap_trend`).
 * F3-shakespeare [4.6; Shakespeare] HAS-FL is the weakest of HAS-FL / FjORD / Uniform
   (paired gaps > ``f3s_min_acc_gap_pct``) while training the widest sub-models (paired
   gaps of the trained width > ``f3s_min_p_gap``).
@@ -29,6 +30,7 @@ from hasfl.analysis.findings.kernel import (
     conjunction_unit,
     final_gate,
     finding,
+    gap_trend,
     gate_unit,
     has_runs,
     in_scope,
@@ -36,6 +38,8 @@ from hasfl.analysis.findings.kernel import (
     num,
     paired,
     paired_final_gate,
+    pair_slopes,
+    paired_slopes,
     t_equivalence_unit,
     t_unit,
 )
@@ -58,16 +62,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         u = t_equivalence_unit(d, diff[keep], st.th["f3_equiv_margin_pct"], st,
                                {"seeds": [int(s) for s in ok["seed"].to_numpy()[keep]]})
         u["reason"] += left_out_note(left)
-        u = gate_unit(u, paired_final_gate(ok[keep], (("hasfl", "hasfl"), ("random_budget", "random_budget")),
-                                           st.th["rising_min_gain_pct"]))
+        gap_trend(u, pair_slopes(ok[keep], "hasfl", "random_budget"), st, st.th["f3_equiv_margin_pct"], tost=True)
+        u = gate_unit(u, paired_final_gate(ok[keep], (("hasfl", "hasfl"), ("random_budget", "random_budget"))))
         units.append(u)
     out = [finding(
         F3, claim="HAS-FL and the matched-budget random control reach indistinguishable final accuracy",
         source="Section 4.4, Table 6", scope=IMAGE,
         statistic="per seed: final acc(hasfl) - final acc(random_budget), points",
         test="TOST on the paired differences: supported if the 1 - 2 alpha interval lies inside +-margin; "
-             "contradicted if the 1 - alpha interval excludes 0 (precedence); inconclusive otherwise, and when a "
-             "run is at the floor or still rising at its last evaluation",
+             "contradicted if the 1 - alpha interval excludes 0 (precedence); inconclusive otherwise, at the rung's "
+             "horizon; withheld (failed to train) when a run is at the floor; the gap's trend is reported beside it",
         margin_key="f3_equiv_margin_pct", st=st, units=units, files=[f"tables/{MBS}.parquet"],
         mde_meaning="minimum detectable difference of the two-sided test at the configured power (points); "
                     "min_equivalence_margin per unit: the smallest margin a TOST reaches",
@@ -86,8 +90,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             p = paired(t7s, other, t7s, "hasfl", d, "final_acc_pct")
             u = t_unit(f"final acc({other}) - final acc(hasfl)", p.diff, m_acc, True, st, {"seeds": p.seeds})
             u["reason"] += left_out_note(p.left_out)
-            parts.append(gate_unit(u, final_gate(d, p.seeds, [(t7s, other), (t7s, "hasfl")],
-                                                 st.th["rising_min_gain_pct"])))
+            gap_trend(u, paired_slopes(t7s, other, t7s, "hasfl", d, p.seeds), st, m_acc)
+            parts.append(gate_unit(u, final_gate(d, p.seeds, [(t7s, other), (t7s, "hasfl")])))
         for other in ("fjord", "uniform"):  # Table 7's Avg. p is the width allocated; trained width beside it
             p = paired(t7s, "hasfl", t7s, other, d, "avg_p")
             trained = paired(t7s, "hasfl", t7s, other, d, "avg_p_trained")
@@ -106,8 +110,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                   "(FjORD trains at pmax) beside it in each part (trained_width_diff)",
         test="four paired one-sided t tests over seeds, each supported if its lower bound > margin and contradicted "
              "if its upper bound < margin, then Holm's correction over the four parts; the unit is supported only if "
-             "all four are after it, contradicted if one is; an accuracy part with a run at the floor or still "
-             "rising at its last evaluation is inconclusive",
+             "all four are after it, contradicted if one is; an accuracy part with a run at the floor is withheld "
+             "(failed to train); each accuracy part's gap trend is reported beside it",
         margin_key="f3s_min_acc_gap_pct", st=st, units=units, files=[f"tables/{T7S}.parquet"],
         mde_meaning="the larger minimum detectable accuracy gap of the two accuracy tests (points); per part in "
                     "units[].parts", not_run="hasfl, fjord or uniform not run on a natural-partition dataset"))
@@ -117,4 +121,4 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
 SPEC = FindingSpec(
     ids=(F3, F3_SHAKESPEARE), tables=(MBS, T7S),
     methods={F3: ("hasfl", "random_budget"), F3_SHAKESPEARE: ("hasfl", "fjord", "uniform")},
-    margins=("f3_equiv_margin_pct", "f3s_min_acc_gap_pct", "f3s_min_p_gap", "rising_min_gain_pct"), evaluate=evaluate)
+    margins=("f3_equiv_margin_pct", "f3s_min_acc_gap_pct", "f3s_min_p_gap"), evaluate=evaluate)

@@ -5,8 +5,8 @@ Per-seed final acc (hasfl_probe - random_budget_probe), resp. reported: supporte
 one-sided lower bound > 0; contradicted when the one-sided upper bound < 0 (worse) or the TOST
 of F3 shows equivalence within +-``f3_equiv_margin_pct``; inconclusive otherwise; a significant
 positive difference takes precedence over equivalence (as in F3, a significant difference is not
-"indistinguishable"). A run at the floor or still rising at its last evaluation makes the unit
-inconclusive (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`). A pair whose estimate equals TV on
+"indistinguishable"), at the rung's horizon. A run at the floor withholds the unit as "failed to train"
+(:func:`~hasfl.analysis.findings.kernel.paired_final_gate`); the gap's trend is a caveat beside it. A pair whose estimate equals TV on
 every run (F7) allocates by the true label histogram: an oracle test.
 """
 
@@ -33,8 +33,10 @@ from hasfl.analysis.findings.kernel import (
     Settings,
     finding,
     fmt,
+    gap_trend,
     gate_unit,
     left_out_note,
+    pair_slopes,
     paired_final_gate,
     t_blocked,
     tost_fields,
@@ -109,16 +111,16 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             if notes:
                 u["floor_note"] = "**at floor: " + ", ".join(notes) + "**"
                 u["reason"] += "; runs at the accuracy floor: " + ", ".join(notes)
-            units.append(gate_unit(u, paired_final_gate(ok[keep], (("alloc", alloc), ("control", control)),
-                                                        st.th["rising_min_gain_pct"])))
+            gap_trend(u, pair_slopes(ok[keep], "alloc", "control"), st, st.th[margin_key], tost=True)
+            units.append(gate_unit(u, paired_final_gate(ok[keep], (("alloc", alloc), ("control", control)))))
         out.append(finding(
             f"F8-{pair}", claim=f"Allocating by {est} ({alloc}) beats its matched random budget ({control})",
             source="Section 4.4's matched-budget control applied to this project's estimator methods (extension)",
             scope=ALL, statistic=f"per seed: final acc({alloc}) - final acc({control}), points",
             test="paired t over seeds: supported if the one-sided lower bound > 0; contradicted if the one-sided "
                  "upper bound < 0 or the TOST interval (1 - 2 alpha) lies inside +-margin (F3's margin); a "
-                 "significant positive difference takes precedence; inconclusive otherwise, and when a run is at the "
-                 "floor or still rising at its last evaluation",
+                 "significant positive difference takes precedence; inconclusive otherwise, at the rung's horizon; "
+                 "withheld (failed to train) when a run is at the floor; the gap's trend is reported beside it",
             margin_key=margin_key, st=st, units=units, files=[f"tables/{MBES}.parquet"],
             mde_meaning="smallest true mean difference detected as 'beats' with the configured power (points); "
                         "min_equivalence_margin per unit: the smallest margin a TOST reaches",
@@ -130,4 +132,4 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
 #: No methods: each unit carries its own floor note (``floor_note``, the pair's runs).
 SPEC = FindingSpec(ids=F8_IDS, tables=(MBES, T8S),
                    methods={f"F8-{pair}": (alloc, control) for pair, alloc, control, _e in ESTIMATOR_PAIRS},
-                   margins=("f3_equiv_margin_pct", "rising_min_gain_pct"), evaluate=evaluate, optional=True)
+                   margins=("f3_equiv_margin_pct",), evaluate=evaluate, optional=True)

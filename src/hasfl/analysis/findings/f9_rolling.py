@@ -25,12 +25,13 @@ with the same width and never-learned gates (docs/decisions.md "F9's sub-model u
 optional (:data:`hasfl.analysis.findings.OPTIONAL_TABLES`): without it no sub-model unit is computed and each
 finding says so (:data:`SUB_MODEL_NOTE`).
 
-**Never learned**: a run whose lowest round-mean training loss (``min_train_loss`` of the per-seed
-tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 / ``chance_pct``)
-never left the uniform-guess loss; a unit with such a run among its seeds is inconclusive with that reason,
-never supported or contradicted (:func:`learned_gate`). Unknown (no loss or no chance rate in the table): not gated.
-A final-accuracy unit (F9b-F9d) is also inconclusive when one of its runs is at the majority-class floor or still
-rising at its last evaluation (:func:`~hasfl.analysis.findings.kernel.final_gate`).
+**Failed to train**: a run at the majority-class floor, or whose lowest round-mean training loss (``min_train_loss``
+of the per-seed tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 /
+``chance_pct``: the uniform-guess loss); a unit with such a run among its seeds is withheld with that reason, never
+supported or contradicted (:func:`learned_gate`): at this rung the method did not train, which is evidence about the
+regime, not about the extraction. Unknown (no flag, loss or chance rate in the table): not gated. Every
+final-accuracy unit is decided at the rung's fixed horizon, the gap's trend beside it
+(:func:`~hasfl.analysis.findings.kernel.gap_trend`).
 
 Uniform's and uniform_rolling's widths are the same only when their ``p`` are; the runs' average allocated widths
 are compared per seed and a unit whose widths differ is inconclusive (not the experiment). The margins (0 points)
@@ -53,15 +54,17 @@ from hasfl.analysis.findings.kernel import (
     T7S,
     FindingSpec,
     Settings,
-    decay_gate,
-    final_gate,
+    NO_TREND_SUBMODEL,
+    failed_gate,
     finding,
+    gap_trend,
     gate_unit,
     has_runs,
     in_scope,
     left_out_note,
     num,
     paired,
+    paired_slopes,
     t_unit,
 )
 
@@ -88,27 +91,30 @@ SUB_MODEL_READ = ("units `<dataset>` compare full-model accuracy; units `<datase
 
 def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
                  fraction: float) -> str | None:
-    """Why a unit on ``dataset`` over ``seeds`` cannot be read because one of its runs never learned, else None:
-    a run of a method in ``frames`` whose ``min_train_loss`` is not below ``fraction`` x ln K, K = 100 /
-    ``chance_pct`` (the dataset's classes). A run without a finite loss or chance rate is not gated (unknown)."""
-    wanted = {int(s) for s in seeds}
-    why: list[str] = []
-    for df, method in frames:
-        if df is None or df.empty or "min_train_loss" not in df.columns or "chance_pct" not in df.columns:
+    """Why a unit on ``dataset`` over ``seeds`` is withheld because one of its runs failed to train, else None: a run
+    of a method in ``frames`` at the majority-class floor (its accuracy never above the class frequencies: this
+    catches a Shakespeare run that predicts character frequencies, whose loss falls below ln K without any accuracy
+    gain) or whose ``min_train_loss`` is not below ``fraction`` x ln K, K = 100 / ``chance_pct`` (it never left the
+    uniform-guess loss). Unknown (no flag, no loss or no chance rate) is not gated
+    (:func:`~hasfl.analysis.findings.kernel.failed_gate`)."""
+    return failed_gate(dataset, seeds, frames, loss_fraction=fraction)
+
+
+def _sub_floor(sub: pd.DataFrame, tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """``sub`` with ``submodel_at_floor``: a run's sub-model accuracy at most its dataset's majority-class rate plus
+    the floor tolerance (from the method tables' floor columns; NA where unknown). The sub-model unit reads its own
+    evidence: the sub-models' accuracy against the floor, not the full model's."""
+    floors: dict[str, float] = {}
+    for t in tables:
+        if t is None or t.empty or "majority_pct" not in t.columns or "floor_tol_pct" not in t.columns:
             continue
-        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
-        for r in sel.sort_values("seed").to_dict("records"):
-            loss, chance = num(r.get("min_train_loss")), num(r.get("chance_pct"))
-            if not (math.isfinite(loss) and math.isfinite(chance) and chance > 0):
-                continue
-            ln_k = math.log(100.0 / chance)
-            if not loss < fraction * ln_k:
-                why.append(f"never learned: {method} seed {int(r['seed'])}, lowest training loss {loss:.3g} vs "
-                           f"ln K = {ln_k:.3g}")
-    if not why:
-        return None
-    return ("; ".join(dict.fromkeys(why)) + f" (a run must reach a training loss below {fraction:g} ln K): a "
-            "comparison with a run that never left the uniform-guess loss says nothing about its extraction")
+        for r in t.dropna(subset=["majority_pct", "floor_tol_pct"]).to_dict("records"):
+            floors.setdefault(str(r["dataset"]), float(r["majority_pct"]) + float(r["floor_tol_pct"]))
+    out = sub.copy()
+    flags = [pd.NA if str(d) not in floors or not math.isfinite(num(a)) else bool(num(a) <= floors[str(d)])
+             for d, a in zip(out["dataset"], out[SUBMODEL_COL], strict=True)]
+    out["submodel_at_floor"] = pd.Series(flags, index=out.index, dtype="boolean")
+    return out
 
 
 def _gates(*why: str | None) -> str | None:
@@ -144,23 +150,28 @@ def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st:
     u = t_unit(d, q.diff, st.th["f9_min_acc_gap_pct"], True, st,
                {"seeds": q.seeds, f"final_{ma}": list(q.a), f"final_{mb}": list(q.b), "accuracy": "full model"})
     u["reason"] += left_out_note(q.left_out)
-    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac),
-                               final_gate(d, q.seeds, [(t4s, ma), (db, mb)], st.th["rising_min_gain_pct"])))
+    gap_trend(u, paired_slopes(t4s, ma, db, mb, d, q.seeds), st, st.th["f9_min_acc_gap_pct"])
+    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
 
 
 def _sub_unit(sub: pd.DataFrame, t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings,
               budget: str | None, frac: float) -> dict[str, Any] | None:
     """The sub-model unit of ``ma`` vs ``mb`` on ``d``: sub-model acc(ma) - sub-model acc(mb) > ``f9_min_acc_gap_pct``
-    from ``sub`` (:data:`SUBMODEL_TABLE`), gated as the full-model unit (``budget``; "never learned" from the method
-    tables ``t4s`` / ``db``); None when ``sub`` has no run of either method on ``d``."""
+    from ``sub`` (:data:`SUBMODEL_TABLE`, with :func:`_sub_floor`'s flag), withheld for a width mismatch (``budget``)
+    or a run that failed to train, read from sub-model evidence: its sub-models' accuracy at the floor, or the
+    clients' training loss (the loss of the sub-models they trained) never below the uniform-guess loss; None when
+    ``sub`` has no run of either method on ``d``. No trend is read (:data:`NO_TREND_SUBMODEL`)."""
     if not (has_runs(sub, d, ma) and has_runs(sub, d, mb)):
         return None
     q = paired(sub, ma, sub, mb, d, SUBMODEL_COL)
     u = t_unit(f"{d}/sub-model", q.diff, st.th["f9_min_acc_gap_pct"], True, st,
                {"seeds": q.seeds, f"submodel_{ma}": list(q.a), f"submodel_{mb}": list(q.b), "accuracy": "sub-model"})
     u["reason"] += left_out_note(q.left_out)
-    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac),
-                               final_gate(d, q.seeds, [(t4s, ma), (db, mb)], st.th["rising_min_gain_pct"])))
+    u["gap_trend"] = {"read": "none", "moving": None, "why": NO_TREND_SUBMODEL}
+    loss = failed_gate(d, q.seeds, [(t4s.assign(at_floor=pd.NA), ma), (db.assign(at_floor=pd.NA), mb)],
+                       loss_fraction=frac)
+    own = failed_gate(d, q.seeds, [(sub, ma), (sub, mb)], floor_column="submodel_at_floor")
+    return gate_unit(u, _gates(budget, own, loss))
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
@@ -169,7 +180,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     t4s = t[T4S]
     sub = t.get(SUBMODEL_TABLE)
     if sub is not None and not sub.empty and "status" in sub.columns:
-        sub = sub[sub["status"] == "completed"]
+        sub = _sub_floor(sub[sub["status"] == "completed"], [t[T3S], t4s, t[T7S]])
 
     def with_sub(units: list[dict[str, Any]], ma: str, db: pd.DataFrame, mb: str, d: str,
                  budget: str | None) -> None:
@@ -190,9 +201,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                                                            "decay_uniform_rolling": list(p.b),
                                                            "accuracy": "full model"})
                 u["reason"] += left_out_note(p.left_out)
-                gate = decay_gate(d, p.seeds, [(uni, "uniform")], [(uni, "uniform"), (t4s, "uniform_rolling")])
                 learned = learned_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")], frac)
-                decay_units.append(gate_unit(u, _gates(budget, gate, learned)))
+                decay_units.append(gate_unit(u, _gates(budget, learned)))
             acc_units.append(_acc_unit(t4s, "uniform_rolling", uni, "uniform", d, st, budget, frac))
             with_sub(acc_units, "uniform_rolling", uni, "uniform", d, budget)
         if has_runs(uni, d, "uniform") and has_runs(t4s, d, "fedecover"):
@@ -207,11 +217,11 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     note = SUB_MODEL_NOTE if sub is None else SUB_MODEL_READ
     if sub is not None:
         files.append(f"tables/{SUBMODEL_TABLE}.parquet")
-    test = ("paired one-sided t test over seeds: supported if the lower bound > margin, contradicted if the upper "
-            "bound < margin; inconclusive when the two runs of a seed allocate different average widths, or when a "
-            "run never learned (lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K); "
-            "a final-accuracy unit (F9b-F9d, full model and sub-model) also when a run is at the floor or still rising "
-            "at its last evaluation (`rising_min_gain_pct`); "
+    test = ("paired one-sided t test over seeds at the rung's horizon: supported if the lower bound > margin, "
+            "contradicted if the upper bound < margin; inconclusive when the two runs of a seed allocate different "
+            "average widths; withheld (failed to train) when a run is at the majority-class floor or never learned "
+            "(lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K), a sub-model unit reading "
+            "its sub-models' accuracy against the floor; a full-model unit's gap trend is reported beside it; "
             + note)
     thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
     sub_stat = "" if sub is None else " (`<dataset>/sub-model` units: the same difference of sub-model accuracy)"
@@ -219,7 +229,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         (F9A, "At Uniform's budget, rolling sub-models (full coverage at the same widths) remove Uniform's "
               "peak-to-final decay", thesis, IMAGE,
          "per seed: decay(uniform) - decay(uniform_rolling), decay = best - final (points)",
-         "; a Uniform seed at the majority-class floor or peaking at its last evaluation (as F2b)",
+         "; a decay unit is withheld by the same failed-to-train rule (as F2b)",
          "f9_min_decay_gap_pct", decay_units, "uniform or uniform_rolling not run on an image dataset"),
         (F9B, "At Uniform's budget, rolling sub-models reach a higher final accuracy than Uniform's prefixes", thesis,
          ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points" + sub_stat, "",
@@ -248,4 +258,4 @@ SPEC = FindingSpec(
     ids=(F9A, F9B, F9C, F9D), tables=(T3S, T4S, T7S),
     methods={F9A: ("uniform", "uniform_rolling"), F9B: ("uniform", "uniform_rolling"),
              F9C: ("fedrolex", "heterofl"), F9D: ("uniform", "fedecover")},
-    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction", "rising_min_gain_pct"), evaluate=evaluate)
+    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction"), evaluate=evaluate)

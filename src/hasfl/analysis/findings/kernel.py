@@ -24,8 +24,8 @@ justified in docs/decisions.md) and its minimum detectable effect at ``analysis.
 Verdict rules that count what they test (docs/decisions.md): Holm's correction
 (statsmodels' ``multipletests``) over a finding's units and over a conjunction's parts
 (:func:`conjunction_unit`); a claim's unit needs ``analysis.min_seeds_for_verdict`` seeds
-(:func:`seeds_gate`); a final-accuracy comparison is gated by runs at the floor or still rising
-(:func:`final_gate`).
+(:func:`seeds_gate`); a comparison with a run that failed to train is withheld and named so (:func:`final_gate`);
+a final-accuracy comparison is decided at the rung's horizon, the gap's trend beside it (:func:`gap_trend`).
 
 A finding family (one module of this package) declares a :class:`FindingSpec`; the
 ordered registry is :data:`hasfl.analysis.findings.FINDINGS`.
@@ -68,18 +68,22 @@ VERDICT_RULES = (
     "tests, F5's runs) must all hold, so one contradicted part contradicts it, and a conjunction's parts are "
     "corrected among themselves (Holm over its parts) before they are combined. A claim's unit (a paper claim or an "
     "extension) needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive (\"1 seed: no "
-    "seed-to-seed variance\"), a correlation over one run's clients included. A comparison of final accuracies "
-    "(F3-shakespeare's accuracy parts, F4, F9b-F9d) is inconclusive when a run sits at the majority-class floor or "
-    "is still rising (its last evaluation its best, more than `analysis.rising_min_gain_pct` points above the one "
-    "before). A unit is made inconclusive, its test's own "
-    "reading kept beside the reason, when its runs cannot show the claim: a decay claim (F2a, F2b, F2c) when a seed "
-    "sits at the majority-class floor or the method whose decay is claimed peaks at its last evaluation; a claim "
-    "that no data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) when the "
+    "seed-to-seed variance\"), a correlation over one run's clients included. Correlations are pooled over the "
+    "seeds with random effects (Hartung-Knapp's interval, t on seeds - 1 df), the fixed effect beside them. "
+    "A comparison of final accuracies (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9d) is decided by its test "
+    "at the rung's fixed horizon (each run's last evaluation, as the paper compares); the gap's slope over the "
+    "evaluations in the last quarter of the rounds is reported beside it, and where its interval excludes 0 the "
+    "reason says the gap is still moving (the ranking at convergence may differ) without changing the verdict "
+    "(sub-model units have no curve: they say so). A unit with a run that **failed to train at this budget** (at "
+    "the majority-class floor; for F9 also a training loss never below `analysis.f9_learned_loss_fraction` x ln K; a "
+    "sub-model unit reads its sub-models' accuracy) is withheld and named so: at this rung that is evidence about "
+    "the regime, not about the claim; the decay claims (F2a, F2b, F2c, F9a) follow the same rule. A claim that no "
+    "data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) is withheld when the "
     "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data. "
-    "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); a "
-    "statistic two findings share (F7-E0 is F1c's partial r) is counted once. An inconclusive unit in the claim's "
-    "scope that more seeds could decide (not one gated by runs at the floor, never learned, never peaked or still "
-    "rising) lists the seeds its test would need for the configured power at the spread observed, at Holm's level "
+    "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); F7-E0 is "
+    "F1c's statistic read by the mirror rule (F1c contradicted exactly when F7-E0 is supported). An inconclusive "
+    "unit in the claim's scope that more seeds could decide (not one withheld because a run failed to train, nor "
+    "one with a blind positive control) lists the seeds its test would need for the configured power at the spread observed, at Holm's level "
     "alpha / k, and their cost.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
@@ -286,37 +290,68 @@ def paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, c
                   np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
 
 
-def decay_gate(dataset: str, seeds: Sequence[int], peaked: Sequence[tuple[pd.DataFrame, str]],
-               floored: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
-    """Why a decay unit (F2a, F2b, F2c) on ``dataset`` over ``seeds`` cannot be read, else None: a seed of a
-    method in ``floored`` stayed at the majority-class floor (``at_floor``: it never learned, so it cannot
-    collapse), or a seed of a method in ``peaked`` (the one whose decay the claim is about) has its best
-    accuracy at its last evaluation (``delta_pct`` = final - best = 0: it never peaked, so no decline can
-    be read from it)."""
+def decay_gate(dataset: str, seeds: Sequence[int], floored: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
+    """Why a decay unit (F2a, F2b, F2c, F9a) on ``dataset`` over ``seeds`` cannot be read, else None: a seed of a
+    method in ``floored`` failed to train at this budget (:func:`failed_gate`: it never learned, so it cannot
+    collapse). A seed that peaks at its last evaluation is no reason: its decay, 0, is a measurement,
+    and "last evaluation is the best" happens on a plateau by noise alone (about 1 / L of the time for L
+    evaluations on it; docs/preregistration.md)."""
+    return failed_gate(dataset, seeds, floored)
+
+
+FAILED_TO_TRAIN = "failed_to_train"
+#: What a unit gated by a run that failed to train says about itself (the pages' words).
+FAILED_LEAD = "failed to train at this budget"
+FAILED_TAIL = ("at this rung's rounds, widths and data, the comparison says nothing about the claim: it is evidence "
+               "about the regime")
+
+
+def failed_runs(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
+                loss_fraction: float | None = None, floor_column: str = "at_floor") -> list[dict[str, Any]]:
+    """The runs of ``frames`` on ``dataset`` over ``seeds`` that failed to train: at the majority-class floor (the
+    accuracy floor, ``floor_column``: the best accuracy never above the class frequencies) or, with
+    ``loss_fraction``, whose lowest round-mean training loss stays at or above ``loss_fraction`` x ln K (K = 100 /
+    ``chance_pct``: the uniform-guess loss). Unknown (NA flag, no loss) is not a failure."""
     wanted = {int(s) for s in seeds}
-    why: list[str] = []
-    for frames, kind in ((floored, "floor"), (peaked, "peak")):
-        for df, method in frames:
-            if df is None or df.empty:
-                continue
-            sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
-            for r in sel.to_dict("records"):
-                flag = r.get("at_floor")  # numpy / pandas booleans too; unknown (NA) is not a floor
-                if kind == "floor" and not is_missing(flag) and bool(flag):
-                    why.append(f"{method} seed {int(r['seed'])} at the majority-class floor")
-                if kind == "peak" and num(r.get("delta_pct")) == 0.0:
-                    why.append(f"{method} seed {int(r['seed'])} peaks at its last evaluation")
-    if not why:
+    out: list[dict[str, Any]] = []
+    for df, method in frames:
+        if df is None or df.empty:
+            continue
+        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
+        for r in sel.sort_values("seed").to_dict("records"):
+            why = []
+            flag = r.get(floor_column)  # numpy / pandas booleans too; unknown (NA) is not a floor
+            if not is_missing(flag) and bool(flag):
+                why.append("at the majority-class floor")
+            loss, chance = num(r.get("min_train_loss")), num(r.get("chance_pct"))
+            if loss_fraction is not None and math.isfinite(loss) and math.isfinite(chance) and chance > 0:
+                ln_k = math.log(100.0 / chance)
+                if not loss < loss_fraction * ln_k:
+                    why.append(f"lowest training loss {loss:.3g} not below {loss_fraction:g} ln K = "
+                               f"{loss_fraction * ln_k:.3g}")
+            if why:
+                out.append({"method": method, "seed": int(r["seed"]), "why": "; ".join(why)})
+    return out
+
+
+def failed_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
+                loss_fraction: float | None = None, floor_column: str = "at_floor") -> str | None:
+    """The reason a unit is withheld because one of its runs failed to train (:func:`failed_runs`), else None."""
+    runs = failed_runs(dataset, seeds, frames, loss_fraction, floor_column)
+    if not runs:
         return None
-    return ("; ".join(dict.fromkeys(why)) + ": a decline cannot be read from runs that never learned or never "
-            "peaked (more rounds, or other seeds)")
+    return (f"{FAILED_LEAD}: " + "; ".join(f"{r['method']} seed {r['seed']} ({r['why']})" for r in runs)
+            + f" ({FAILED_TAIL})")
 
 
 def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
-    """``unit`` made inconclusive by ``why`` (its statistics kept, its test's reading after the reason)."""
+    """``unit`` made inconclusive by ``why`` (its statistics kept, its test's reading after the reason); a reason
+    that names a run that failed to train (:func:`failed_gate`) marks the unit ``gate_kind = "failed_to_train"``."""
     if why:
         unit.update(gate=why, verdict=INCONCLUSIVE, reason=f"{why} (the test alone: {unit['verdict']} -- "
                                                            f"{unit['reason']})")
+        if FAILED_LEAD in why:
+            unit["gate_kind"] = FAILED_TO_TRAIN
     return unit
 
 
@@ -416,46 +451,85 @@ def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
 
 
 def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-               min_gain: float) -> str | None:
-    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` cannot be read, else None: a run
-    of a method in ``frames`` at the majority-class floor (``at_floor``: it never learned), or *still rising*:
-    its last evaluation is its best (``delta_pct`` = final - best = 0) and above the previous evaluation by more
-    than ``min_gain`` points (``last_gain_pct``), so the comparison reads where the runs were stopped, not
-    where they end. A run without the flag / columns is not gated (unknown)."""
-    wanted = {int(s) for s in seeds}
-    entries = []
-    for df, method in frames:
-        if df is None or df.empty:
-            continue
-        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
-        entries += [(method, int(r["seed"]), r.get("at_floor"), r.get("delta_pct"), r.get("last_gain_pct"))
-                    for r in sel.sort_values("seed").to_dict("records")]
-    return _gate_why(entries, min_gain)
+               loss_fraction: float | None = None) -> str | None:
+    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` is withheld, else None: a run of a method in
+    ``frames`` failed to train at this budget (:func:`failed_gate`). Runs still rising are no reason:
+    the comparison is decided at the rung's fixed horizon, as the paper compares, and the trend of the gap is
+    reported beside it (:func:`gap_trend`)."""
+    return failed_gate(dataset, seeds, frames, loss_fraction)
 
 
-def paired_final_gate(rows: pd.DataFrame, sides: Sequence[tuple[str, str]], min_gain: float) -> str | None:
+def paired_final_gate(rows: pd.DataFrame, sides: Sequence[tuple[str, str]]) -> str | None:
     """:func:`final_gate` for a per-seed table of pairs (the matched-budget tables): ``sides`` are
-    ``(column prefix, method)``, e.g. ``("hasfl", "hasfl")`` reads ``hasfl_at_floor``, ``hasfl_delta_pct`` and
-    ``hasfl_last_gain_pct`` of each row."""
-    records = rows.sort_values("seed").to_dict("records")
-    return _gate_why([(method, int(r["seed"]), r.get(f"{prefix}_at_floor"), r.get(f"{prefix}_delta_pct"),
-                       r.get(f"{prefix}_last_gain_pct")) for prefix, method in sides for r in records], min_gain)
+    ``(column prefix, method)``, e.g. ``("hasfl", "hasfl")`` reads each row's ``hasfl_at_floor``."""
+    frames = []
+    for prefix, method in sides:
+        col = f"{prefix}_at_floor"
+        if col in rows.columns:
+            frames.append((rows.assign(method=method, at_floor=rows[col]), method))
+    datasets = sorted(set(rows["dataset"])) if len(rows) else []
+    why = [w for d in datasets if (w := failed_gate(d, [int(s) for s in rows["seed"]], frames))]
+    return "; ".join(why) or None
 
 
-def _gate_why(entries: Sequence[tuple[str, int, Any, Any, Any]], min_gain: float) -> str | None:
-    """The gate's reason over ``(method, seed, at_floor, delta_pct, last_gain_pct)`` entries, else None."""
-    why: list[str] = []
-    for method, seed, flag, delta, gain_value in entries:
-        if not is_missing(flag) and bool(flag):
-            why.append(f"{method} seed {seed} at the majority-class floor")
-        gain = num(gain_value)
-        if num(delta) == 0.0 and math.isfinite(gain) and gain > min_gain:
-            why.append(f"{method} seed {seed} still rising (+{gain:.3g} points at its last evaluation, its best)")
-    if not why:
-        return None
-    return ("; ".join(dict.fromkeys(why)) + ": a final accuracy of a run that never learned or is still rising "
-            f"at its last evaluation (by more than analysis.rising_min_gain_pct = {min_gain:g} points) is no "
-            "endpoint to compare (more rounds)")
+def pair_slopes(rows: pd.DataFrame, a: str, b: str) -> np.ndarray:
+    """Per row of a matched-budget per-seed table, the gap's slope ``<a>_tail_slope_pct - <b>_tail_slope_pct``
+    (NaN in a table written before the trend was recorded)."""
+    ca, cb = f"{a}_tail_slope_pct", f"{b}_tail_slope_pct"
+    if ca not in rows.columns or cb not in rows.columns:
+        return np.full(len(rows), np.nan)
+    return rows[ca].to_numpy(dtype=np.float64) - rows[cb].to_numpy(dtype=np.float64)
+
+
+def paired_slopes(a: pd.DataFrame, ma: str, b: pd.DataFrame, mb: str, dataset: str,
+                  seeds: Sequence[int]) -> np.ndarray:
+    """Per seed of ``seeds``, the slope of the gap (``tail_slope_pct`` of ``ma`` minus that of ``mb``); NaN where
+    a table lacks the column (a table written before the trend was recorded)."""
+    pa, _ = seed_values(a, dataset, ma, "tail_slope_pct") if "tail_slope_pct" in a.columns else ({}, [])
+    pb, _ = seed_values(b, dataset, mb, "tail_slope_pct") if "tail_slope_pct" in b.columns else ({}, [])
+    return np.array([pa.get(int(s), math.nan) - pb.get(int(s), math.nan) for s in seeds], dtype=np.float64)
+
+
+def gap_trend(unit: dict[str, Any], slopes: np.ndarray, st: Settings, margin: float | None = None,
+              what: str = "full-model accuracy", tost: bool = False) -> dict[str, Any]:
+    """The caveat beside a final-accuracy unit decided at the fixed horizon: the gap's slope per
+    seed (``slopes``, points per round, from :func:`paired_slopes`), its mean and two-sided ``1 - alpha`` t interval
+    over the seeds (``gap_trend``); "still moving" when the interval excludes 0, then the reason says so, with the
+    rounds at which the mean slope would carry the gap from its estimate to the margin (``margin``; for a TOST the
+    nearer of +-margin in the direction of movement), and the verdict is never changed. On a plateau the interval
+    excludes 0 in alpha of the comparisons (calibrated by :mod:`hasfl.analysis.calibration`)."""
+    from hasfl.analysis.specs import TREND_FRACTION, TREND_MIN_EVALS
+
+    keep = slopes[np.isfinite(slopes)]
+    window = (f"the evaluations in the last {TREND_FRACTION:.0%} of the rounds (at least {TREND_MIN_EVALS})")
+    if keep.size < 2:
+        unit["gap_trend"] = {"n": int(keep.size), "window": window, "read": what, "moving": None}
+        return unit
+    ci = paired_ci(keep, np.zeros_like(keep), st.two_sided_level)
+    moving = bool(math.isfinite(ci.ci_low) and (ci.ci_low > 0.0 or ci.ci_high < 0.0))
+    trend: dict[str, Any] = {"n": int(ci.n), "slope_pct_per_round": ci.mean_diff, "low": ci.ci_low,
+                             "high": ci.ci_high, "level": st.two_sided_level, "window": window, "read": what,
+                             "moving": moving, "rounds_to_margin": None}
+    est, slope = num(unit.get("estimate")), ci.mean_diff
+    if margin is not None and math.isfinite(est) and math.isfinite(slope) and slope != 0.0:
+        target = margin if not tost else (abs(margin) if slope > 0 else -abs(margin))
+        rounds = (target - est) / slope
+        trend["rounds_to_margin"] = float(rounds) if rounds > 0 else None
+    unit["gap_trend"] = trend
+    if moving:
+        to = trend["rounds_to_margin"]
+        where = (f"at that rate it reaches the margin {fmt(target)} after {to:.0f} more rounds" if to is not None
+                 else "it moves away from the margin")
+        unit["reason"] += (f"; caveat: the gap is still moving, {slope:+.3g} [{fmt(ci.ci_low)}, {fmt(ci.ci_high)}] "
+                           f"points per round over {window} ({st.two_sided_level:.0%} interval over "
+                           f"{ci.n} seeds; {where}): the verdict is at this horizon, the ranking at convergence may "
+                           "differ")
+    return unit
+
+
+NO_TREND_SUBMODEL = ("sub-model accuracy is read at the final state only (tables/submodel_accuracy.parquet evaluates "
+                     "each run's last-round sub-models; no sub-model accuracy curve is logged), so no trend is read for "
+                     "it; the full-model unit beside it carries the full model's")
 
 
 # --- unit evaluators ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ The observed effect and spread are taken as the true ones (a planning number, no
   decision boundary (the margin, or 0) farthest from the estimate on its side.
 
 Priced only where more seeds could decide it: an inconclusive unit in the claim's scope, not
-gated by its runs (a run at the floor, never learned, never peaked or still rising, a blind positive
+gated by its runs (a run that failed to train at this budget, a blind positive
 control: more seeds do not lift those; a unit gated only for too few seeds is priced), and at the level
 Holm's correction asks of it, alpha / k over the finding's k in-scope units (alpha / k over a
 conjunction's k parts for each part). The cost is the pre-flight's job-hours per seed of the finding's
@@ -97,7 +97,7 @@ def seeds_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
 
 def priced(unit: Mapping[str, Any]) -> bool:
     """Whether ``unit`` gets a ``seeds_needed``: inconclusive, in the claim's scope, and not gated by its runs
-    (floor, never learned, never peaked, still rising, a blind positive control: more seeds do not lift those);
+    (a run that failed to train, a blind positive control: more seeds do not lift those);
     a unit gated only for too few seeds is priced."""
     if unit.get("verdict") != INCONCLUSIVE or not unit.get("in_scope", True):
         return False

@@ -32,7 +32,8 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
     Returns ``(summary, per_seed)``. ``per_seed`` has one row per dataset x seed with
     both methods' final accuracy and avg p and their differences (hasfl - random_budget),
     whether each run is at the accuracy floor (NA when unknown), and each run's ``delta_pct`` (final - best)
-    and ``last_gain_pct`` (its last evaluation's gain: the "still rising" gate of the findings); seeds where either
+    ``last_gain_pct`` (its last evaluation's gain) and ``tail_slope_pct`` (its accuracy's slope at the end: the
+    findings' trend of the gap, :func:`hasfl.analysis.findings.kernel.gap_trend`); seeds where either
     run diverged are kept with ``paired = False``. ``summary`` has one row per dataset x
     metric:
 
@@ -73,7 +74,7 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
                 "diff_avg_p": a.at[seed, "avg_p"] - b.at[seed, "avg_p"],
                 "hasfl_at_floor": flag(a, seed), "random_budget_at_floor": flag(b, seed),
                 **{f"{m}_{c}": value(f, seed, c) for m, f in (("hasfl", a), ("random_budget", b))
-                   for c in ("delta_pct", "last_gain_pct")},
+                   for c in ("delta_pct", "last_gain_pct", "tail_slope_pct")},
             })
         pairs = [r for r in per_seed_rows if r["dataset"] == dataset and r["paired"]]
         for metric in ("final_acc_pct", "avg_p"):
@@ -110,10 +111,11 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
     seed_cols = ["dataset", "seed", "paired", "hasfl_status", "random_budget_status", "hasfl_final_acc_pct",
                  "random_budget_final_acc_pct", "diff_final_acc_pct", "hasfl_avg_p", "random_budget_avg_p", "diff_avg_p",
                  "hasfl_at_floor", "random_budget_at_floor", "hasfl_delta_pct", "hasfl_last_gain_pct",
-                 "random_budget_delta_pct", "random_budget_last_gain_pct"]
+                 "random_budget_delta_pct", "random_budget_last_gain_pct", "hasfl_tail_slope_pct",
+                 "random_budget_tail_slope_pct"]
     per_seed = pd.DataFrame.from_records(per_seed_rows, columns=seed_cols).astype(
         {"seed": "int64", "paired": "bool", "hasfl_at_floor": "boolean", "random_budget_at_floor": "boolean",
-         **{c: "float64" for c in seed_cols if c.endswith(("_delta_pct", "_last_gain_pct"))}})
+         **{c: "float64" for c in seed_cols if c.endswith(("_delta_pct", "_last_gain_pct", "_tail_slope_pct"))}})
     return summary, per_seed
 
 
