@@ -85,8 +85,12 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
     items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th, seed_hours=seed_hours)
     if sens is not None:
         bns.annotate_rules(items, sens, rules)
+    from hasfl.analysis.calibration import dataset_calibration
+
     doc = {"thresholds": th, "alpha": findings_mod.alpha_of(th), "verdicts": list(findings_mod.VERDICTS),
-           "findings": items}
+           "findings": items,
+           # the trend rule simulated at the evaluation noise these runs show (hasfl.analysis.calibration)
+           "trend_calibration": dataset_calibration(t, datasets, findings_mod.alpha_of(th))}
     # Round-trip through json to fail here (not in the report) on anything non-serialisable.
     json.dumps(doc, allow_nan=False)
     write_json(out_json, doc)

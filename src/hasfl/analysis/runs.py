@@ -93,7 +93,9 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     ``tail_slope_pct`` is the least-squares slope of the accuracy (points per round) over the evaluations in the
     last :data:`~hasfl.analysis.specs.TREND_FRACTION` of the rounds (at least
     :data:`~hasfl.analysis.specs.TREND_MIN_EVALS`; NaN with fewer finite evaluations or no final): the findings'
-    trend of the gap between two methods (:func:`hasfl.analysis.findings.kernel.gap_trend`).
+    trend of the gap between two methods (:func:`hasfl.analysis.findings.kernel.gap_trend`); ``tail_noise_pct``
+    the residual sd around that line (the evaluation noise the trend rule is calibrated at,
+    :mod:`hasfl.analysis.calibration`) and ``tail_evals`` how many evaluations it read.
     """
     status = str(summary.get("status", "completed"))
     ordered = rounds.sort_values("round")
@@ -114,28 +116,52 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
         "rounds_completed": int(summary.get("rounds_completed", len(rounds))),
         "min_train_loss": float(loss.min()) if loss.size else math.nan,
         "last_gain_pct": float(finite[-1] - finite[-2]) if finite.size >= 2 and math.isfinite(final) else math.nan,
-        "tail_slope_pct": tail_slope(ordered["round"].to_numpy(dtype=np.float64), acc) if math.isfinite(final)
-        else math.nan,
+        **_tail(ordered["round"].to_numpy(dtype=np.float64), acc, math.isfinite(final)),
     }
 
 
-def tail_slope(rounds: np.ndarray, acc_pct: np.ndarray) -> float:
-    """Least-squares slope (points per round) of ``acc_pct`` on ``rounds`` over the finite evaluations whose round
-    is in the last :data:`~hasfl.analysis.specs.TREND_FRACTION` of the last evaluated round (at least the last
-    :data:`~hasfl.analysis.specs.TREND_MIN_EVALS`); NaN with fewer finite evaluations."""
+def _tail(rounds: np.ndarray, acc_pct: np.ndarray, completed: bool) -> dict[str, Any]:
+    """``tail_slope_pct``, ``tail_noise_pct`` and ``tail_evals`` of :func:`tail_fit` (NaN / 0 for a run without a
+    final accuracy)."""
+    slope, sd, n = tail_fit(rounds, acc_pct) if completed else (math.nan, math.nan, 0)
+    return {"tail_slope_pct": slope, "tail_noise_pct": sd, "tail_evals": n}
+
+
+def tail_window(rounds: np.ndarray, acc_pct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The finite evaluations (rounds, accuracy) whose round is in the last
+    :data:`~hasfl.analysis.specs.TREND_FRACTION` of the last evaluated round, at least the last
+    :data:`~hasfl.analysis.specs.TREND_MIN_EVALS` (empty arrays with fewer finite evaluations)."""
     from hasfl.analysis.specs import TREND_FRACTION, TREND_MIN_EVALS
 
     ok = np.isfinite(acc_pct) & np.isfinite(rounds)
     x, y = rounds[ok], acc_pct[ok]
     if x.size < TREND_MIN_EVALS:
-        return math.nan
+        return x[:0], y[:0]
     window = x >= x[-1] * (1.0 - TREND_FRACTION)
     if int(window.sum()) < TREND_MIN_EVALS:
         window = np.zeros(x.size, dtype=bool)
         window[-TREND_MIN_EVALS:] = True
-    xs, ys = x[window], y[window]
+    return x[window], y[window]
+
+
+def tail_fit(rounds: np.ndarray, acc_pct: np.ndarray) -> tuple[float, float, int]:
+    """``(slope, residual sd, evaluations)`` of the least-squares line of ``acc_pct`` on ``rounds`` over
+    :func:`tail_window`: the slope in points per round, the residual sd (points, ``n - 2`` degrees of freedom: the
+    evaluation noise around the trend; NaN with fewer than 3) and the number of evaluations; NaNs and 0 without a
+    window."""
+    xs, ys = tail_window(rounds, acc_pct)
+    if xs.size < 2:
+        return math.nan, math.nan, int(xs.size)
     xc = xs - xs.mean()
-    return float((xc * (ys - ys.mean())).sum() / (xc ** 2).sum())
+    slope = float((xc * (ys - ys.mean())).sum() / (xc ** 2).sum())
+    resid = ys - ys.mean() - slope * xc
+    sd = float(math.sqrt((resid ** 2).sum() / (xs.size - 2))) if xs.size > 2 else math.nan
+    return slope, sd, int(xs.size)
+
+
+def tail_slope(rounds: np.ndarray, acc_pct: np.ndarray) -> float:
+    """The slope (points per round) of :func:`tail_fit`."""
+    return tail_fit(rounds, acc_pct)[0]
 
 
 def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame:
@@ -145,6 +171,6 @@ def load_run_metrics(files: Mapping[RunKey, Mapping[str, Path]]) -> pd.DataFrame
         rounds = pd.read_parquet(f["rounds.parquet"])
         rows.append({"dataset": dataset, "method": method, "seed": seed, **run_metrics(rounds, read_json(f["run.json"]))})
     cols = ["dataset", "method", "seed", "status", "best_acc_pct", "final_acc_pct", "delta_pct", "avg_p", "rounds_completed",
-            "min_train_loss", "last_gain_pct", "tail_slope_pct"]
+            "min_train_loss", "last_gain_pct", "tail_slope_pct", "tail_noise_pct", "tail_evals"]
     df = pd.DataFrame.from_records(rows, columns=cols)
-    return df.astype({"seed": "int64", "rounds_completed": "int64"}) if len(df) else df
+    return df.astype({"seed": "int64", "rounds_completed": "int64", "tail_evals": "int64"}) if len(df) else df
