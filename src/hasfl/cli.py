@@ -237,6 +237,27 @@ def _cmd_results_page(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_preregistration(args: argparse.Namespace) -> int:
+    """docs/preregistration.md from git: print it, rewrite it (--write) or check it (--check)."""
+    from hasfl import prereg
+
+    root = Path(__file__).resolve().parents[2] if args.root is None else args.root
+    if args.check:
+        problems = prereg.check(root)
+        for line in problems:
+            print(line, file=sys.stderr)
+        print(f"hasfl preregistration: {root / prereg.RECORD} "
+              + ("matches git" if not problems else f"differs from git in {len(problems)} line(s)"))
+        return 1 if problems else 0
+    text = prereg.render(prereg.entries(root))
+    if args.write:
+        (root / prereg.RECORD).write_text(text)
+        print(f"hasfl preregistration: wrote {root / prereg.RECORD}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def _cmd_cost(args: argparse.Namespace) -> int:
     """Print per-width params, MACs/sample and upload MB of the paper's models (Table 1)."""
     from hasfl.models.cost import table1
@@ -453,6 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the config files that made the results folder, as given to snakemake (default "
                         "presets/<name>.yaml): the page states the command that reproduces it")
     p.set_defaults(func=_cmd_results_page)
+
+    p = sub.add_parser("preregistration", help="the pre-registration record (docs/preregistration.md) from git: every "
+                                               "rule value with the commit that fixed it")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--write", action="store_true", help="rewrite docs/preregistration.md")
+    g.add_argument("--check", action="store_true", help="exit 1 when docs/preregistration.md differs from git")
+    p.add_argument("--root", type=Path, default=None, help="the repository (default: this checkout)")
+    p.set_defaults(func=_cmd_preregistration)
 
     p = sub.add_parser("cost", help="per-width cost of the paper's models (Table 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows")
