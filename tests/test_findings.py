@@ -1,9 +1,10 @@
 """findings.json (issue 14): every finding on hand-made tables where its claim is true (supported),
 false (contradicted) and underpowered or ambiguous (inconclusive), plus the statistics behind them.
 
-Numbers in the comments are computed by hand: 3 seeds x 20 clients give a pooled Fisher-z
-standard error of 1/sqrt(3 * 17) = 0.140 (correlations) or 1/sqrt(3 * 16) = 0.144 (partial
-correlations); one-sided 95% bounds are z +- 1.645 se; t_{0.95, 2} = 2.920, t_{0.975, 2} = 4.303.
+Numbers in the comments are computed by hand: 3 seeds x 100 clients give a fixed-effect Fisher-z
+standard error of 1/sqrt(3 * 97) = 0.0586 (correlations) or 1/sqrt(3 * 96) = 0.0589 (partial
+correlations); the seeds are pooled with random effects (Hartung-Knapp), so bounds are z +- t se with t on
+seeds - 1 = 2 df: t_{0.95, 2} = 2.920, t_{0.975, 2} = 4.303.
 """
 
 from __future__ import annotations

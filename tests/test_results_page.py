@@ -379,7 +379,7 @@ def test_report_md_shows_not_run_and_provenance(tmp_path) -> None:
     text = report.report_markdown(name="quick", config_summary=summary, tables={}, findings=doc, figures=[],
                                   provenance=lines)
     assert "| F8-probe | **not run** |" in text and "not run: 1" in text
-    assert "Verdicts: supported: 2, contradicted: 0, inconclusive: 1, not run: 1." in text
+    assert "Verdicts: supported: 2, contradicted: 0, inconclusive: 1, not run: 1 (4 findings)." in text
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()
     assert "## Provenance" in text and f"`{commit}`" in text and "## Reproduce a claim" in text

@@ -57,9 +57,10 @@ def shown_verdict(f: Mapping[str, Any]) -> str:
 
 
 def verdict_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Findings per shown verdict (a statistic two findings share, ``same_statistic_as``, counted once)."""
-    counted = [f for f in findings if not f.get("same_statistic_as")]
-    return {v: sum(shown_verdict(f) == v for f in counted) for v in SHOWN_VERDICTS}
+    """Findings per shown verdict, every finding counted as the findings table lists it (they add up to the number
+    of findings; a statistic two findings share, ``same_statistic_as``, is read by mirror rules, so it is counted
+    under each)."""
+    return {v: sum(shown_verdict(f) == v for f in findings) for v in SHOWN_VERDICTS}
 
 
 def _fmt(value: Any, spec: str | None) -> str:

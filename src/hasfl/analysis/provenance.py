@@ -190,8 +190,21 @@ def reproduce_rows(results: Path, findings: Sequence[Mapping[str, Any]], manifes
     return rows
 
 
-def reproduce_lines(rows: Sequence[Mapping[str, Any]], level: str = "##") -> list[str]:
-    lines = [f"{level} Reproduce a claim", "",
+#: The CPU kernel pin under which a page's digits reproduce on any x86-64 CPU with AVX2 (docs/guide/gpu.md).
+PORTABLE_PIN = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
+
+
+def reproduce_lines(rows: Sequence[Mapping[str, Any]], kernels: str | None = None, level: str = "##") -> list[str]:
+    pinned = kernels is not None and all(p in kernels for p in PORTABLE_PIN.split()) and kernels.count("runs)") == 1
+    pin_note = ([f"CPU kernels of these runs: {kernels}. " + (
+        f"They ran under the portable kernel pin, so each command below is prefixed with it (`{PORTABLE_PIN}`): with "
+        "it the printed digits reproduce on any x86-64 CPU with AVX2 (the float sums of AVX-512 and AVX2 kernels "
+        "differ in their last bits, and training carries that into the printed digits of the image runs)."
+        if pinned else f"Prefix a command with `{PORTABLE_PIN}` to run it under the portable kernel pin; without "
+        "it the digits of the image runs differ between CPU kinds (AVX-512 and AVX2 kernels round differently)."),
+        ""] if kernels is not None else [])
+    prefix = f"{PORTABLE_PIN} " if pinned else ""
+    lines = [f"{level} Reproduce a claim", "", *pin_note,
              "Each finding's command makes the tables the finding is computed from (targets before "
              "`--configfile`, which takes every word after it); the same command with target `all` makes "
              "`findings.json`. From an empty results folder it trains every run of the preset, not only the "
@@ -207,7 +220,7 @@ def reproduce_lines(rows: Sequence[Mapping[str, Any]], level: str = "##") -> lis
         hours = ("--" if r["cpu_job_hours"] is None else f"{r['cpu_job_hours']:.3g}") + (" (some runs lack timings)"
                                                                                           if r["partial"] else "")
         command = ("-- (its methods or datasets are not in this preset)" if r["verdict"] == NOT_RUN
-                   else f"`{r['command']}`")
+                   else f"`{prefix}{r['command']}`")
         lines.append(f"| {r['id']} | {r['verdict']} | {command} | {r['runs']} | {hours} |")
     return [*lines, ""]
 
@@ -234,7 +247,8 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
             "job-hours measured. Each claim is a test with a margin and a three-valued verdict (rules under Findings).",
             "",
             f"{sub} Results", "",
-            f"Verdicts: {tally or 'none'} (a statistic two findings share is counted once).", "",
+            f"Verdicts: {tally or 'none'} (every finding of the findings table counted once: they add up to "
+            f"{len(findings)}).", "",
             f"{sub} What was easy", "",
             "Running the preset: one command, every number on this page read from the files it wrote and checked "
             "against the analysis manifest.", "",

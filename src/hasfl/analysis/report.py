@@ -110,7 +110,7 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
 
     items = findings["findings"]
     alpha, power = findings.get("alpha"), findings["thresholds"].get("power")
-    # one test counted once (F7-E0 is F1c's); a finding none of whose units ran is "not run", not inconclusive
+    # every finding counted as the table lists it; a finding none of whose units ran is "not run", not inconclusive
     counts = {v: n for v, n in verdict_counts(items).items() if n or v in findings.get("verdicts", []) or v == NOT_RUN}
     out.append("\n## Findings\n\nFrom `findings.json`. Each claim of the paper is tested in the scope the paper "
                f"states it, at alpha = {num(alpha)}: **supported** when the interval lies beyond the margin (inside "
@@ -124,7 +124,8 @@ def report_markdown(*, name: str, config_summary: Mapping[str, Any], tables: Map
                f"runs is **{NOT_RUN}**.\n\n" + VERDICT_RULES + "\n\n")
     same = [f"{f['id']} (= {f['same_statistic_as']})" for f in items if f.get("same_statistic_as")]
     out.append("Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items())
-               + (f" (not counted again: {', '.join(same)}, the same statistic)" if same else "") + ".\n\n")
+               + (f" ({len(items)} findings; {', '.join(same)}: the same statistic, read by mirror rules)"
+                  if same else f" ({len(items)} findings)") + ".\n\n")
     out.append(md_table(summary_frame([{**f, "verdict": shown_verdict(f)} for f in items])))
     units = units_frame(items, _floor_rows(tables))
     out.append("\n### Per unit (dataset, or run for F5)\n\nUnits marked `In scope: no` are reported but do not count "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -116,22 +117,93 @@ def seeds_needed_cell(units: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) if parts else "--"
 
 
-def _findings_table(findings: Sequence[Mapping[str, Any]]) -> list[str]:
-    lines = ["| finding | claim | verdict | measured (in-scope unit: value [one-sided interval]) | statistic | "
-             "seeds or runs per unit | margin | min. detectable effect (80% power) | seeds for 80% power "
+def _cell(text: Any) -> str:
+    """A Markdown table cell: ``|`` escaped, no line breaks (a ``|`` in a reason would shift the columns)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def interval_label(ci_level: float, power: float) -> tuple[str, str]:
+    """The findings table's headers that name what its intervals and MDE show, from the settings."""
+    alpha = 1.0 - ci_level
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.4g}%"
+    return (f"measured (in-scope unit: value [two-sided {pct(1 - 2 * alpha)} interval, whose ends are the one-sided "
+            f"{pct(ci_level)} bounds])", f"min. detectable effect ({pct(power)} power)")
+
+
+def _findings_table(findings: Sequence[Mapping[str, Any]], ci_level: float = 0.95,
+                    power: float = 0.8) -> list[str]:
+    measured_head, mde_head = interval_label(ci_level, power)
+    lines = [f"| finding | claim | verdict | {measured_head} | statistic | "
+             f"seeds or runs per unit | margin | {mde_head} | seeds for {power:.0%} power "
              "(inconclusive units) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         units = f.get("n_per_unit") or {}
         kind, verdict = finding_kind(f), shown_verdict(f)
         measured = NOT_RUN if verdict == NOT_RUN else _measured(f.get("units") or [])
-        lines.append(f"| {f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'} | {f.get('claim', '')} | "
-                     f"**{verdict}** | {measured} | {f.get('statistic', '')} | "
-                     f"{_per_unit(units) if units else f.get('n_units', '--')} | {_fmt(f.get('margin'))} | "
-                     f"{_per_unit(f.get('mde'))} | {seeds_needed_cell(f.get('units') or [])} |")
+        cells = [f"{f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'}", f.get("claim", ""), f"**{verdict}**",
+                 measured, f.get("statistic", ""), _per_unit(units) if units else f.get("n_units", "--"),
+                 _fmt(f.get("margin")), _per_unit(f.get("mde")), seeds_needed_cell(f.get("units") or [])]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += ["", "Why each verdict (`findings.json`, field `reason`):", ""]
     lines += [f"- **{f['id']}**: {f.get('reason', '')}" for f in findings]
     return lines
+
+
+def failed_lines(findings: Sequence[Mapping[str, Any]], name: str) -> list[str]:
+    """The page's top section on runs that failed to train at this budget: which runs (dataset, method, seeds, why)
+    and which units they withhold; nothing when none did."""
+    runs: dict[tuple[str, str], dict[int, str]] = {}
+    withheld: dict[tuple[str, str], list[str]] = {}
+    for f in findings:
+        for u in f.get("units") or []:
+            for part in [u, *u.get("parts", [])]:
+                for r in part.get("failed_runs") or []:
+                    key = (str(r.get("dataset")), str(r.get("method")))
+                    runs.setdefault(key, {})[int(r["seed"])] = str(r.get("why"))
+                    label = f"{f['id']} {u.get('unit')}" + (f" ({part['unit']})" if part is not u else "")
+                    if label not in withheld.setdefault(key, []):
+                        withheld[key].append(label)
+    if not runs:
+        return []
+    lines = ["## Failed to train at this budget", "",
+             f"On this rung (the {name} preset's rounds, widths and data) these runs never learned: at the "
+             "majority-class floor (their accuracy never above the class frequencies) or, for F9, with a training "
+             "loss never below the uniform-guess loss. A unit that compares them is withheld and says so: that a "
+             "method failed here is evidence about the regime, not about the paper's claim, and more seeds would "
+             "not change it.", "",
+             "| dataset | method | seeds | why | units withheld |", "|---|---|---|---|---|"]
+    for (dataset, method), seeds in sorted(runs.items()):
+        whys = sorted(set(seeds.values()))
+        lines.append("| " + " | ".join(_cell(c) for c in (dataset, method, ", ".join(map(str, sorted(seeds))),
+                                                             "; ".join(whys), ", ".join(withheld[(dataset, method)])))
+                     + " |")
+    return [*lines, ""]
+
+
+def calibration_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The trend rule's calibration at these runs' noise (findings.json ``trend_calibration``)."""
+    cal = doc.get("trend_calibration") or {}
+    if not cal:
+        return []
+    lines = ["The gap-trend caveat is calibrated by simulation at the evaluation noise these runs show "
+             "(`findings.json`, `trend_calibration`; `hasfl.analysis.calibration`): plateaued comparisons at the "
+             "preset's seeds, and a 20-point gap with 5 seeds.", "",
+             "| dataset | runs | evaluation noise sd (points) | seed-to-seed sd (points) | evaluations in the window | "
+             "caveat on a plateau | removed 'still rising' gate on a plateau | power on a 20-point gap, 5 seeds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d, c in cal.items():
+        p, w = c.get("plateau") or {}, c.get("power") or {}
+        lines.append(f"| {d} | {c.get('runs')} | {_fmt(c.get('noise_sd_pct'))} | {_fmt(c.get('seed_sd_pct'))} | "
+                     f"{c.get('evals')} | {_pct(p.get('caveat'))} | {_pct(p.get('removed_gate'))} | "
+                     f"{_pct(w.get('supported'))} |")
+    return [*lines, ""]
+
+
+def _pct(x: Any) -> str:
+    return "--" if x is None else f"{100 * float(x):.1f}%"
 
 
 def _small_png(src: Path, dest: Path) -> None:
@@ -311,12 +383,18 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
                 "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
     lines += summary_block(findings, dag, prov["n_runs"], all_hours)
+    lines += failed_lines(findings, name)
     if notes:
         lines += ["## Reading", "", notes.strip(), ""]
+    th = doc.get("thresholds") or {}
+    record = Path(os.path.relpath(REPO / "docs" / "preregistration.md", out_md.resolve().parent)).as_posix()
     lines += ["## Findings", "", KIND_LEGEND, "", VERDICT_RULES, "",
+              f"Every margin, level, seed minimum, horizon and rule constant above, with the commit at which it was "
+              f"fixed and the results that existed then: the [pre-registration record]({record}).", "",
+              *calibration_lines(doc),
               f"A finding none of whose methods or datasets this preset runs is **{NOT_RUN}**.", "",
-              *_findings_table(findings), ""]
-    lines += reproduce_lines(rows)
+              *_findings_table(findings, float(th.get("ci_level", 0.95)), float(th.get("power", 0.8))), ""]
+    lines += reproduce_lines(rows, prov["kernels"])
     lines += ["## Tables", ""]
     for table in TABLES:
         if (results / "tables" / f"{table}.parquet").is_file():

@@ -59,6 +59,7 @@ from hasfl.analysis.findings.kernel import (
     finding,
     gap_trend,
     gate_unit,
+    join_reasons,
     has_runs,
     in_scope,
     left_out_note,
@@ -118,7 +119,7 @@ def _sub_floor(sub: pd.DataFrame, tables: Sequence[pd.DataFrame]) -> pd.DataFram
 
 
 def _gates(*why: str | None) -> str | None:
-    return "; ".join(w for w in why if w) or None
+    return join_reasons(*why)
 
 
 def decay(delta_pct: float) -> float:

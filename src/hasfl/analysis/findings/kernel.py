@@ -334,14 +334,35 @@ def failed_runs(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.Da
     return out
 
 
+class Reason(str):
+    """A gate's reason that also carries the runs that failed to train (``runs``: dicts of method, seed, why), so
+    that the unit records them (``failed_runs``) and the pages can list them."""
+
+    runs: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, text: str, runs: Sequence[Mapping[str, Any]]) -> Reason:
+        out = cls(text)
+        out.runs = tuple(dict(r) for r in runs)
+        return out
+
+
+def join_reasons(*why: str | None) -> str | None:
+    """The reasons given, joined by "; " (None when none), keeping the failed runs they carry (:class:`Reason`)."""
+    given = [w for w in why if w]
+    if not given:
+        return None
+    return Reason.of("; ".join(given), [r for w in given for r in getattr(w, "runs", ())])
+
+
 def failed_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-                loss_fraction: float | None = None, floor_column: str = "at_floor") -> str | None:
+                loss_fraction: float | None = None, floor_column: str = "at_floor") -> Reason | None:
     """The reason a unit is withheld because one of its runs failed to train (:func:`failed_runs`), else None."""
     runs = failed_runs(dataset, seeds, frames, loss_fraction, floor_column)
     if not runs:
         return None
-    return (f"{FAILED_LEAD}: " + "; ".join(f"{r['method']} seed {r['seed']} ({r['why']})" for r in runs)
-            + f" ({FAILED_TAIL})")
+    return Reason.of(f"{FAILED_LEAD}: " + "; ".join(f"{r['method']} seed {r['seed']} ({r['why']})" for r in runs)
+                     + f" ({FAILED_TAIL})", [{"dataset": dataset, **r} for r in runs])
 
 
 def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
@@ -352,6 +373,7 @@ def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
                                                            f"{unit['reason']})")
         if FAILED_LEAD in why:
             unit["gate_kind"] = FAILED_TO_TRAIN
+            unit["failed_runs"] = [dict(r) for r in getattr(why, "runs", ())]
     return unit
 
 
@@ -468,8 +490,7 @@ def paired_final_gate(rows: pd.DataFrame, sides: Sequence[tuple[str, str]]) -> s
         if col in rows.columns:
             frames.append((rows.assign(method=method, at_floor=rows[col]), method))
     datasets = sorted(set(rows["dataset"])) if len(rows) else []
-    why = [w for d in datasets if (w := failed_gate(d, [int(s) for s in rows["seed"]], frames))]
-    return "; ".join(why) or None
+    return join_reasons(*(failed_gate(d, [int(s) for s in rows["seed"]], frames) for d in datasets))
 
 
 def pair_slopes(rows: pd.DataFrame, a: str, b: str) -> np.ndarray:

@@ -1,0 +1,112 @@
+"""What a reader sees of the verdicts (issue 45 points 4, 7, 8): the summary's counts equal the findings table's,
+the table says what its intervals are and escapes `|`, the rule text names every finding it gates, a run that failed
+to train is named at the top, a two-seed correlation with a large spread gets a wide interval, and a Shakespeare
+run at the floor is caught by F9's never-learned rule. In-process, on the hand-made tables of test_findings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_findings import DATASETS, SEEDS, base_tables, evaluate, frame, replace, seeds, t5, unit
+
+from hasfl.analysis import findings as F
+from hasfl.analysis.findings.kernel import VERDICT_RULES
+from hasfl.analysis.provenance import summary_block
+from hasfl.analysis.results_page import _findings_table, failed_lines
+
+
+def _table_verdicts(lines: list[str]) -> list[str]:
+    rows = [line for line in lines if line.startswith("| F")]
+    return [re.search(r"\*\*(.+?)\*\*", r).group(1) for r in rows]
+
+
+def _findings(tables) -> list[dict]:
+    return list(evaluate(tables).values())
+
+
+def test_the_summary_counts_equal_the_findings_table():
+    """Every finding of the table counted once, a statistic two findings share (F7-E0 / F1c) included, mixed as
+    often as the table shows it: the tally adds up to the findings tested."""
+    items = _findings(base_tables())
+    items[0] = {**items[0], "verdict": "mixed"}
+    items[1] = {**items[1], "same_statistic_as": items[0]["id"], "verdict": "mixed"}
+    table = _table_verdicts(_findings_table(items))
+    summary = summary_block(items, "snakemake all", 54, 0.2)
+    tally = next(line for line in summary if line.startswith("Verdicts: "))
+    counts = {v: int(n) for n, v in re.findall(r"(\d+) (supported|contradicted|inconclusive|mixed|not run)", tally)}
+    assert sum(counts.values()) == len(table) == len(items)
+    assert counts == {v: table.count(v) for v in set(table)} and counts["mixed"] == 2
+    assert f"{len(items)} findings tested" in "\n".join(summary)
+
+
+def test_the_findings_table_says_what_its_intervals_are_and_escapes_pipes():
+    items = _findings(base_tables())
+    items[0] = {**items[0], "claim": "a claim with a | inside", "reason": "r | s"}
+    lines = _findings_table(items, 0.95, 0.8)
+    assert "value [two-sided 90% interval, whose ends are the one-sided 95% bounds]" in lines[0]
+    assert "one-sided interval]" not in lines[0]
+    header_cells = lines[0].count(" | ")
+    row = next(line for line in lines if line.startswith(f"| {items[0]['id']}"))
+    assert "a claim with a \\| inside" in row and row.replace("\\|", "").count(" | ") == header_cells
+    assert "interval, whose ends are the one-sided 97.5% bounds" in _findings_table(items, 0.975, 0.9)[0]
+
+
+def test_the_rule_text_names_every_finding_read_at_the_horizon():
+    """Every finding with a final-accuracy unit (one that carries a gap trend) is named in the rules the pages
+    print, F9b-F9d as a range."""
+    named = set(re.findall(r"\b(F\d[a-z]?(?:-[a-z]+)?)\b", VERDICT_RULES))
+    if "F9b" in named and "F9d" in named:
+        named |= {"F9c"}
+    with_trend = {f["id"] for f in _findings(base_tables())
+                  if any("gap_trend" in u or any("gap_trend" in p for p in u.get("parts", [])) for u in f["units"])}
+    assert with_trend >= {"F3", "F3-shakespeare", "F4", "F9b", "F9c", "F9d"}
+    assert with_trend <= named, with_trend - named
+    assert "F8" in VERDICT_RULES and "failed to train at this budget" in VERDICT_RULES
+
+
+def test_a_run_that_failed_to_train_is_named_at_the_top_of_the_page():
+    t = replace(base_tables(), F.T6S, "cifar10", "hasfl",
+                seeds("cifar10", "hasfl", final=[10, 76, 73], floor=[True, False, False]))
+    items = _findings(t)
+    u = unit(next(f for f in items if f["id"] == F.F4), "cifar10")
+    assert u["gate_kind"] == "failed_to_train" and u["failed_runs"] == [
+        {"dataset": "cifar10", "method": "hasfl", "seed": SEEDS[0], "why": "at the majority-class floor"}]
+    lines = failed_lines(items, "quick")
+    assert lines[0] == "## Failed to train at this budget" and "evidence about the regime" in lines[2]
+    row = next(line for line in lines if line.startswith("| cifar10 | hasfl |"))
+    assert f"| {SEEDS[0]} |" in row and "F4 cifar10" in row
+    assert failed_lines(_findings(base_tables()), "quick") == []
+
+
+def test_a_two_seed_correlation_with_a_large_spread_gets_a_wide_interval():
+    """Two seeds whose correlations disagree (0.1 and 0.7 over 100 clients each): the fixed effect's interval is the
+    clients' (narrow, it would call F6 supported); the random-effects interval has the seeds' spread in it."""
+    t = replace(base_tables(), F.T5, "cifar10", "fedavg",
+                [r for r in t5("fedavg", "cifar10", r_h_tv=[0.1, 0.7, 0.0]) if r["seed"] != SEEDS[2]])
+    u = unit(evaluate(t)[F.F6], "cifar10")
+    fe = u["fixed_effect"]
+    assert u["n"] == 2 and fe["low"] > 0.3  # the clients alone: a tight interval well above the margin 0
+    assert (u["high"] - u["low"]) > 3 * (fe["high"] - fe["low"]) and u["low"] < 0.0 and u["verdict"] == F.INCONCLUSIVE
+    assert u["tau2"] > 0 and "random effects over 2 seeds" in u["pooling"]
+
+
+def test_a_shakespeare_run_at_the_floor_is_caught_by_the_never_learned_rule():
+    """Predicting character frequencies lowers the loss below 0.95 ln K without lifting the accuracy: the loss rule
+    alone misses it, the accuracy against the floor catches it (F9b on Shakespeare)."""
+    rows = seeds("shakespeare", "uniform_rolling", final=[18, 41, 40], decay=[0.1, 0.2, 0.1], p_trained=[0.44] * 3,
+                 floor=[True, False, False], min_loss=[2.9, 2.0, 2.1])
+    for r in rows:
+        r["chance_pct"] = 100 / 80  # 80 characters: ln K = 4.38, 0.95 ln K = 4.16 > 2.9
+    t = replace(base_tables(), F.T4S, "shakespeare", "uniform_rolling", rows)
+    u = unit(evaluate(t)[F.F9B], "shakespeare")
+    assert u["verdict"] == F.INCONCLUSIVE and u["gate_kind"] == "failed_to_train"
+    assert "uniform_rolling seed 42 (at the majority-class floor)" in u["reason"]
+    assert "lowest training loss" not in u["gate"]  # the loss rule alone would have passed it
+
+
+@pytest.mark.parametrize("datasets", [DATASETS])
+def test_base_tables_stay_decided(datasets):
+    """The fixture every page test uses stays decided under the random-effects pooling (100 clients a run)."""
+    assert all(f["verdict"] == F.SUPPORTED for f in evaluate(base_tables(), datasets=datasets).values())
+    assert frame([]).empty
