@@ -253,12 +253,21 @@ def test_table4c_minimum_coverage_index_and_unit_counts_on_a_fabricated_ledger(s
     assert whole["unit_count_min"] == 1 and whole["unit_count_max"] == 4
     # per layer: half of C units 4 times, the rest once (C even): mean 2.5, std 1.5 -> CV 0.6; hidden 20 the same
     assert whole["unit_count_cv"] == pytest.approx(0.6)
+    # issue 45 point 5: the unit-level index (round 1 leaves the outer half of every layer's units to nobody) and
+    # the per-round fraction of coordinates nobody holds (round 1: all but the half prefix; round 2: none)
+    assert whole["unit_gamma_min"] == 0
+    every = sum(int(torch.zeros(shape).numel()) for shape in shapes.values())
+    held = pd.DataFrame(T4C.run_rows("digits", "uniform", 42, ledger[ledger["round"] == 1], {**summary,
+                                     "rounds_completed": 1}, small_cnn, shapes, 1)).iloc[0]
+    assert whole["uncovered_frac_mean"] == pytest.approx((1 - held["frac_last_k"]) / 2) and every == whole["coordinates"]
+    assert held["uncovered_frac_mean"] == pytest.approx(1 - held["frac_last_k"]) and held["frac_last_k"] < 1
     fc2 = rows[rows["block"] == "fc2"].iloc[0]  # every class row, the kept hidden columns
     assert fc2["gamma_min"] == 0 and fc2["gamma_min_last_k"] == 1 and math.isnan(fc2["unit_count_cv"])
     # every participant full width: every coordinate held by both each round, every unit 4 times
     full = ledger.assign(p_trained=1.0)
     whole = pd.DataFrame(T4C.run_rows("digits", "fedavg", 42, full, summary, small_cnn, shapes, 1)).iloc[0]
     assert whole["gamma_min"] == 2 and whole["unit_count_cv"] == 0.0 and whole["unit_count_min"] == 4
+    assert whole["unit_gamma_min"] == 2 and whole["uncovered_frac_mean"] == 0.0
     # sampled rows: replayed from the seed in draw order; 4 draws of width 0.5 in one round cover every unit twice
     sampled = pd.DataFrame({"round": [1, 1, 1, 1], "p_trained": [0.5] * 4, "window": ["sampled"] * 4,
                             "window_shift": [3, 1, 0, 2]})  # any row order
@@ -271,6 +280,9 @@ def test_table4c_minimum_coverage_index_and_unit_counts_on_a_fabricated_ledger(s
     for block in ("convs.0", "bns.0", "bns.2", "fc2"):
         assert rows.loc[block, "frac_last_k"] == 1.0 and rows.loc[block, "gamma_min"] >= 1, block
     assert (whole["frac_last_k"] < 1.0) == (whole["gamma_min"] == 0)
+    # every unit held by two of the round's four participants: the unit-level index is 2 where the coordinate-level
+    # one is 0 (pairs of units nobody drew together); the uncovered fraction is what the round left out
+    assert whole["unit_gamma_min"] == 2 and whole["uncovered_frac_mean"] == pytest.approx(1 - whole["frac_last_k"])
     want = replay(small_cnn, 5, [0.5] * 4)
     assert T4C.row_windows(small_cnn, sampled, 5) == [want[3], want[1], want[0], want[2]]
     with pytest.raises(ValueError, match="draw number"):

@@ -28,6 +28,14 @@ Two spreads of coverage per run, over every round of the ledger:
   (NeurIPS 2023, "Every Parameter Matters", arXiv 2310.08670): the fewest participants of one round whose
   sub-model holds one parameter coordinate, minimised over the rounds and the coordinates (of the block, or of
   every parameter). 0: some coordinate went untrained in some round.
+* ``unit_gamma_min`` (``all`` row only): the same index at the level of units (a conv channel, a hidden unit:
+  :meth:`hasfl.models.family.ModelFamily.dims`): the fewest participants of one round holding one unit, over the
+  rounds and the units of every sliced dimension. The coordinate-level index is 0 for every method whose widths
+  leave any weight of a unit pair untouched in a round (a prefix slice of two layers never covers every pair of
+  their units together), so it separates nothing; the unit-level one tells an extraction that hands every unit
+  to some participant in every round (FedEcover's cycles) from one that leaves units out.
+* ``uncovered_frac_mean``: the mean over the rounds of the fraction of the block's parameter coordinates that no
+  participant of that round holds (0: every coordinate trained in every round).
 * ``unit_count_min`` / ``unit_count_max`` / ``unit_count_cv``: how many participants held each unit (a conv
   layer's channel, a hidden unit: :meth:`hasfl.models.family.ModelFamily.dims`) over the run; on the ``all`` row
   only: min and max over every unit of every sliced dimension, and the largest over the dimensions of the
@@ -71,7 +79,8 @@ ALL_BLOCKS = "all"
 #: One row per run and block (the run's ``all`` row first, then its blocks in parameter order).
 COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinates", "trained_last_k", "frac_last_k",
            "trained_after_t0", "frac_after_t0", "k", "rounds_used", "last_round", "t0", "gamma_min",
-           "gamma_min_last_k", "unit_count_min", "unit_count_max", "unit_count_cv"]
+           "gamma_min_last_k", "unit_gamma_min", "uncovered_frac_mean", "unit_count_min", "unit_count_max",
+           "unit_count_cv"]
 #: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
 LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
 _RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
@@ -213,15 +222,33 @@ def min_coverage(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], led
     """Zhou et al.'s minimum coverage index of the ``ledger`` rows (``windows``: theirs, in row order): per block of
     ``blocks`` (name -> parameter keys), the fewest participants of one round holding one of the block's
     coordinates, over the ledger's rounds."""
+    return round_coverage(family, shapes, ledger, windows, blocks)[0]
+
+
+def round_coverage(family: ModelFamily, shapes: Mapping[str, tuple[int, ...]], ledger: pd.DataFrame,
+                   windows: Sequence[Window], blocks: Mapping[str, Sequence[str]]
+                   ) -> tuple[dict[str, int], dict[str, float], int]:
+    """Per round of the ``ledger`` rows (``windows``: theirs, in row order), from the counts of participants holding
+    each coordinate and each unit: per block of ``blocks`` Zhou et al.'s minimum coverage index (the fewest
+    participants holding one coordinate, over the rounds) and the mean over the rounds of the fraction of its
+    coordinates no participant holds; and the unit-level index (the fewest participants holding one unit of any
+    sliced dimension, :func:`unit_counts`, over the rounds)."""
     rounds = ledger["round"].to_numpy()
-    out = {b: -1 for b in blocks}
+    gamma = {b: -1 for b in blocks}
+    uncovered: dict[str, list[float]] = {b: [] for b in blocks}
+    unit_low = -1
     for r in sorted(set(rounds.tolist())):
         at = [j for j, v in enumerate(rounds) if v == r]
-        counts = coverage_counts(family, shapes, ledger.iloc[at], [windows[j] for j in at])
+        rows, wins = ledger.iloc[at], [windows[j] for j in at]
+        counts = coverage_counts(family, shapes, rows, wins)
         for b, keys in blocks.items():
             low = min(int(counts[k].min()) for k in keys)
-            out[b] = low if out[b] < 0 else min(out[b], low)
-    return out
+            gamma[b] = low if gamma[b] < 0 else min(gamma[b], low)
+            zero = sum(int((counts[k] == 0).sum()) for k in keys)
+            uncovered[b].append(zero / sum(counts[k].numel() for k in keys))
+        low_u = min(int(c.min()) for c in unit_counts(family, rows, wins))
+        unit_low = low_u if unit_low < 0 else min(unit_low, low_u)
+    return gamma, {b: float(np.mean(v)) for b, v in uncovered.items()}, unit_low
 
 
 def unit_counts(family: ModelFamily, ledger: pd.DataFrame, windows: Sequence[Window]) -> list[np.ndarray]:
@@ -280,7 +307,7 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
     blocks: dict[str, list[str]] = {ALL_BLOCKS: list(shapes)}
     for k in shapes:
         blocks.setdefault(block_of(k), []).append(k)
-    gamma = min_coverage(family, shapes, ledger, windows, blocks)
+    gamma, uncovered, unit_gamma = round_coverage(family, shapes, ledger, windows, blocks)
     gamma_recent = min_coverage(family, shapes, *part(is_recent), blocks)
     units = unit_counts(family, ledger, windows)
     pooled = np.concatenate(units)
@@ -296,6 +323,8 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
         rows.append({**base, "block": block, "coordinates": n, "trained_last_k": n_recent,
                      "frac_last_k": n_recent / n, "trained_after_t0": n_after, "frac_after_t0": n_after / n,
                      "gamma_min": gamma[block], "gamma_min_last_k": gamma_recent[block],
+                     "unit_gamma_min": float(unit_gamma) if whole else math.nan,
+                     "uncovered_frac_mean": uncovered[block],
                      "unit_count_min": float(pooled.min()) if whole else math.nan,
                      "unit_count_max": float(pooled.max()) if whole else math.nan,
                      "unit_count_cv": cv if whole else math.nan})
@@ -347,6 +376,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
     df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
                     "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
                     "last_round": "int64", "t0": "int64", "gamma_min": "int64", "gamma_min_last_k": "int64",
+                    "unit_gamma_min": "float64", "uncovered_frac_mean": "float64",
                     "unit_count_min": "float64", "unit_count_max": "float64", "unit_count_cv": "float64"})
     write_parquet(df, out_parquet)
     write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], results_root(out_parquet))))
@@ -369,8 +399,9 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and method (completed runs): the window kind, the seeds, the mean over seeds of the overall
     fraction trained in the last k rounds and after t0, the mean over seeds of the smallest block fraction in
     the last k rounds, the block with the smallest mean fraction in the last k rounds ("--" when every
-    block was trained whole), and the means over seeds of the minimum coverage index and of the unit counts'
-    largest coefficient of variation (the ``all`` rows' ``gamma_min`` and ``unit_count_cv``)."""
+    block was trained whole), and the means over seeds of the minimum coverage index (coordinate and unit level),
+    of the per-round fraction of coordinates no participant holds and of the unit counts' largest coefficient of
+    variation (the ``all`` rows' ``gamma_min``, ``unit_gamma_min``, ``uncovered_frac_mean`` and ``unit_count_cv``)."""
     runs = df[df["status"] == "completed"]
     out = []
     for (dataset, method), g in sorted(runs.groupby(["dataset", "method"], sort=False),
@@ -386,10 +417,15 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
                     "least trained block (last k)": (str(per_block.idxmin()) if len(per_block)
                                                      and float(per_block.min()) < 1.0 else "--"),
                     "min coverage index": float(whole["gamma_min"].mean()) if "gamma_min" in whole else math.nan,
+                    "unit-level min coverage index": (float(whole["unit_gamma_min"].mean())
+                                                      if "unit_gamma_min" in whole else math.nan),
+                    "uncovered per round": (float(whole["uncovered_frac_mean"].mean())
+                                            if "uncovered_frac_mean" in whole else math.nan),
                     "unit count CV": float(whole["unit_count_cv"].mean()) if "unit_count_cv" in whole else math.nan})
     return pd.DataFrame(out, columns=["dataset", "method", "window", "seeds", "last k rounds", "after t0",
                                       "min over blocks (last k)", "least trained block (last k)",
-                                      "min coverage index", "unit count CV"])
+                                      "min coverage index", "unit-level min coverage index", "uncovered per round",
+                                      "unit count CV"])
 
 
 def preamble(df: pd.DataFrame) -> str:
