@@ -110,3 +110,27 @@ def test_base_tables_stay_decided(datasets):
     """The fixture every page test uses stays decided under the random-effects pooling (100 clients a run)."""
     assert all(f["verdict"] == F.SUPPORTED for f in evaluate(base_tables(), datasets=datasets).values())
     assert frame([]).empty
+
+
+def test_seeds_needed_for_a_random_effects_correlation_use_its_t_reference():
+    """An inconclusive pooled correlation of 3 seeds (the quick page's F6 on digits: 0.415, se 0.13 in z) never
+    'needs' the 3 seeds it already has: under random effects the interval is on t with seeds - 1 df, so the plan
+    counts the seeds at which t_{1-alpha, n-1} + t_{power, n-1} standard errors fit between the estimate and the
+    margin (the normal reference answered 3)."""
+    import math
+
+    from hasfl.analysis.findings import seeds as SN
+    from hasfl.analysis.findings.kernel import Settings
+    from hasfl.analysis.specs import resolve_thresholds
+
+    st = Settings(alpha=0.025, power=0.8, th=resolve_thresholds({}))  # Holm's first step over 2 units
+    unit = {"se_z": 0.13, "n": 3, "estimate": 0.415, "margin": 0.0, "decision": "directional"}
+    normal = SN.seeds_needed(unit, st)
+    random = SN.seeds_needed({**unit, "tau2": 0.0}, st)
+    assert normal == 3 and random > 3
+    w = 1 / (0.13 ** 2 * 3)
+    import scipy.stats as sps
+
+    def fits(n: int) -> bool:
+        return (sps.t.ppf(0.975, n - 1) + sps.t.ppf(0.8, n - 1)) / math.sqrt(n * w) <= math.atanh(0.415)
+    assert fits(random) and not fits(random - 1)

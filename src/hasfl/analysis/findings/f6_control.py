@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis.findings.f1_confound import control_unit, datasets_with
+from hasfl.analysis.findings.f1_confound import POOLING, control_unit, datasets_with
 from hasfl.analysis.findings.kernel import ALL, T5, FindingSpec, Settings, finding
 
 F6 = "F6"
@@ -24,7 +24,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     return [finding(
         F6, claim="Positive control: with equal widths (fedavg) the estimate correlates positively with TV",
         source="Section 4.7 (asserted, not measured, in the paper: this project's extension)", scope=ALL,
-        statistic="r(H~, TV) over the clients of each fedavg run, pooled over seeds (Fisher z)",
+        statistic="r(H~, TV) over the clients of each fedavg run, pooled over seeds (Fisher z; " + POOLING + ")",
         test="one-sided z test: supported if the lower bound > margin, contradicted if the upper bound < margin",
         margin_key="f6_min_r_h_tv", st=st, units=units, files=[f"tables/{T5}.parquet"],
         mde_meaning="true pooled r at which the test returns supported with the configured power",

@@ -153,8 +153,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             kind=PIPELINE_CHECK if exact else EXTENSION))
         if e.id == SAME_AS_F1C:  # partial r(H~, TV | pmax) of the hasfl runs: F1c's statistic, counted once
             out[-1]["same_statistic_as"] = "F1c"
-            out[-1]["statistic"] += (" The same statistic as F1c (Table 5's pr_h_tv_pmax): report.md counts it "
-                                     "once, under F1c.")
+            out[-1]["statistic"] += (" The same statistic as F1c (Table 5's pr_h_tv_pmax), read by the mirror "
+                                     "rule: F7-E0 supported exactly when F1c is contradicted.")
     return out
 
 

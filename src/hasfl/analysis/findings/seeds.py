@@ -65,17 +65,21 @@ def _corr_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
     margin = num(unit.get("margin"))
     if not (math.isfinite(se) and se > 0 and n_runs and math.isfinite(est) and math.isfinite(margin)):
         return None
-    w = 1.0 / (se * se * n_runs)  # Fisher weight of one run
+    w = 1.0 / (se * se * n_runs)  # weight of one run (its sampling variance, and tau^2 under random effects)
     z = math.atanh(max(-1 + 1e-12, min(1 - 1e-12, est)))
-    c = float(sps.norm.ppf(1 - st.alpha) + sps.norm.ppf(st.power))
+    t_ref = "tau2" in unit  # random effects over the seeds: Hartung-Knapp's interval is on t with seeds - 1 df
+
+    def crit(n: int) -> float:
+        if t_ref:
+            return float(sps.t.ppf(1 - st.alpha, n - 1) + sps.t.ppf(st.power, n - 1))
+        return float(sps.norm.ppf(1 - st.alpha) + sps.norm.ppf(st.power))
     boundaries = [margin] if unit.get("decision") == "directional" else [0.0, margin]
     if unit.get("decision") == "tost":
         boundaries = [margin, -margin, 0.0] if abs(est) < margin else [0.0]
     distance = max(abs(z - math.atanh(b)) for b in boundaries)
     if not distance > 0:
         return None
-    n = math.ceil((c / distance) ** 2 / w)
-    return max(n, 2) if n <= MAX_SEEDS else None
+    return _first_n(lambda n: crit(n) / math.sqrt(n * w) <= distance, 2)
 
 
 def seeds_needed(unit: Mapping[str, Any], st: Settings) -> int | None:
