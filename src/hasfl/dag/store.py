@@ -36,7 +36,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,11 +164,32 @@ def link_into(entry: Path, dest: Path, *, keep_times: bool = False) -> list[str]
     return [*names, MANIFEST]
 
 
-def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any) -> Path:
-    """The entry of ``key`` (made by ``make(staging)`` unless finished already), linked into ``out_dir``."""
+def check_key(entry: Path, manifest: Mapping[str, Any], key: str, key_of: Callable[[Mapping[str, Any]], str]) -> None:
+    """Refuse an entry whose manifest identity does not hash to the key it sits under (``key_of(identity)``): its
+    files match its own manifest, but that manifest is another key's content (an entry copied or renamed by hand,
+    a store merged from another machine), and linking it would hand a job the wrong partition or run with exit 0.
+
+    Raises:
+        IntegrityError: naming the entry, the key its content belongs to and what to do.
+    """
+    identity = manifest.get("identity")
+    got = key_of(identity) if isinstance(identity, Mapping) else None
+    if got != key:
+        raise IntegrityError(f"store entry '{entry}' holds the content of another key ("
+                             f"{'no identity in its manifest' if got is None else 'its identity hashes to ' + got[:16]}"
+                             f", not {key[:16]}): its files match its own manifest but not the key it sits under, "
+                             "so it is not this job's result; delete that entry folder (the job then recomputes it)")
+
+
+def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
+           key_of: Callable[[Mapping[str, Any]], str]) -> Path:
+    """The entry of ``key`` (made by ``make(staging)`` unless finished already), linked into ``out_dir``; a finished
+    entry is linked only when its manifest identity hashes to ``key`` (``key_of``: :func:`check_key`)."""
     entry = entry_of(store, kind, key)
     with entry_lock(entry):
-        if finished(entry) is not None:
+        done = finished(entry)
+        if done is not None:
+            check_key(entry, done, key, key_of)
             log.info("store: %s entry %s is finished (every file checked); linked, not recomputed", kind, key[:16])
         else:
             if entry.exists():  # an entry without its manifest is not one: the rename is the last step
@@ -193,7 +214,7 @@ def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, iden
     from hasfl.data.stage import stage_job
 
     _place(store_of(results), "data", data_key(identity), Path(out_dir),
-           lambda staging: stage_job(data_cfg, int(seed), staging, identity))
+           lambda staging: stage_job(data_cfg, int(seed), staging, identity), data_key)
 
 
 def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *, data_dir: str | Path,
@@ -208,8 +229,9 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
     identity = data_manifest.get("identity")
     parts = run_parts(run_cfg, tables_of(data_manifest), hasfl_run)  # the job receives what the key is made of
-    key = run_key(run_cfg, data_stage=None if identity is None else data_source(identity), inputs=parts.inputs,
-                  code=parts.code, budget=parts.budget, device_class=parts.device_class)
+    source = None if identity is None else data_source(identity)
+    key = run_key(run_cfg, data_stage=source, inputs=parts.inputs, code=parts.code, budget=parts.budget,
+                  device_class=parts.device_class)
 
     def train(staging: Path) -> None:
         from hasfl.fl.train import train_job
@@ -217,7 +239,7 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
                   checkpoint_every=int(checkpoint_every), parts=parts)
 
-    _place(store_of(results), "runs", key, Path(out_dir), train)
+    _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: run_key_of(ident, source))
 
 
 # ------------------------------------------------------------------------------------------------ prediction

@@ -1,0 +1,63 @@
+"""The run store checks content against its key (issue 46 fault 1): an entry whose files match its own manifest but
+whose manifest identity hashes to another key is refused when a job would link it, naming it; in-process on the
+digits data stage (seconds), no Snakemake."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hasfl.config import data_config, load_config
+from hasfl.dag.identity import data_identity
+from hasfl.dag.store import check_key, data_key, data_source, entry_of, run_key, run_key_of, stage_data, store_of
+from hasfl.integrity import IntegrityError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _digits(alpha: float, tmp_path: Path) -> tuple[dict, dict]:
+    cfg = load_config(REPO / "presets" / "quick.yaml")
+    cfg = copy.deepcopy(cfg)
+    cfg["partition"]["alpha"] = alpha
+    dc = data_config(cfg, "digits")
+    return dc, data_identity(dc, 42, "test-code")
+
+
+def test_an_entry_holding_another_keys_content_is_refused_not_linked(tmp_path):
+    """The hostile trial's case: the alpha-100 partition placed under the alpha-0.3 key. Before, the entry was
+    'every file checked' and linked (a new variant trained on the wrong partition, exit 0); now the job refuses,
+    naming the entry and the key its content belongs to, and links nothing."""
+    results = tmp_path / "results" / "quick"
+    results.mkdir(parents=True)
+    dc_a, id_a = _digits(100.0, tmp_path)
+    dc_b, id_b = _digits(0.3, tmp_path)
+    assert data_key(id_a) != data_key(id_b)
+    stage_data(dc_a, 42, results / "data/digits/seed42", id_a, results)
+    store = store_of(results)
+    entry_a, entry_b = entry_of(store, "data", data_key(id_a)), entry_of(store, "data", data_key(id_b))
+    shutil.copytree(entry_a, entry_b)  # another key's content, its own manifest intact
+    out = tmp_path / "variant" / "data/digits/seed42"
+    with pytest.raises(IntegrityError, match="holds the content of another key") as err:
+        stage_data(dc_b, 42, out, id_b, results)
+    assert str(entry_b) in str(err.value) and data_key(id_a)[:16] in str(err.value)
+    assert not out.exists() or not any(out.iterdir())  # nothing linked
+    shutil.rmtree(entry_b)  # what the message says to do: the job then computes its own entry
+    stage_data(dc_b, 42, out, id_b, results)
+    assert (out / "manifest.json").resolve().parent == entry_b.resolve()
+
+
+def test_a_run_entry_is_checked_against_its_key_with_the_jobs_data_stage():
+    identity = {"config": {"method": "hasfl", "seed": 42}, "inputs": {"partition.parquet": "a", "clients.parquet": "b"},
+                "code": "c", "budget": None, "device_class": "cpu"}
+    source = data_source({"dataset": "digits", "seed": 42, "config": {}, "raw": {}, "code": "x"})
+    key = run_key(identity["config"], data_stage=source, inputs=identity["inputs"], code="c", budget=None,
+                  device_class="cpu")
+    check_key(Path("e"), {"identity": identity}, key, lambda i: run_key_of(i, source))
+    other = {**identity, "config": {"method": "hasfl", "seed": 43}}
+    with pytest.raises(IntegrityError, match="hashes to"):
+        check_key(Path("e"), {"identity": other}, key, lambda i: run_key_of(i, source))
+    with pytest.raises(IntegrityError, match="no identity"):
+        check_key(Path("e"), {}, key, lambda i: run_key_of(i, source))
