@@ -61,3 +61,28 @@ def test_a_run_entry_is_checked_against_its_key_with_the_jobs_data_stage():
         check_key(Path("e"), {"identity": other}, key, lambda i: run_key_of(i, source))
     with pytest.raises(IntegrityError, match="no identity"):
         check_key(Path("e"), {}, key, lambda i: run_key_of(i, source))
+
+
+def test_equal_numbers_give_equal_keys():
+    """Issue 46 fault 3: ``capacity.tiers`` with ``1`` instead of ``1.0`` (the same value) retrained the data stage
+    and every run, byte-identical. Config loading (load_config, and the Snakefile's session through the same
+    canonical_numbers) writes an integer at a key the schema types ``number`` as its float; integer keys stay
+    integers."""
+    from hasfl.config import canonical_numbers, read_yaml
+    from hasfl.dag.identity import run_slice
+    from hasfl.dag.identity import digest
+
+    quick = REPO / "presets" / "quick.yaml"
+    plain = load_config(quick)
+    ints = load_config(quick, overrides=["capacity.tiers=[0.25,0.5,0.75,1]", "partition.alpha=1"])
+    floats = load_config(quick, overrides=["capacity.tiers=[0.25,0.5,0.75,1.0]", "partition.alpha=1.0"])
+    assert ints["capacity"]["tiers"] == [0.25, 0.5, 0.75, 1.0] and isinstance(ints["capacity"]["tiers"][3], float)
+    assert isinstance(ints["partition"]["alpha"], float) and isinstance(ints["seeds"][0], int)
+    assert isinstance(ints["federation"]["rounds"], int)
+    for d, m in (("digits", "hasfl"), ("shakespeare", "fedavg")):
+        assert digest(run_slice(ints, d, m, 42)) == digest(run_slice(floats, d, m, 42))
+        assert digest(data_config(ints, d)) == digest(data_config(floats, d))
+    assert digest(run_slice(plain, "digits", "hasfl", 42)) == digest(run_slice(canonical_numbers(plain), "digits",
+                                                                                 "hasfl", 42))
+    raw = read_yaml(REPO / "config.yaml")
+    assert canonical_numbers(raw)["capacity"] == raw["capacity"]  # the shipped presets are canonical already

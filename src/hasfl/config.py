@@ -143,7 +143,38 @@ def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFI
     for item in overrides or []:
         config = deep_merge(config, parse_override(item))
     validate_config(config)
-    return config
+    return canonical_numbers(config)
+
+
+def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with every integer at a key the schema types ``number`` written as a float (``capacity.tiers:
+    [0.25, 1]`` -> ``[0.25, 1.0]``): equal numbers give equal identities and store keys (issue 46 fault 3: an
+    integer-valued float written without ``.0`` hashed differently and retrained a byte-identical run). A key typed
+    ``integer`` keeps its int; booleans are left alone."""
+    schema = _schema()
+
+    def resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
+        while isinstance(node, Mapping) and "$ref" in node:
+            target: Any = schema
+            for part in str(node["$ref"]).removeprefix("#/").split("/"):
+                target = target[part]
+            node = target
+        return node
+
+    def walk(value: Any, node: Any) -> Any:
+        node = resolve(node) if isinstance(node, Mapping) else {}
+        kinds = node.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+        if isinstance(value, int) and not isinstance(value, bool) and "number" in kinds and "integer" not in kinds:
+            return float(value)
+        if isinstance(value, list):
+            return [walk(v, node.get("items", {})) for v in value]
+        if isinstance(value, Mapping):
+            props, extra = node.get("properties", {}), node.get("additionalProperties", {})
+            return {k: walk(v, props.get(k, extra if isinstance(extra, Mapping) else {})) for k, v in value.items()}
+        return value
+
+    return walk(dict(config), schema)
 
 
 @lru_cache(maxsize=1)

@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 from hasfl.dag import gpu as hasfl_gpu
 from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
-from hasfl.config import ConfigError, deep_merge, read_yaml, typed_command_line, validate_config
+from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
 from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest, writable_results
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
@@ -139,6 +139,8 @@ class Session:
             validate_config(self.config)
         except ConfigError as exc:
             stop(exc)
+        # equal numbers, equal identities: an integer where the schema says number is read as the float it equals
+        self.config.update(canonical_numbers(self.config))
 
     def _prepare(self) -> None:
         results = Path(self.results)
