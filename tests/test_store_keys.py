@@ -86,3 +86,25 @@ def test_equal_numbers_give_equal_keys():
                                                                                  "hasfl", 42))
     raw = read_yaml(REPO / "config.yaml")
     assert canonical_numbers(raw)["capacity"] == raw["capacity"]  # the shipped presets are canonical already
+
+
+@pytest.mark.parametrize("command", [
+    ["data", "--config", "presets/quick.yaml", "--dataset", "digits", "--seed", "42", "--overwrite"],
+    ["train", "--config", "presets/quick.yaml", "--dataset", "digits", "--method", "hasfl", "--seed", "42"],
+    ["export", "tensorboard", "RESULTS"],
+])
+def test_no_command_writes_inside_a_run_store(command, tmp_path, capsys):
+    """Issue 46 fault 2: `hasfl data / train / export tensorboard --out` into results/.store swapped or rewrote a
+    sealed entry every folder shares; each now stops with exit 2 naming the store, before writing anything (an
+    entry folder and a folder beneath one alike)."""
+    from hasfl.cli import main
+
+    store = tmp_path / "results" / ".store"
+    (tmp_path / "results" / "quick" / "runs").mkdir(parents=True)
+    for out in (store / "runs" / "k", store / "data" / "k" / "sub"):
+        args = [str(tmp_path / "results" / "quick") if a == "RESULTS" else
+                (str(REPO / a) if a.startswith("presets/") else a) for a in command]
+        assert main([*args, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "inside the run store" in err and str(store) in err, err
+        assert not out.exists()

@@ -124,6 +124,9 @@ def export_tensorboard(results: str | Path, out: str | Path | None = None) -> di
     if not (results / "runs").is_dir():
         raise ExportError(f"'{results}' has no runs/ folder (expected a results folder, e.g. results/quick)")
     out = Path(out) if out is not None else results / "tensorboard"
+    from hasfl.integrity import refuse_store_path
+
+    refuse_store_path(out, "--out")
     written: dict[str, int] = {}
     for d, m, s, run in _runs(results):
         rounds = _read(run / "rounds.parquet")

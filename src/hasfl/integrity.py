@@ -40,6 +40,7 @@ __all__ = [
     "method_module",
     "owning_results",
     "refuse_results_folder",
+    "refuse_store_path",
     "read_manifest",
     "run_identity",
     "stale_part",
@@ -327,11 +328,27 @@ def _finished_folder(path: str | Path) -> Path | None:
     return None
 
 
+#: The run store's folder name under a results directory (hasfl.dag.store.STORE).
+STORE_NAME = ".store"
+
+
+def refuse_store_path(path: str | Path, what: str) -> None:
+    """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a run store
+    (a ``.store`` folder; symlinks resolved): its entries are written once by the DAG and shared by every results
+    folder that links them, so no command writes there (issue 46 fault 2)."""
+    resolved = Path(path).resolve()
+    for parent in [resolved, *resolved.parents]:
+        if parent.name == STORE_NAME:
+            raise IntegrityError(f"{what} '{path}' is inside the run store '{parent}', whose entries are written once "
+                                 "and shared by every results folder that links them; write it outside")
+
+
 def refuse_results_folder(path: str | Path, what: str) -> None:
-    """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a
-    results folder of the workflow (:func:`owning_results`) or inside a finished data-stage / run folder
-    (one with a manifest) -- writing there would overwrite what the DAG made and checks. Symlinks in
-    ``path`` are resolved first (a path through a link into a results folder is refused too)."""
+    """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a run store
+    (:func:`refuse_store_path`), inside a results folder of the workflow (:func:`owning_results`) or inside a
+    finished data-stage / run folder (one with a manifest) -- writing there would overwrite what the DAG made and
+    checks. Symlinks in ``path`` are resolved first (a path through a link into a results folder is refused too)."""
+    refuse_store_path(path, what)
     results = owning_results(path)
     if results is not None:
         raise IntegrityError(f"{what} '{path}' is inside the results folder '{results}', which the workflow writes "

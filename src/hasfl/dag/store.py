@@ -49,7 +49,7 @@ __all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", 
            "stage_data", "store_of", "train_run"]
 
 #: The store's folder under ``results_dir``.
-STORE = ".store"
+STORE = ".store"  # hasfl.integrity.STORE_NAME, which refuses any command's output inside a store
 #: Files of a run folder that are never part of an entry (a checkpoint lives only in ``<key>.partial``).
 NOT_KEPT = ("checkpoint.pt",)
 #: Data-stage tables a run reads (their sha256 are part of its key).
