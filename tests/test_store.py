@@ -191,6 +191,37 @@ def test_a_link_whose_entry_was_removed_is_trained_again_never_stuck(snakemake, 
     assert _trained(work / "results/tiny")["fedavg"] is True
 
 
+def test_a_link_pointed_at_a_missing_entry_is_relinked_and_a_dry_run_changes_nothing(snakemake, work):
+    """Issue 46's fault found while measuring, end to end: one run file's link points at a store entry that is gone.
+    `snakemake -n` changes no byte or link under the results root and says what a run will do (it stops: Snakemake
+    cannot plan over a dangling link); the build points the link at the
+    entry that holds the file (nothing trains), exit 0, `hasfl verify` clean. Before: the session printed "made
+    again", the dry run deleted the link, and every later run refused with "delete the folder"."""
+    import os
+
+    results = work / "results/tiny"
+    run = results / "runs/digits/hasfl/seed42"
+    good = os.readlink(run / "clients.parquet")
+    (run / "clients.parquet").unlink()
+    os.symlink("../../../../../.store/runs/missing/clients.parquet", run / "clients.parquet")
+
+    def state() -> dict[str, str]:
+        root = work / "results"
+        return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else
+                                                 hashlib.sha256(p.read_bytes()).hexdigest())
+                for p in sorted(root.rglob("*")) if (p.is_symlink() or p.is_file()) and ".snakemake" not in p.parts
+                and "logs" not in p.parts and p.name != ".hasfl.lock"}
+    before = state()
+    dry = snakemake.dag(work / "base.yaml", workdir=work, target="runs", extra=("-n",))
+    # Snakemake cannot read a dangling link's time: the dry run refuses, names what a run will do, changes nothing
+    assert dry.returncode != 0 and "would be pointed again at the store entry" in dry.stderr
+    assert "without -n" in dry.stderr and state() == before
+    res = snakemake.dag(work / "base.yaml", workdir=work, target="runs")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert os.readlink(run / "clients.parquet") == good and "train" not in snakemake.job_counts(res.stdout)
+    assert _cli("verify", str(results)).returncode == 0
+
+
 def _written_before_the_store(work: Path) -> Path:
     """Turn ``results/tiny`` back into a folder of files with their links' times (as written before the store) and
     delete the store."""

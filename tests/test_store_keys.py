@@ -108,3 +108,66 @@ def test_no_command_writes_inside_a_run_store(command, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "inside the run store" in err and str(store) in err, err
         assert not out.exists()
+
+
+def _linked_world(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A results folder whose run folder links one store entry (two files and the manifest), made with the store's own
+    link_into."""
+    import json
+
+    from hasfl.dag.store import link_into
+
+    results = tmp_path / "results" / "quick"
+    entry = tmp_path / "results" / ".store" / "runs" / ("k" * 64)
+    entry.mkdir(parents=True)
+    for name in ("clients.parquet", "rounds.parquet"):
+        (entry / name).write_text(name)
+    (entry / "manifest.json").write_text(json.dumps({"files": {"clients.parquet": {}, "rounds.parquet": {}}}))
+    folder = results / "runs" / "digits" / "hasfl" / "seed42"
+    link_into(entry, folder)
+    return results, entry, folder
+
+
+def _links(root: Path) -> dict[str, str]:
+    import os
+
+    return {p.relative_to(root).as_posix(): os.readlink(p) for p in sorted(root.rglob("*")) if p.is_symlink()}
+
+
+def test_a_link_repointed_at_a_missing_entry_is_relinked_from_the_entry_that_holds_it(tmp_path):
+    """The fault found while measuring (issue 46): one run file's link pointed at a store entry that is gone. The
+    session said "made again" and then refused "delete the folder" on every later run, and a dry run had already
+    deleted the link. Now a dry run changes nothing and says what a run would do; a run points the link at the entry
+    that holds the file (nothing retrains); a folder whose entry is gone loses its links (its job links or recomputes
+    its entry); a store that is missing (unmounted, moved) is named and nothing is removed."""
+    import os
+
+    from hasfl.dag.store import repair_links
+
+    results, entry, folder = _linked_world(tmp_path)
+    good = os.readlink(folder / "clients.parquet")
+    (folder / "clients.parquet").unlink()
+    os.symlink("../../../../../.store/runs/missing/clients.parquet", folder / "clients.parquet")
+    before = _links(results)
+    dry = repair_links(results, apply=False)
+    assert dry.relinked == ("runs/digits/hasfl/seed42",) and dry.dropped == () and _links(results) == before
+    done = repair_links(results, apply=True)
+    assert done.relinked == dry.relinked and os.readlink(folder / "clients.parquet") == good
+    assert (folder / "clients.parquet").read_text() == "clients.parquet"
+    assert repair_links(results, apply=True) == type(done)((), ())  # nothing left to repair
+    (folder / "rounds.parquet").unlink()  # a link removed (an older dry run did this): relinked too
+    assert repair_links(results, apply=True).relinked == ("runs/digits/hasfl/seed42",)
+    assert (folder / "rounds.parquet").is_symlink()
+    store = entry.parent.parent
+    store.rename(tmp_path / "moved")  # the store unmounted: every link dangles, none is removed
+    before = _links(results)
+    with pytest.raises(IntegrityError, match="does not exist") as err:
+        repair_links(results, apply=True)
+    assert str(store) in str(err.value) and _links(results) == before
+    (tmp_path / "moved").rename(store)
+    import shutil
+
+    shutil.rmtree(entry)  # the entry itself gone (gc --delete): the folder's links go, its job makes it again
+    assert repair_links(results, apply=False).dropped == ("runs/digits/hasfl/seed42",) and _links(results) == before
+    assert repair_links(results, apply=True).dropped == ("runs/digits/hasfl/seed42",)
+    assert _links(results) == {} and folder.is_dir()

@@ -225,8 +225,10 @@ def folder_problems(folder: Path) -> list[str]:
     return problems
 
 
-def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, int]:
-    """Check every finished data-stage and run folder under ``results`` (``<results_dir>/<name>``).
+def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None,
+                   skip: Sequence[str] = ()) -> dict[str, int]:
+    """Check every finished data-stage and run folder under ``results`` (``<results_dir>/<name>``) but those of
+    ``skip`` (relative paths: folders whose store links are being repaired, :func:`hasfl.dag.store.repair_links`).
 
     ``expected_runs`` maps a run folder (relative to ``results``, e.g. ``runs/digits/hasfl/seed42``)
     to the config slice the preset expects there; a finished run of another slice raises
@@ -235,6 +237,8 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     counts = {"data": 0, "runs": 0, "unfinished": 0}
     for kind, pattern in (("data", "data/*/seed*"), ("runs", "runs/*/*/seed*")):
         for folder in sorted(results.glob(pattern)):
+            if folder.relative_to(results).as_posix() in skip:
+                continue
             manifest = verify_folder(folder)
             if manifest is None:
                 counts["unfinished"] += 1

@@ -5,7 +5,8 @@
 1. types ``--config`` lists as a preset file would, rereads every ``--configfile`` strictly and validates the merged
    config (:func:`hasfl.config.validate_config`), naming the key of every violation;
 2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
-   (:func:`hasfl.dag.store.drop_dangling`), checks every finished data-stage and run folder against its manifest
+   (:func:`hasfl.dag.store.repair_links`: relinked from the entry that holds the file, or dropped so the job
+   links or recomputes its entry; a dry run changes nothing), checks every finished data-stage and run folder against its manifest
    (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.identity.audit`: what is stale
    gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
    packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses
@@ -148,12 +149,29 @@ class Session:
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
                  "you can write")
-        gone = store.drop_dangling(results)
-        if gone:
-            print(f"hasfl store: {len(gone)} folders linked store entries that are gone; they are made again: "
-                  + ", ".join(gone[:5]) + (" ..." if len(gone) > 5 else ""), file=sys.stderr)
+        dry = not preflight.runs_jobs(sys.argv[1:])
         try:
-            verify_results(results)  # an edited file stops here, before Snakemake deletes what depends on it
+            repair = store.repair_links(results, apply=not dry)
+        except IntegrityError as exc:
+            stop(exc)
+        would = "would be " if dry else ""
+        for what, folders in (("pointed again at the store entry that holds their files", repair.relinked),
+                              ("made again (their store entry is gone: linked from the store or recomputed)",
+                               repair.dropped)):
+            if folders:
+                print(f"hasfl store: {len(folders)} folders with links whose target is gone {would}{what}: "
+                      + ", ".join(folders[:5]) + (" ..." if len(folders) > 5 else "")
+                      + (" (a dry run changes nothing)" if dry else ""), file=sys.stderr)
+        if dry and repair.folders:
+            # Snakemake cannot read the time of a dangling link ("unable to obtain modification time"): a dry run
+            # that left them would fail later with that; one that repaired them would change the results folder
+            stop(f"this dry run changes nothing, and Snakemake cannot plan over links whose target is gone "
+                 f"({len(repair.folders)} folders above): run the same command without -n, which repairs them first "
+                 "(relinks from the store, or makes them again), then plan")
+        try:
+            # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles
+            # (in a dry run: would handle) is no edit
+            verify_results(results, skip=repair.folders)
             found = audit(self.config, results, data_code=self.data_code, analysis_code=self.analysis_code,
                           train_code=self.train_code)
             found.raise_errors()

@@ -45,7 +45,7 @@ from typing import Any
 from hasfl.dag.identity import digest
 from hasfl.integrity import MANIFEST, IntegrityError, folder_problems, read_manifest, verify_folder
 
-__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "drop_dangling", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
+__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "Repair", "repair_links", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
            "stage_data", "store_of", "train_run"]
 
 #: The store's folder under ``results_dir``.
@@ -305,22 +305,78 @@ def _manifest_of(entry: Path) -> dict[str, Any] | None:
         return None  # the job names it
 
 
-def drop_dangling(results: str | Path) -> list[str]:
-    """Remove the links of ``results``' data-stage and run folders whose store entry is gone (``hasfl gc
-    --delete``, a store deleted by hand): they point at nothing, and Snakemake cannot read the time of such an
-    output. Their jobs then run again and relink the entry, or train it. Returns the folders touched (relative)."""
+@dataclass(frozen=True)
+class Repair:
+    """What :func:`repair_links` did (or, in a dry run, would do): folders whose dangling links were pointed again at
+    the entry that holds their files (``relinked``), folders whose links were all removed so that their job runs again
+    and links or recomputes its entry (``dropped``)."""
+
+    relinked: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (*self.relinked, *self.dropped)
+
+
+def _entry_of_folder(folder: Path, store: Path) -> Path | None:
+    """The finished store entry a linked folder's live links point at (the manifest's first), else None."""
+    links = sorted((f for f in folder.iterdir() if f.is_symlink() and f.exists()), key=lambda f: f.name != MANIFEST)
+    for f in links:
+        target = f.resolve().parent
+        if target.parent.parent == store.resolve() and (target / MANIFEST).is_file():
+            return target
+    return None
+
+
+def repair_links(results: str | Path, *, apply: bool) -> Repair:
+    """The data-stage and run folders of ``results`` with a link whose target is gone (an entry deleted by ``hasfl
+    gc --delete`` or by hand, a link repointed by hand): a dangling link whose file the folder's entry still holds
+    is pointed at it again (``relinked``: nothing reruns); a folder whose entry is gone loses all its links
+    (``dropped``: its job then links the entry of its key, or recomputes it). Only symbolic links are touched, never a
+    real file. ``apply`` False (a dry run) changes nothing and says what a run would do.
+
+    Raises:
+        IntegrityError: links point into a run store that does not exist (unmounted, moved): nothing is removed,
+            the store is named.
+    """
     results = Path(results)
-    touched = []
-    for folder in [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]:
+    store = store_of(results)
+    relinked, dropped = [], []
+    folders = [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]
+    if not store.is_dir():
+        linked = [f for f in folders if f.is_dir() and any(p.is_symlink() for p in f.iterdir())]
+        if linked:
+            raise IntegrityError(f"the run store '{store}' does not exist, but {len(linked)} folders of '{results}' "
+                                 f"link into it (e.g. {linked[0].relative_to(results).as_posix()}): was it moved or "
+                                 "unmounted? Restore it; nothing was removed")
+        return Repair((), ())
+    for folder in sorted(folders):
+        if not folder.is_dir():
+            continue
         dangling = [f for f in folder.iterdir() if f.is_symlink() and not f.exists()]
-        for f in dangling:
-            f.unlink()
-        if dangling:
-            touched.append(folder.relative_to(results).as_posix())
-    return sorted(touched)
+        entry = _entry_of_folder(folder, store)
+        if entry is not None:  # a link of the entry's files removed (by an older dry run, by hand): missing too
+            listed = (read_manifest(entry) or {}).get("files") or {}
+            dangling += [folder / n for n in sorted(listed) if not (folder / n).is_symlink() and not (folder / n).exists()]
+        if not dangling:
+            continue
+        rel = folder.relative_to(results).as_posix()
+        if entry is not None and all((entry / f.name).is_file() for f in dangling):
+            relinked.append(rel)
+            if apply:
+                for f in dangling:
+                    f.unlink(missing_ok=True)
+                    os.symlink(os.path.relpath(entry / f.name, folder.resolve()), f)
+            continue
+        dropped.append(rel)
+        if apply:
+            for f in folder.iterdir():
+                if f.is_symlink():
+                    f.unlink()
+    return Repair(tuple(relinked), tuple(dropped))
 
 
-# ------------------------------------------------------------------------------------------------ adoption
 def _real_files(folder: Path) -> bool:
     """Whether ``folder`` holds a finished output as files of its own (not links into the store)."""
     manifest = folder / MANIFEST
