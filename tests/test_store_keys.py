@@ -171,3 +171,31 @@ def test_a_link_repointed_at_a_missing_entry_is_relinked_from_the_entry_that_hol
     assert repair_links(results, apply=False).dropped == ("runs/digits/hasfl/seed42",) and _links(results) == before
     assert repair_links(results, apply=True).dropped == ("runs/digits/hasfl/seed42",)
     assert _links(results) == {} and folder.is_dir()
+
+
+def test_gc_leaves_an_entry_a_job_holds_and_keeps_a_killed_jobs_checkpoint(tmp_path):
+    """Issue 46 faults 4 and 6: `hasfl gc --delete` while a DAG runs deleted a just-trained entry (the job had sealed
+    it and not yet linked it); after a crash it deleted the killed run's .partial folder, so its rerun started at
+    round 0. Now an entry whose lock a job holds is left alone (busy), and a .partial nobody writes is listed and
+    kept unless --partial; an entry no folder links and no job holds is removed as before."""
+    import json
+
+    from hasfl.dag.store import collect, entry_lock
+
+    results, entry, folder = _linked_world(tmp_path)
+    store = entry.parent.parent
+    orphan, held = store / "runs" / ("a" * 64), store / "runs" / ("b" * 64)
+    for e in (orphan, held):
+        e.mkdir()
+        (e / "manifest.json").write_text(json.dumps({"files": {}}))
+    ckpt = store / "runs" / (("c" * 64) + ".partial")
+    ckpt.mkdir()
+    (ckpt / "checkpoint.pt").write_text("round 7")
+    with entry_lock(held):  # a job sealed it and is about to link it
+        found = collect(tmp_path / "results", delete=True)
+    assert not orphan.exists() and held.is_dir() and ckpt.is_dir() and entry.is_dir()
+    assert held in found.busy and ckpt in found.partial and found.referenced == 1
+    found = collect(tmp_path / "results", delete=True)  # the job is gone and never linked it: now it goes
+    assert not held.exists() and ckpt.is_dir()
+    collect(tmp_path / "results", delete=True, partial=True)
+    assert not ckpt.exists() and entry.is_dir() and (folder / "clients.parquet").read_text() == "clients.parquet"

@@ -133,12 +133,21 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
     if not (args.results_dir / STORE).is_dir():
         raise ConfigError(f"'{args.results_dir}' has no run store ({STORE}/); expected a results_dir such as results")
-    found = collect(args.results_dir, delete=args.delete)
+    found = collect(args.results_dir, delete=args.delete, partial=args.partial)
     verb = "removed" if args.delete else "would remove"
+    root = args.results_dir.resolve()
     for entry in found.unreferenced:
-        print(f"  {entry.relative_to(args.results_dir.resolve())}")
+        if entry not in found.busy:
+            print(f"  {entry.relative_to(root)}")
+    for entry in found.busy:
+        print(f"  {entry.relative_to(root)}: kept (a job held or linked it while gc ran)")
+    for entry in found.partial:
+        state = ("removed" if args.delete and args.partial and entry not in found.busy
+                 else "kept (a killed job's checkpoint: its rerun resumes from it; --delete --partial removes it)")
+        print(f"  {entry.relative_to(root)}: {state}")
+    removed = [e for e in found.unreferenced if e not in found.busy]
     print(f"hasfl gc: {len(found.folders)} results folders link {found.referenced} store entries; {verb} "
-          f"{len(found.unreferenced)} that none links ({found.bytes / 2**20:.1f} MiB)"
+          f"{len(removed)} that none links ({found.bytes / 2**20:.1f} MiB)"
           + ("" if args.delete else "; --delete removes them"))
     return 0
 
@@ -416,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results_dir", type=Path, nargs="?", default=Path("results"),
                    help="the results_dir holding .store/ and the preset folders (default: %(default)s)")
     p.add_argument("--delete", action="store_true", help="remove them (default: only list them)")
+    p.add_argument("--partial", action="store_true",
+                   help="with --delete, also remove the unfinished .partial folders of killed jobs (their checkpoints)")
     p.set_defaults(func=_cmd_gc)
 
     p = sub.add_parser("adopt", help="move a results folder written before the run store into it (nothing reruns)")

@@ -37,7 +37,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +202,7 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
                 make(staging)
             _seal(staging, entry)
             log.info("store: %s entry %s written", kind, key[:16])
-    link_into(entry, out_dir)
+        link_into(entry, out_dir)  # under the entry's lock: `hasfl gc --delete` takes it before it removes an entry
     log.info("store: %s -> %s", out_dir, entry)
     return entry
 
@@ -449,26 +449,57 @@ class Collected:
     bytes: int = 0
     referenced: int = 0
     folders: list[Path] = field(default_factory=list)
+    #: ``.partial`` folders nobody is writing (a killed job's checkpoint: its rerun resumes from it), kept
+    #: unless asked (``partial``), and entries a job held while gc ran (left alone).
+    partial: list[Path] = field(default_factory=list)
+    busy: list[Path] = field(default_factory=list)
 
 
 def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def collect(results_dir: str | Path, *, delete: bool = False) -> Collected:
-    """The store entries of ``results_dir`` that no link of any folder under it points to (and unfinished
-    ``.partial`` / ``.adopt`` folders whose lock nobody holds); removed only with ``delete``."""
-    results_dir = Path(results_dir).resolve()
-    store = results_dir / STORE
-    found = Collected()
+def _used(results_dir: Path, store: Path, found: Collected | None = None) -> set[Path]:
+    """The store entries some link of a folder under ``results_dir`` points to."""
     used: set[Path] = set()
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir() and p.name != STORE):
-        found.folders.append(folder)
+        if found is not None:
+            found.folders.append(folder)
         for link in folder.rglob("*"):
             if link.is_symlink():
                 target = Path(os.path.normpath(link.parent / os.readlink(link)))
                 if store in target.parents:
                     used.add(target.parent)
+    return used
+
+
+@contextmanager
+def _try_lock(entry: Path) -> Iterator[bool]:
+    """Hold ``entry``'s lock if nobody does (yields True), else yield False at once."""
+    lock = entry.with_name(entry.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = False) -> Collected:
+    """The store entries of ``results_dir`` that no link of any folder under it points to; ``.partial`` folders
+    nobody is writing (a killed job's checkpoint, ``partial``: listed apart, removed only with ``partial``); removed
+    only with ``delete``. Removal is under each entry's lock, the one a job holds while it writes and links the entry
+    (:func:`_place`): an entry a job holds is left alone (``busy``), and the links are read again once the locks are
+    held, so an entry linked meanwhile is kept (issue 46 fault 4: a just-trained entry was deleted under a running
+    DAG)."""
+    results_dir = Path(results_dir).resolve()
+    store = results_dir / STORE
+    found = Collected()
+    used = _used(results_dir, store, found)
     for kind in ("data", "runs"):
         for entry in sorted((store / kind).glob("*")) if (store / kind).is_dir() else []:
             if not entry.is_dir():
@@ -476,17 +507,33 @@ def collect(results_dir: str | Path, *, delete: bool = False) -> Collected:
             if entry in used:
                 found.referenced += 1
                 continue
-            if entry.suffix in (".partial", ".adopt") and _locked(entry_of(store, kind, entry.name.split(".")[0])):
-                continue  # a job is writing it now
+            if entry.suffix in (".partial", ".adopt"):
+                if _locked(entry_of(store, kind, entry.name.split(".")[0])):
+                    continue  # a job is writing it now
+                if entry.suffix == ".partial":
+                    found.partial.append(entry)
+                    continue
             found.unreferenced.append(entry)
             found.bytes += _size(entry)
     if delete:
-        for entry in found.unreferenced:
-            for f in entry.rglob("*"):
-                if f.is_file():
-                    f.chmod(f.stat().st_mode | stat.S_IWUSR)
-            shutil.rmtree(entry)
-            entry.with_name(entry.name.split(".")[0] + ".lock").unlink(missing_ok=True)
+        doomed = [*found.unreferenced, *(found.partial if partial else [])]
+        with ExitStack() as stack:
+            held = []
+            for entry in doomed:
+                if stack.enter_context(_try_lock(entry.with_name(entry.name.split(".")[0]))):
+                    held.append(entry)
+                else:
+                    found.busy.append(entry)
+            again = _used(results_dir, store)  # a job may have linked one before its lock was ours
+            for entry in held:
+                if entry in again:
+                    found.busy.append(entry)
+                    continue
+                for f in entry.rglob("*"):
+                    if f.is_file():
+                        f.chmod(f.stat().st_mode | stat.S_IWUSR)
+                shutil.rmtree(entry)
+        # the entries' .lock files stay: a job may have one open, waiting, and a new file would be a second lock
     return found
 
 
