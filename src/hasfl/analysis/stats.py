@@ -284,6 +284,14 @@ class PooledCorrelation:
         return math.tanh(self.z - half), math.tanh(self.z + half)
 
 
+def _fisher_terms(rs: Sequence[float], ns: Sequence[int], n_controls: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fisher's z of the runs with a finite correlation and a positive weight, and their weights ``n - 3 - k``."""
+    r, n = _arr(rs), _arr(ns)
+    w = n - 3.0 - float(n_controls)
+    keep = np.isfinite(r) & np.isfinite(w) & (w > 0)
+    return np.arctanh(np.clip(r[keep], -1.0 + 1e-12, 1.0 - 1e-12)), w[keep]
+
+
 def fisher_pool_random(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
     """Random-effects pool of the correlations ``rs`` (DerSimonian-Laird on Fisher's z).
 
@@ -296,10 +304,7 @@ def fisher_pool_random(rs: Sequence[float], ns: Sequence[int], n_controls: int =
     fixed = fisher_pool(rs, ns, n_controls)
     if fixed.n_runs < 2:
         return fixed
-    r, n = _arr(rs), _arr(ns)
-    w = n - 3.0 - float(n_controls)
-    keep = np.isfinite(r) & np.isfinite(w) & (w > 0)
-    z_i, w = np.arctanh(np.clip(r[keep], -1.0 + 1e-12, 1.0 - 1e-12)), w[keep]
+    z_i, w = _fisher_terms(rs, ns, n_controls)
     total = float(w.sum())
     tau2 = max(0.0, (fixed.q - (z_i.size - 1)) / (total - float((w ** 2).sum()) / total))
     w_star = 1.0 / (1.0 / w + tau2)
@@ -316,7 +321,7 @@ def fisher_pool_hksj(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0
     DerSimonian-Laird, ``"chi2"``, returns a negative tau^2 when Cochran's Q < runs - 1, measured: -0.059 on three
     equal correlations, and a NaN standard error with it); the standard error is
     Hartung-Knapp's (the weighted spread of the runs around the pooled z, so the seed-to-seed variance enters
-    the interval even where Cochran's Q does not reject), never below DerSimonian-Laird's (the modified
+    the interval even where Cochran's Q does not reject), never below the random-effects one (the modified
     Knapp-Hartung rule of Roever et al. 2015: with two or three runs that agree by chance the plain rule can be
     narrower than the random-effects one), and the interval's reference is t with ``runs - 1`` degrees of freedom.
     With one run there is no between-run variance to estimate: the fixed effect (normal reference) is returned.
@@ -324,13 +329,11 @@ def fisher_pool_hksj(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0
     fixed = fisher_pool(rs, ns, n_controls)
     if fixed.n_runs < 2:
         return fixed
+    import warnings
+
     from statsmodels.stats.meta_analysis import combine_effects
 
-    r, n = _arr(rs), _arr(ns)
-    w = n - 3.0 - float(n_controls)
-    keep = np.isfinite(r) & np.isfinite(w) & (w > 0)
-    z_i, w = np.arctanh(np.clip(r[keep], -1.0 + 1e-12, 1.0 - 1e-12)), w[keep]
-    import warnings
+    z_i, w = _fisher_terms(rs, ns, n_controls)
 
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         # statsmodels divides by Q / (k - 1) for I^2 (and warns on sample intervals without sizes), both unused
