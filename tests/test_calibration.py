@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from hasfl.analysis import calibration as C
+from hasfl.analysis.findings import endpoints as E
 from hasfl.analysis.findings import kernel as K
 from hasfl.analysis.runs import tail_fit
 from hasfl.analysis.specs import resolve_thresholds
@@ -62,7 +63,7 @@ def _units(curves: np.ndarray) -> list[tuple[dict, dict]]:
         diff = comp[:, 0, -1] - comp[:, 1, -1]
         u = K.t_unit("d", diff, 0.0, True, st)
         slopes = np.array([tail_fit(rounds, s[0])[0] - tail_fit(rounds, s[1])[0] for s in comp])
-        out.append((K.gap_trend(u, slopes, st, 0.0), u))
+        out.append((E.gap_trend(u, slopes, st, 0.0), u))
     return out
 
 

@@ -1,7 +1,7 @@
 """Calibration of the final-accuracy rule by simulation at the evaluation noise the runs show.
 
 A rule that withholds or qualifies a verdict must fire rarely where nothing is wrong (DEVELOPERS.md). The rule of
-:func:`hasfl.analysis.findings.kernel.gap_trend` and :func:`~hasfl.analysis.findings.kernel.t_unit` is simulated here
+:func:`hasfl.analysis.findings.endpoints.gap_trend` and :func:`~hasfl.analysis.findings.kernel.t_unit` is simulated here
 on curves built from the noise measured on the runs themselves:
 
 * each run's evaluations in the trend window (``k`` of them, :func:`hasfl.analysis.runs.tail_window`) are its level

@@ -93,7 +93,7 @@ def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, A
     ``tail_slope_pct`` is the least-squares slope of the accuracy (points per round) over the evaluations in the
     last :data:`~hasfl.analysis.specs.TREND_FRACTION` of the rounds (at least
     :data:`~hasfl.analysis.specs.TREND_MIN_EVALS`; NaN with fewer finite evaluations or no final): the findings'
-    trend of the gap between two methods (:func:`hasfl.analysis.findings.kernel.gap_trend`); ``tail_noise_pct``
+    trend of the gap between two methods (:func:`hasfl.analysis.findings.endpoints.gap_trend`); ``tail_noise_pct``
     the residual sd around that line (the evaluation noise the trend rule is calibrated at,
     :mod:`hasfl.analysis.calibration`) and ``tail_evals`` how many evaluations it read.
     """

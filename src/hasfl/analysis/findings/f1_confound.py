@@ -22,6 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hasfl.analysis.findings.correlation import (
+    corr_directional_unit,
+    corr_equivalence_unit,
+    corr_not_positive_unit,
+)
 from hasfl.analysis.findings.kernel import (
     COMPLETED,
     IMAGE,
@@ -29,9 +34,6 @@ from hasfl.analysis.findings.kernel import (
     T5,
     FindingSpec,
     Settings,
-    corr_directional_unit,
-    corr_equivalence_unit,
-    corr_not_positive_unit,
     finding,
     fmt,
     gate_unit,
@@ -41,7 +43,7 @@ from hasfl.analysis.findings.kernel import (
 )
 
 F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
-#: How the runs' correlations are pooled (:func:`hasfl.analysis.findings.kernel.corr_unit`).
+#: How the runs' correlations are pooled (:func:`hasfl.analysis.findings.correlation.corr_unit`).
 POOLING = ("random effects over the seeds, Paule-Mandel tau^2 with Hartung-Knapp's interval on t with seeds - 1 "
            "df, so the seed-to-seed variance is in the interval; the fixed effect is reported beside it")
 

@@ -17,6 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hasfl.analysis.findings.endpoints import (
+    decay_gate,
+)
 from hasfl.analysis.findings.kernel import (
     IMAGE,
     T3S,
@@ -25,7 +28,6 @@ from hasfl.analysis.findings.kernel import (
     TEXT,
     FindingSpec,
     Settings,
-    decay_gate,
     finding,
     gate_unit,
     has_runs,

@@ -4,8 +4,8 @@ is no better than its matched budget.
 * F3 [4.4; image] final acc(hasfl) - final acc(random_budget): TOST with margin
   ``f3_equiv_margin_pct`` on the paired per-seed differences; contradicted when the
   two-sided interval excludes 0, at the rung's horizon; withheld as "failed to train" when a run is at the floor
-  (:func:`~hasfl.analysis.findings.kernel.paired_final_gate`); the gap's trend is a caveat beside it
-  (:func:`~hasfl.analysis.findings.kernel.gap_trend`).
+  (:func:`~hasfl.analysis.findings.endpoints.paired_final_gate`); the gap's trend is a caveat beside it
+  (:func:`~hasfl.analysis.findings.endpoints.gap_trend`).
 * F3-shakespeare [4.6; Shakespeare] HAS-FL is the weakest of HAS-FL / FjORD / Uniform
   (paired gaps > ``f3s_min_acc_gap_pct``) while training the widest sub-models (paired
   gaps of the trained width > ``f3s_min_p_gap``).
@@ -20,6 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hasfl.analysis.findings.endpoints import (
+    final_gate,
+    gap_trend,
+    paired_final_gate,
+    pair_slopes,
+    paired_slopes,
+)
 from hasfl.analysis.findings.kernel import (
     IMAGE,
     MBS,
@@ -28,18 +35,13 @@ from hasfl.analysis.findings.kernel import (
     FindingSpec,
     Settings,
     conjunction_unit,
-    final_gate,
     finding,
-    gap_trend,
     gate_unit,
     has_runs,
     in_scope,
     left_out_note,
     num,
     paired,
-    paired_final_gate,
-    pair_slopes,
-    paired_slopes,
     t_equivalence_unit,
     t_unit,
 )

@@ -1,8 +1,8 @@
 """F4 [Section 4.5, Table 6; image]: full-model training beats sub-model training.
 
 final acc(fedavg) - final acc(hasfl) > ``f4_min_gap_pct`` (paired one-sided t over seeds) at the rung's horizon; a
-unit with a run at the floor is withheld as "failed to train" (:func:`~hasfl.analysis.findings.kernel.final_gate`);
-the gap's trend at the end is a caveat beside it (:func:`~hasfl.analysis.findings.kernel.gap_trend`).
+unit with a run at the floor is withheld as "failed to train" (:func:`~hasfl.analysis.findings.endpoints.final_gate`);
+the gap's trend at the end is a caveat beside it (:func:`~hasfl.analysis.findings.endpoints.gap_trend`).
 """
 
 from __future__ import annotations
@@ -12,20 +12,22 @@ from typing import Any
 
 import pandas as pd
 
+from hasfl.analysis.findings.endpoints import (
+    final_gate,
+    gap_trend,
+    paired_slopes,
+)
 from hasfl.analysis.findings.kernel import (
     IMAGE,
     T6S,
     FindingSpec,
     Settings,
-    final_gate,
     finding,
-    gap_trend,
     gate_unit,
     has_runs,
     in_scope,
     left_out_note,
     paired,
-    paired_slopes,
     t_unit,
 )
 

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hasfl.analysis.findings.correlation import (
+    corr_unit,
+)
 from hasfl.analysis.findings.kernel import (
     ALL,
     COMPLETED,
@@ -30,7 +33,6 @@ from hasfl.analysis.findings.kernel import (
     T8S,
     FindingSpec,
     Settings,
-    corr_unit,
     finding,
     fmt,
     gate_unit,

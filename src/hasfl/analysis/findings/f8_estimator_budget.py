@@ -6,7 +6,7 @@ one-sided lower bound > 0; contradicted when the one-sided upper bound < 0 (wors
 of F3 shows equivalence within +-``f3_equiv_margin_pct``; inconclusive otherwise; a significant
 positive difference takes precedence over equivalence (as in F3, a significant difference is not
 "indistinguishable"), at the rung's horizon. A run at the floor withholds the unit as "failed to train"
-(:func:`~hasfl.analysis.findings.kernel.paired_final_gate`); the gap's trend is a caveat beside it. A pair whose estimate equals TV on
+(:func:`~hasfl.analysis.findings.endpoints.paired_final_gate`); the gap's trend is a caveat beside it. A pair whose estimate equals TV on
 every run (F7) allocates by the true label histogram: an oracle test.
 """
 
@@ -20,6 +20,11 @@ import numpy as np
 import pandas as pd
 
 from hasfl.analysis.findings.f7_estimators import equals_tv
+from hasfl.analysis.findings.endpoints import (
+    gap_trend,
+    pair_slopes,
+    paired_final_gate,
+)
 from hasfl.analysis.findings.kernel import (
     ALL,
     CONTRADICTED,
@@ -33,11 +38,8 @@ from hasfl.analysis.findings.kernel import (
     Settings,
     finding,
     fmt,
-    gap_trend,
     gate_unit,
     left_out_note,
-    pair_slopes,
-    paired_final_gate,
     t_blocked,
     tost_fields,
 )

@@ -31,7 +31,7 @@ of the per-seed tables) never goes below ``f9_learned_loss_fraction`` x ln K (K 
 supported or contradicted (:func:`learned_gate`): at this rung the method did not train, which is evidence about the
 regime, not about the extraction. Unknown (no flag, loss or chance rate in the table): not gated. Every
 final-accuracy unit is decided at the rung's fixed horizon, the gap's trend beside it
-(:func:`~hasfl.analysis.findings.kernel.gap_trend`).
+(:func:`~hasfl.analysis.findings.endpoints.gap_trend`).
 
 Uniform's and uniform_rolling's widths are the same only when their ``p`` are; the runs' average allocated widths
 are compared per seed and a unit whose widths differ is inconclusive (not the experiment). The margins (0 points)
@@ -46,6 +46,13 @@ from typing import Any
 
 import pandas as pd
 
+from hasfl.analysis.findings.endpoints import (
+    NO_TREND_SUBMODEL,
+    failed_gate,
+    gap_trend,
+    join_reasons,
+    paired_slopes,
+)
 from hasfl.analysis.findings.kernel import (
     ALL,
     IMAGE,
@@ -54,18 +61,13 @@ from hasfl.analysis.findings.kernel import (
     T7S,
     FindingSpec,
     Settings,
-    NO_TREND_SUBMODEL,
-    failed_gate,
     finding,
-    gap_trend,
     gate_unit,
-    join_reasons,
     has_runs,
     in_scope,
     left_out_note,
     num,
     paired,
-    paired_slopes,
     t_unit,
 )
 
@@ -97,7 +99,7 @@ def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.D
     catches a Shakespeare run that predicts character frequencies, whose loss falls below ln K without any accuracy
     gain) or whose ``min_train_loss`` is not below ``fraction`` x ln K, K = 100 / ``chance_pct`` (it never left the
     uniform-guess loss). Unknown (no flag, no loss or no chance rate) is not gated
-    (:func:`~hasfl.analysis.findings.kernel.failed_gate`)."""
+    (:func:`~hasfl.analysis.findings.endpoints.failed_gate`)."""
     return failed_gate(dataset, seeds, frames, loss_fraction=fraction)
 
 

@@ -24,8 +24,9 @@ justified in docs/decisions.md) and its minimum detectable effect at ``analysis.
 Verdict rules that count what they test (docs/decisions.md): Holm's correction
 (statsmodels' ``multipletests``) over a finding's units and over a conjunction's parts
 (:func:`conjunction_unit`); a claim's unit needs ``analysis.min_seeds_for_verdict`` seeds
-(:func:`seeds_gate`); a comparison with a run that failed to train is withheld and named so (:func:`final_gate`);
-a final-accuracy comparison is decided at the rung's horizon, the gap's trend beside it (:func:`gap_trend`).
+(:func:`seeds_gate`); a comparison with a run that failed to train is withheld and named so, and a
+final-accuracy comparison is decided at the rung's horizon with the gap's trend beside it
+(:mod:`hasfl.analysis.findings.endpoints`); pooled correlations are :mod:`hasfl.analysis.findings.correlation`.
 
 A finding family (one module of this package) declares a :class:`FindingSpec`; the
 ordered registry is :data:`hasfl.analysis.findings.FINDINGS`.
@@ -46,15 +47,11 @@ import scipy.stats as sps
 from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.floors import is_missing
 from hasfl.analysis.stats import (
-    fisher_pool,
-    fisher_pool_hksj,
     paired_ci,
     t_equivalence_margin,
     t_mde,
     variance_ratio,
     variance_ratio_mde,
-    z_equivalence_margin,
-    z_mde,
 )
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED = "supported", "contradicted", "inconclusive", "mixed"
@@ -96,6 +93,9 @@ KINDS = (PAPER_CLAIM, EXTENSION, PIPELINE_CHECK, ORACLE)
 SEED_RULE_KINDS = (PAPER_CLAIM, EXTENSION)
 #: ``gate_kind`` of a unit gated for too few seeds: more seeds lift it, so its seeds are still priced.
 SEEDS_GATE = "seeds"
+#: ``gate_kind`` of a unit withheld because a run failed to train at this budget
+#: (:func:`hasfl.analysis.findings.endpoints.failed_gate`): evidence about the regime, not the claim.
+FAILED_TO_TRAIN = "failed_to_train"
 
 #: Scopes: which datasets a claim is stated for.
 IMAGE, TEXT, ALL = "image", "text", "all"
@@ -290,90 +290,17 @@ def paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, c
                   np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
 
 
-def decay_gate(dataset: str, seeds: Sequence[int], floored: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
-    """Why a decay unit (F2a, F2b, F2c, F9a) on ``dataset`` over ``seeds`` cannot be read, else None: a seed of a
-    method in ``floored`` failed to train at this budget (:func:`failed_gate`: it never learned, so it cannot
-    collapse). A seed that peaks at its last evaluation is no reason: its decay, 0, is a measurement,
-    and "last evaluation is the best" happens on a plateau by noise alone (about 1 / L of the time for L
-    evaluations on it; docs/preregistration.md)."""
-    return failed_gate(dataset, seeds, floored)
-
-
-FAILED_TO_TRAIN = "failed_to_train"
-#: What a unit gated by a run that failed to train says about itself (the pages' words).
-FAILED_LEAD = "failed to train at this budget"
-FAILED_TAIL = ("at this rung's rounds, widths and data, the comparison says nothing about the claim: it is evidence "
-               "about the regime")
-
-
-def failed_runs(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-                loss_fraction: float | None = None, floor_column: str = "at_floor") -> list[dict[str, Any]]:
-    """The runs of ``frames`` on ``dataset`` over ``seeds`` that failed to train: at the majority-class floor (the
-    accuracy floor, ``floor_column``: the best accuracy never above the class frequencies) or, with
-    ``loss_fraction``, whose lowest round-mean training loss stays at or above ``loss_fraction`` x ln K (K = 100 /
-    ``chance_pct``: the uniform-guess loss). Unknown (NA flag, no loss) is not a failure."""
-    wanted = {int(s) for s in seeds}
-    out: list[dict[str, Any]] = []
-    for df, method in frames:
-        if df is None or df.empty:
-            continue
-        sel = df[(df["dataset"] == dataset) & (df["method"] == method) & df["seed"].isin(wanted)]
-        for r in sel.sort_values("seed").to_dict("records"):
-            why = []
-            flag = r.get(floor_column)  # numpy / pandas booleans too; unknown (NA) is not a floor
-            if not is_missing(flag) and bool(flag):
-                why.append("at the majority-class floor")
-            loss, chance = num(r.get("min_train_loss")), num(r.get("chance_pct"))
-            if loss_fraction is not None and math.isfinite(loss) and math.isfinite(chance) and chance > 0:
-                ln_k = math.log(100.0 / chance)
-                if not loss < loss_fraction * ln_k:
-                    why.append(f"lowest training loss {loss:.3g} not below {loss_fraction:g} ln K = "
-                               f"{loss_fraction * ln_k:.3g}")
-            if why:
-                out.append({"method": method, "seed": int(r["seed"]), "why": "; ".join(why)})
-    return out
-
-
-class Reason(str):
-    """A gate's reason that also carries the runs that failed to train (``runs``: dicts of method, seed, why), so
-    that the unit records them (``failed_runs``) and the pages can list them."""
-
-    runs: tuple[dict[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, text: str, runs: Sequence[Mapping[str, Any]]) -> Reason:
-        out = cls(text)
-        out.runs = tuple(dict(r) for r in runs)
-        return out
-
-
-def join_reasons(*why: str | None) -> str | None:
-    """The reasons given, joined by "; " (None when none), keeping the failed runs they carry (:class:`Reason`)."""
-    given = [w for w in why if w]
-    if not given:
-        return None
-    return Reason.of("; ".join(given), [r for w in given for r in getattr(w, "runs", ())])
-
-
-def failed_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-                loss_fraction: float | None = None, floor_column: str = "at_floor") -> Reason | None:
-    """The reason a unit is withheld because one of its runs failed to train (:func:`failed_runs`), else None."""
-    runs = failed_runs(dataset, seeds, frames, loss_fraction, floor_column)
-    if not runs:
-        return None
-    return Reason.of(f"{FAILED_LEAD}: " + "; ".join(f"{r['method']} seed {r['seed']} ({r['why']})" for r in runs)
-                     + f" ({FAILED_TAIL})", [{"dataset": dataset, **r} for r in runs])
-
-
 def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
     """``unit`` made inconclusive by ``why`` (its statistics kept, its test's reading after the reason); a reason
-    that names a run that failed to train (:func:`failed_gate`) marks the unit ``gate_kind = "failed_to_train"``."""
+    that carries runs that failed to train (:class:`hasfl.analysis.findings.endpoints.Reason`) marks the unit
+    ``gate_kind = "failed_to_train"`` and lists them (``failed_runs``)."""
     if why:
         unit.update(gate=why, verdict=INCONCLUSIVE, reason=f"{why} (the test alone: {unit['verdict']} -- "
                                                            f"{unit['reason']})")
-        if FAILED_LEAD in why:
+        runs = getattr(why, "runs", ())
+        if runs:
             unit["gate_kind"] = FAILED_TO_TRAIN
-            unit["failed_runs"] = [dict(r) for r in getattr(why, "runs", ())]
+            unit["failed_runs"] = [dict(r) for r in runs]
     return unit
 
 
@@ -472,87 +399,6 @@ def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
         f"{n} seeds: fewer than analysis.min_seeds_for_verdict = {min_seeds:g}"
 
 
-def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-               loss_fraction: float | None = None) -> str | None:
-    """Why a final-accuracy comparison on ``dataset`` over ``seeds`` is withheld, else None: a run of a method in
-    ``frames`` failed to train at this budget (:func:`failed_gate`). Runs still rising are no reason:
-    the comparison is decided at the rung's fixed horizon, as the paper compares, and the trend of the gap is
-    reported beside it (:func:`gap_trend`)."""
-    return failed_gate(dataset, seeds, frames, loss_fraction)
-
-
-def paired_final_gate(rows: pd.DataFrame, sides: Sequence[tuple[str, str]]) -> str | None:
-    """:func:`final_gate` for a per-seed table of pairs (the matched-budget tables): ``sides`` are
-    ``(column prefix, method)``, e.g. ``("hasfl", "hasfl")`` reads each row's ``hasfl_at_floor``."""
-    frames = []
-    for prefix, method in sides:
-        col = f"{prefix}_at_floor"
-        if col in rows.columns:
-            frames.append((rows.assign(method=method, at_floor=rows[col]), method))
-    datasets = sorted(set(rows["dataset"])) if len(rows) else []
-    return join_reasons(*(failed_gate(d, [int(s) for s in rows["seed"]], frames) for d in datasets))
-
-
-def pair_slopes(rows: pd.DataFrame, a: str, b: str) -> np.ndarray:
-    """Per row of a matched-budget per-seed table, the gap's slope ``<a>_tail_slope_pct - <b>_tail_slope_pct``
-    (NaN in a table written before the trend was recorded)."""
-    ca, cb = f"{a}_tail_slope_pct", f"{b}_tail_slope_pct"
-    if ca not in rows.columns or cb not in rows.columns:
-        return np.full(len(rows), np.nan)
-    return rows[ca].to_numpy(dtype=np.float64) - rows[cb].to_numpy(dtype=np.float64)
-
-
-def paired_slopes(a: pd.DataFrame, ma: str, b: pd.DataFrame, mb: str, dataset: str,
-                  seeds: Sequence[int]) -> np.ndarray:
-    """Per seed of ``seeds``, the slope of the gap (``tail_slope_pct`` of ``ma`` minus that of ``mb``); NaN where
-    a table lacks the column (a table written before the trend was recorded)."""
-    pa, _ = seed_values(a, dataset, ma, "tail_slope_pct") if "tail_slope_pct" in a.columns else ({}, [])
-    pb, _ = seed_values(b, dataset, mb, "tail_slope_pct") if "tail_slope_pct" in b.columns else ({}, [])
-    return np.array([pa.get(int(s), math.nan) - pb.get(int(s), math.nan) for s in seeds], dtype=np.float64)
-
-
-def gap_trend(unit: dict[str, Any], slopes: np.ndarray, st: Settings, margin: float | None = None,
-              what: str = "full-model accuracy", tost: bool = False) -> dict[str, Any]:
-    """The caveat beside a final-accuracy unit decided at the fixed horizon: the gap's slope per
-    seed (``slopes``, points per round, from :func:`paired_slopes`), its mean and two-sided ``1 - alpha`` t interval
-    over the seeds (``gap_trend``); "still moving" when the interval excludes 0, then the reason says so, with the
-    rounds at which the mean slope would carry the gap from its estimate to the margin (``margin``; for a TOST the
-    nearer of +-margin in the direction of movement), and the verdict is never changed. On a plateau the interval
-    excludes 0 in alpha of the comparisons (calibrated by :mod:`hasfl.analysis.calibration`)."""
-    from hasfl.analysis.specs import TREND_FRACTION, TREND_MIN_EVALS
-
-    keep = slopes[np.isfinite(slopes)]
-    window = (f"the evaluations in the last {TREND_FRACTION:.0%} of the rounds (at least {TREND_MIN_EVALS})")
-    if keep.size < 2:
-        unit["gap_trend"] = {"n": int(keep.size), "window": window, "read": what, "moving": None}
-        return unit
-    ci = paired_ci(keep, np.zeros_like(keep), st.two_sided_level)
-    moving = bool(math.isfinite(ci.ci_low) and (ci.ci_low > 0.0 or ci.ci_high < 0.0))
-    trend: dict[str, Any] = {"n": int(ci.n), "slope_pct_per_round": ci.mean_diff, "low": ci.ci_low,
-                             "high": ci.ci_high, "level": st.two_sided_level, "window": window, "read": what,
-                             "moving": moving, "rounds_to_margin": None}
-    est, slope = num(unit.get("estimate")), ci.mean_diff
-    if margin is not None and math.isfinite(est) and math.isfinite(slope) and slope != 0.0:
-        target = margin if not tost else (abs(margin) if slope > 0 else -abs(margin))
-        rounds = (target - est) / slope
-        trend["rounds_to_margin"] = float(rounds) if rounds > 0 else None
-    unit["gap_trend"] = trend
-    if moving:
-        to = trend["rounds_to_margin"]
-        where = (f"at that rate it reaches the margin {fmt(target)} after {to:.0f} more rounds" if to is not None
-                 else "it moves away from the margin")
-        unit["reason"] += (f"; caveat: the gap is still moving, {slope:+.3g} [{fmt(ci.ci_low)}, {fmt(ci.ci_high)}] "
-                           f"points per round over {window} ({st.two_sided_level:.0%} interval over "
-                           f"{ci.n} seeds; {where}): the verdict is at this horizon, the ranking at convergence may "
-                           "differ")
-    return unit
-
-
-NO_TREND_SUBMODEL = ("sub-model accuracy is read at the final state only (tables/submodel_accuracy.parquet evaluates "
-                     "each run's last-round sub-models; no sub-model accuracy curve is logged), so no trend is read for "
-                     "it; the full-model unit beside it carries the full model's")
-
-
 # --- unit evaluators ------------------------------------------------------------------------
 
 
@@ -617,109 +463,6 @@ def t_equivalence_unit(name: str, values: np.ndarray, margin: float, st: Setting
         unit.update(verdict=v, reason=(f"{why} (n = {eq.n}; minimum detectable difference at {st.power:.0%} power: "
                                        f"{fmt(unit['mde'])}; smallest margin a TOST reaches at that power if the "
                                        f"true difference is 0: {fmt(unit['min_equivalence_margin'])})"))
-    return unit
-
-
-def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
-              size: str = "n_clients") -> dict[str, Any]:
-    """The pooled correlation of ``column`` over the runs ``rows`` (without a verdict; ``_se`` / ``_df``: the
-    pooled se and its t reference's degrees of freedom, infinite for the normal).
-
-    Random effects over the seeds (:func:`hasfl.analysis.stats.fisher_pool_hksj`: Paule-Mandel's tau^2,
-    Hartung-Knapp's interval with t on runs - 1 df), so the seed-to-seed variance is in the interval; the fixed
-    effect is kept beside it (``fixed_effect``). ``size``: the column of each run's number of observations the
-    Fisher weights count (F1d: the clients free to move)."""
-    rs = rows[column].to_numpy(dtype=np.float64) if len(rows) else np.array([])
-    ns = pd.to_numeric(rows[size], errors="coerce").to_numpy(dtype=np.float64) if len(rows) else np.array([])
-    fixed = fisher_pool(rs, ns, n_controls)
-    pool = fisher_pool_hksj(rs, ns, n_controls)
-    if math.isfinite(pool.df):
-        pooling = (f"random effects over {pool.n_runs} seeds (tau^2 = {fmt(pool.tau2)}, Hartung-Knapp interval, t on "
-                   f"{pool.df:g} df); fixed effect {fmt(fixed.r)} {_bracket(fixed.interval(st.one_sided_level))}")
-    else:
-        pooling = "one run: its clients' interval (no seed-to-seed variance)"
-    low, high = pool.interval(st.one_sided_level)
-    two_low, two_high = pool.interval(st.two_sided_level)
-    f_low, f_high = fixed.interval(st.one_sided_level)
-    return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
-            "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
-            "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
-            "heterogeneity_p": pool.q_p, "tau2": pool.tau2, "pooling": pooling,
-            "fixed_effect": {"estimate": fixed.r, "low": f_low, "high": f_high, "se_z": fixed.se},
-            "values": {str(int(s)): num(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
-            "_se": pool.se, "_df": pool.df}
-
-
-def _bracket(interval: tuple[float, float]) -> str:
-    return f"[{fmt(interval[0])}, {fmt(interval[1])}]"
-
-
-def corr_directional_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, margin: float,
-                          above: bool, st: Settings) -> dict[str, Any]:
-    """One-sided z test of the pooled correlation beyond ``margin`` (F1a, F6)."""
-    unit = corr_unit(name, rows, column, n_controls, st)
-    se, df = unit.pop("_se"), unit.pop("_df")
-    shift = z_mde(se, st.alpha, st.power, df=df)
-    edge = math.atanh(margin)
-    unit["margin"], unit["decision"] = margin, "directional"
-    unit["p_supported"], unit["p_contradicted"] = z_p(unit["z"], se, margin, above, df)
-    unit["mde"] = math.tanh(edge + shift) if above else math.tanh(edge - shift)
-    if unit["n"] == 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
-        return unit
-    v, why = directional(unit["low"], unit["high"], margin, above)
-    side = ">=" if above else "<="
-    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
-                                  f"{st.power:.0%} power needs a true r {side} {fmt(unit['mde'])})")
-    return unit
-
-
-def corr_not_positive_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
-    """F1c: supported when the upper bound < margin; contradicted when the lower bound > 0."""
-    unit = corr_unit(name, rows, column, 1, st)
-    se, df = unit.pop("_se"), unit.pop("_df")
-    unit["margin"] = margin
-    unit["p_supported"] = z_p(unit["z"], se, margin, False, df)[0]
-    unit["p_contradicted"] = z_p(unit["z"], se, 0.0, True, df)[0]
-    unit["mde"] = math.tanh(math.atanh(margin) - z_mde(se, st.alpha, st.power, df=df))
-    if unit["n"] == 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation")
-        return unit
-    low, high = unit["low"], unit["high"]
-    if low > 0.0:
-        v, why = CONTRADICTED, f"lower bound {fmt(low)} > 0: a consistent positive data signal remains"
-    elif high < margin:
-        v, why = SUPPORTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
-    else:
-        v, why = INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)} and 0"
-    unit.update(verdict=v, reason=f"{why} (pooled over {unit['n']} run(s), {unit['n_clients']} clients; "
-                                  f"{st.power:.0%} power needs a true r <= {fmt(unit['mde'])})")
-    return unit
-
-
-def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings,
-                          size: str = "n_clients") -> dict[str, Any]:
-    """F1d: TOST of the pooled partial correlation at +-margin; contradicted when the two-sided interval excludes 0.
-    Pooled with random effects over the seeds (:func:`corr_unit`); ``size`` as :func:`corr_unit`."""
-    unit = corr_unit(name, rows, column, 1, st, size=size)
-    se, df = unit.pop("_se"), unit.pop("_df")
-    unit["margin"], unit["decision"] = margin, "tost"
-    unit["p_supported"] = max(z_p(unit["z"], se, -margin, True, df)[0], z_p(unit["z"], se, margin, False, df)[0])
-    unit["p_contradicted"] = (2.0 * float(_sf(abs(unit["z"]) / se, df))
-                              if math.isfinite(se) and se > 0 and math.isfinite(unit["z"]) else math.nan)
-    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True, df=df)) if math.isfinite(se) else math.nan
-    unit["min_equivalence_margin"] = math.tanh(z_equivalence_margin(se, st.alpha, st.power, df)) \
-        if math.isfinite(se) else math.nan
-    if unit["n"] == 0:
-        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined partial correlation and a positive Fisher "
-                                                 f"weight ({size} - 4 > 0)")
-        return unit
-    v, why = equivalence(unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"], margin)
-    counted = "clients free to move" if size == "n_free" else "clients"
-    unit.update(verdict=v, reason=(f"{why} ({unit['pooling']}; pooled over {unit['n']} run(s), {unit['n_clients']} "
-                                   f"{counted}; minimum "
-                                   f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
-                                   f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
     return unit
 
 

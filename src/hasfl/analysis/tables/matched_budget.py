@@ -33,7 +33,7 @@ def matched_budget(metrics: pd.DataFrame, datasets: Sequence[str], methods: Sequ
     both methods' final accuracy and avg p and their differences (hasfl - random_budget),
     whether each run is at the accuracy floor (NA when unknown), and each run's ``delta_pct`` (final - best)
     ``last_gain_pct`` (its last evaluation's gain) and ``tail_slope_pct`` (its accuracy's slope at the end: the
-    findings' trend of the gap, :func:`hasfl.analysis.findings.kernel.gap_trend`); seeds where either
+    findings' trend of the gap, :func:`hasfl.analysis.findings.endpoints.gap_trend`); seeds where either
     run diverged are kept with ``paired = False``. ``summary`` has one row per dataset x
     metric:
 
