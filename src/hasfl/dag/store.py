@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import digest
-from hasfl.integrity import MANIFEST, IntegrityError, folder_problems, read_manifest, verify_folder
+from hasfl.integrity import MANIFEST, STORE_NAME, IntegrityError, folder_problems, read_manifest, verify_folder
 
 __all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "Repair", "repair_links", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
            "stage_data", "store_of", "train_run"]
 
 #: The store's folder under ``results_dir``.
-STORE = ".store"  # hasfl.integrity.STORE_NAME, which refuses any command's output inside a store
+STORE = STORE_NAME  # one name: hasfl.integrity refuses any command's output inside a store by it
 #: Files of a run folder that are never part of an entry (a checkpoint lives only in ``<key>.partial``).
 NOT_KEPT = ("checkpoint.pt",)
 #: Data-stage tables a run reads (their sha256 are part of its key).
