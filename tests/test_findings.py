@@ -991,6 +991,66 @@ def test_f1d_counts_the_clients_free_to_move_and_reports_their_own_test():
     assert "seed 42: r = 0.78, p = 0.042" in u["reason"]
 
 
+def _brute_stratified_p(strata):
+    """Every joint ordering of the strata's y, the statistic sum((n_i - 1) r_i) by stats.pearson."""
+    import itertools
+
+    def stat(ys):
+        return sum((len(x) - 1) * stats.pearson(x, y) for (x, _), y in zip(strata, ys, strict=True))
+
+    observed = stat([y for _, y in strata])
+    joint = [stat([np.asarray(y)[list(o)] for (_, y), o in zip(strata, orders, strict=True)])
+             for orders in itertools.product(*(itertools.permutations(range(len(x))) for x, _ in strata))]
+    return observed / sum(len(x) - 1 for x, _ in strata), np.mean(np.abs(joint) >= abs(observed) - 1e-12)
+
+
+def test_stratified_permutation_test_equals_every_joint_ordering_and_pools_the_seeds():
+    """F1d's pooled test (issue 45 point 6): exact p equals a brute-force count over every joint ordering (strata of
+    3, 4 and 5 points, several draws); one stratum is the per-seed test; the random orderings approach the exact p;
+    three seeds each at r ~ 0.6 on 6 free clients are not significant alone, pooled they are."""
+    rng = np.random.default_rng(7)
+    for sizes in [(3, 4), (4, 5), (3, 3, 4)]:
+        for _ in range(3):
+            strata = [(rng.normal(size=n), rng.normal(size=n)) for n in sizes]
+            res = stats.stratified_permutation_corr(strata)
+            r, p = _brute_stratified_p(strata)
+            assert res.exact and res.n_strata == len(sizes) and res.n == sum(sizes)
+            assert res.r == pytest.approx(r, abs=1e-12) and res.p == pytest.approx(p, abs=1e-12)
+    one = [(rng.normal(size=6), rng.normal(size=6))]
+    assert stats.stratified_permutation_corr(one).p == pytest.approx(stats.permutation_corr_p(*one[0])[0])
+    strata = [(rng.normal(size=5), rng.normal(size=5)) for _ in range(3)]  # 120^3 orderings > 200,000: random
+    mc = stats.stratified_permutation_corr(strata)
+    exact = stats.stratified_permutation_corr(strata, exact_max=2_000_000)
+    assert not mc.exact and exact.exact and abs(mc.p - exact.p) < 0.02
+    x = np.arange(6.0)
+    y = np.array([0.0, 2.0, 1.0, 4.0, 2.0, 3.0]) * 0.5  # r ~ 0.7 over 6 points
+    alone = stats.permutation_corr_p(x, y)[0]
+    pooled = stats.stratified_permutation_corr([(x, y)] * 3)
+    assert alone > 0.1 and pooled.p < 0.05 and pooled.r == pytest.approx(stats.pearson(x, y))
+    # strata without a correlation (too few points, a constant) are left out; none left: NaN
+    assert stats.stratified_permutation_corr([([1, 2], [3, 4]), (x, np.ones(6))]).n_strata == 0
+    assert math.isnan(stats.stratified_permutation_corr([([1, 2], [3, 4])]).p)
+    with pytest.raises(ValueError, match="3 x and 2 y"):
+        stats.stratified_permutation_corr([([1, 2, 3], [1, 2])])
+
+
+def test_f1d_reports_the_free_clients_pooled_permutation_test_beside_the_tost():
+    """The free clients' values in Table 5 pooled over the seeds by the stratified permutation test, reported in
+    the unit and its reason; the TOST's verdict is unchanged by it (it is reported beside)."""
+    free = np.arange(6.0)
+    tv = np.array([0.0, 2.0, 1.0, 4.0, 2.0, 3.0]) * 0.05
+    kw = dict(pr_p_tv_pmax=[0.05, -0.05, 0.0], n_clients=[48] * 3, n_free=[6] * 3)
+    base = unit(evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", t5("hasfl", "cifar10", **kw)))[F.F1D],
+                "cifar10")
+    rows = t5("hasfl", "cifar10", **kw, p_free=[list(free)] * 3, tv_free=[list(tv)] * 3)
+    u = unit(evaluate(replace(base_tables(), F.T5, "cifar10", "hasfl", rows))[F.F1D], "cifar10")
+    want = stats.stratified_permutation_corr([(free, tv)] * 3)
+    assert u["free_clients_pooled_test"] == {"r": pytest.approx(want.r), "p_perm": pytest.approx(want.p),
+                                             "exact": False, "n_seeds": 3, "n": 18}
+    assert "free_clients_pooled_test" not in base and u["verdict"] == base["verdict"]
+    assert "stratified permutation test" in u["reason"] and "18 free clients" in u["reason"]
+
+
 def test_exact_permutation_p_of_a_correlation_and_table5_free_clients():
     from hasfl.analysis.confound import confound_row
 
@@ -1006,3 +1066,4 @@ def test_exact_permutation_p_of_a_correlation_and_table5_free_clients():
     assert row["n_free"] == 4
     assert row["r_p_tv_free"] == pytest.approx(stats.pearson([0.5, 0.6, 0.8, 0.9], [0.1, 0.2, 0.5, 0.7]))
     assert row["p_perm_free"] == pytest.approx(stats.permutation_corr_p([0.5, 0.6, 0.8, 0.9], [0.1, 0.2, 0.5, 0.7])[0])
+    assert row["p_free"] == [0.5, 0.6, 0.8, 0.9] and row["tv_free"] == [0.1, 0.2, 0.5, 0.7]

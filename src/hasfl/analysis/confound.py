@@ -34,6 +34,9 @@ _DECOMP = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_j
            "r2_tier_given_tv")
 COLUMNS = ["dataset", "seed", "method", "status", "n_clients", "n_tiers", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax",
            "pr_p_tv_pmax", *_DECOMP, "n_free", "r_p_tv_free", "p_perm_free"]
+#: The free clients' values (lists, in client order) that F1d's stratified permutation test pools over the seeds;
+#: kept out of :data:`COLUMNS`, whose statistics are numbers.
+FREE_VALUES = ["p_free", "tv_free"]
 
 
 def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[str, Any]:
@@ -69,6 +72,8 @@ def confound_row(data_clients: pd.DataFrame, run_clients: pd.DataFrame) -> dict[
         # the free clients' own test: r(p, TV) among them, two-sided permutation p (exact up to 9)
         "r_p_tv_free": pearson(p[free], tv[free]) if int(free.sum()) >= 3 else float("nan"),
         "p_perm_free": p_perm_free,
+        "p_free": [float(v) for v in p[free]],
+        "tv_free": [float(v) for v in tv[free]],
     }
 
 
@@ -111,7 +116,7 @@ def table5_confound(data_clients: Mapping[tuple[str, int], pd.DataFrame],
                 row["status"] = run_status.get(key, "completed")
                 row.update(confound_row(data_clients[(dataset, int(seed))], run_clients[key]))
                 rows.append(row)
-    df = pd.DataFrame.from_records(rows, columns=COLUMNS)
+    df = pd.DataFrame.from_records(rows, columns=COLUMNS + FREE_VALUES)
     for c in COLUMNS[6:]:
         df[c] = df[c].astype("float64")
     df["n_clients"] = df["n_clients"].fillna(0).astype("int64")

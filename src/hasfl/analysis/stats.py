@@ -11,6 +11,8 @@
 * :func:`paired_ci` -- matched-budget comparison: paired differences, Student-t
   confidence interval and paired t-test
   (a one-sample t-test of the differences, identical to scipy's ttest_rel).
+* :func:`permutation_corr_p`, :func:`stratified_permutation_corr` -- a correlation's permutation test, alone
+  and pooled over runs with ``y`` permuted within each run (F1d's free clients).
 * :func:`fisher_pool` -- correlations of several runs pooled in Fisher's z (fixed
   effect, weights n - 3 - k for k controlled variables), with Cochran's Q.
 * :func:`variance_ratio` -- ratio of two seed-to-seed standard deviations with its
@@ -49,6 +51,8 @@ __all__ = [
     "mean_std",
     "paired_ci",
     "permutation_corr_p",
+    "StratifiedPermutation",
+    "stratified_permutation_corr",
     "partial_corr",
     "partial_corr_closed_form",
     "pearson",
@@ -244,6 +248,70 @@ def permutation_corr_p(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.
     perms = np.argsort(rng.random((n_perm, n)), axis=1)
     rs = b[perms] @ a
     return float((np.sum(np.abs(rs) >= abs(r) - 1e-12) + 1) / (n_perm + 1)), False
+
+
+@dataclass(frozen=True)
+class StratifiedPermutation:
+    """A correlation pooled over strata (runs) and its stratified permutation test
+    (:func:`stratified_permutation_corr`).
+
+    ``r``: ``sum((n_i - 1) r_i) / sum(n_i - 1)`` over the strata read; ``p``: two-sided permutation p of that
+    statistic; ``exact``: every joint ordering enumerated; ``n_strata`` / ``n``: strata read and their points."""
+
+    r: float
+    p: float
+    exact: bool
+    n_strata: int
+    n: int
+
+
+def _stratum_terms(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` centred and scaled to unit norm, so ``y[perm] @ x`` is Pearson's r of that ordering."""
+    a, b = x - x.mean(), y - y.mean()
+    return a / np.sqrt((a ** 2).sum()), b / np.sqrt((b ** 2).sum())
+
+
+def stratified_permutation_corr(strata: Sequence[tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray]],
+                                *, exact_max: int = 200_000, n_perm: int = 9999,
+                                seed: int = 0) -> StratifiedPermutation:
+    """Pearson's r pooled over strata and its stratified permutation test: ``y`` permuted within each stratum,
+    independently across strata, the statistic ``T = sum((n_i - 1) r_i)`` (each stratum weighted by the
+    inverse of r_i's permutation variance ``1 / (n_i - 1)``, the exact counterpart of Fisher's ``n_i - 3``).
+
+    Two-sided p: the share of joint orderings with ``|T*| >= |T|`` (up to 1e-12); every joint ordering when their
+    number ``prod(n_i!)`` is at most ``exact_max`` (exact), else ``n_perm`` random joint orderings from ``seed``
+    plus the observed one, ``(b + 1) / (n_perm + 1)``. A stratum with fewer than 3 points or a constant variable
+    carries no correlation and is left out; none left: NaN."""
+    terms = []
+    for x, y in strata:
+        a, b = _arr(x), _arr(y)
+        if a.size != b.size:
+            raise ValueError(f"stratified_permutation_corr: a stratum has {a.size} x and {b.size} y values")
+        if a.size >= 3 and math.isfinite(pearson(a, b)):
+            terms.append(_stratum_terms(a, b))
+    if not terms:
+        return StratifiedPermutation(_NAN, _NAN, False, 0, 0)
+    weights = np.array([a.size - 1.0 for a, _ in terms])
+    observed = float(sum(w * (b @ a) for w, (a, b) in zip(weights, terms, strict=True)))
+    total = observed / float(weights.sum())
+    n = int(sum(a.size for a, _ in terms))
+    orderings = math.prod(math.factorial(a.size) for a, _ in terms)
+    if orderings <= exact_max:
+        import itertools
+
+        joint = np.zeros(1)
+        for w, (a, b) in zip(weights, terms, strict=True):
+            perms = np.array(list(itertools.permutations(range(a.size))), dtype=np.intp)
+            joint = (joint[:, None] + w * (b[perms] @ a)[None, :]).ravel()
+        p = float(np.mean(np.abs(joint) >= abs(observed) - 1e-12))
+        return StratifiedPermutation(total, p, True, len(terms), n)
+    rng = np.random.default_rng(seed)
+    draws = np.zeros(n_perm)
+    for w, (a, b) in zip(weights, terms, strict=True):
+        perms = np.argsort(rng.random((n_perm, a.size)), axis=1)
+        draws += w * (b[perms] @ a)
+    p = float((np.sum(np.abs(draws) >= abs(observed) - 1e-12) + 1) / (n_perm + 1))
+    return StratifiedPermutation(total, p, False, len(terms), n)
 
 
 # --- pooled correlations (F1, F6) ------------------------------------------------------------

@@ -10,7 +10,8 @@ datasets are in scope:
   when significantly positive.
 * F1d [4.4] pooled r(p, TV | pmax) ~ 0: TOST with margin ``f1d_equiv_pr_p_tv``;
   contradicted when the two-sided interval excludes 0. The Fisher weights count the clients free to
-  move (``n_free``), and their own test (r(p, TV) among them, permutation p) is reported beside.
+  move (``n_free``), and their own test (r(p, TV) among them, permutation p) is reported beside, per seed and
+  pooled over the seeds by a stratified permutation test (:func:`free_clients_pooled_test`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ from hasfl.analysis.findings.kernel import (
     num,
     t_unit,
 )
+from hasfl.analysis.stats import stratified_permutation_corr
 
 F1A, F1B, F1C, F1D = "F1a", "F1b", "F1c", "F1d"
+#: Random joint orderings of F1d's pooled permutation test when enumerating every one is too many (> 200,000).
+PERMUTATIONS = 9999
 #: How the runs' correlations are pooled (:func:`hasfl.analysis.findings.correlation.corr_unit`).
 POOLING = ("random effects over the seeds, Paule-Mandel tau^2 with Hartung-Knapp's interval on t with seeds - 1 "
            "df, so the seed-to-seed variance is in the interval; the fixed effect is reported beside it")
@@ -78,6 +82,19 @@ def control_gate(t5: pd.DataFrame, dataset: str, st: Settings) -> str | None:
     return (f"the positive control F6 on this dataset is {c['verdict']} ({fmt(c['estimate'])} "
             f"[{fmt(c['low'])}, {fmt(c['high'])}]): the estimate sees no data signal even with equal widths, so "
             "its absence here says nothing about capacity")
+
+
+def free_clients_pooled_test(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """F1d's free clients pooled over the seeds by their own test (:func:`hasfl.analysis.stats.stratified_permutation_corr`:
+    TV permuted among each seed's free clients, the statistic ``sum((n_i - 1) r_i)``): the exact counterpart of the
+    pooled Fisher z whose weights count the free clients. None when Table 5 carries no free clients' values."""
+    if not {"p_free", "tv_free"} <= set(rows.columns) or not len(rows):
+        return None
+    strata = [(np.asarray(p, dtype=np.float64), np.asarray(tv, dtype=np.float64))
+              for p, tv in zip(rows["p_free"], rows["tv_free"], strict=True)
+              if not (np.isscalar(p) or p is None or np.isscalar(tv) or tv is None)]
+    res = stratified_permutation_corr(strata, n_perm=PERMUTATIONS, seed=0)
+    return {"r": num(res.r), "p_perm": num(res.p), "exact": res.exact, "n_seeds": res.n_strata, "n": res.n}
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
@@ -147,6 +164,13 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             u["free_clients_test"] = own
             u["reason"] += ("; among the free clients r(p, TV) and its two-sided permutation p per seed: "
                             + ", ".join(f"seed {k}: r = {fmt(v['r'])}, p = {fmt(v['p_perm'])}" for k, v in own.items()))
+        pooled = free_clients_pooled_test(rows)
+        if pooled is not None:
+            u["free_clients_pooled_test"] = pooled
+            how = "exact over every joint ordering" if pooled["exact"] else f"{PERMUTATIONS} random joint orderings"
+            u["reason"] += (f"; pooled over the seeds by their stratified permutation test (TV permuted among each "
+                            f"seed's free clients, {how}): r = {fmt(pooled['r'])}, two-sided p = {fmt(pooled['p_perm'])}"
+                            f" ({pooled['n_seeds']} seed(s), {pooled['n']} free clients)")
         units.append(u)
     out.append(finding(
         F1D, claim="The allocations do not track true heterogeneity: r(p, TV | pmax) ~ 0", source="Section 4.4, Table 5",
@@ -155,7 +179,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
              "1 - alpha interval excludes 0; contradiction takes precedence; the Fisher weights count "
              "the clients free to move (n_free - 4 per run: the only ones that can carry the correlation, since "
              "Eq. 6 pins the capped tiers), and their own test (r(p, TV) among them, exact permutation p) is "
-             "reported beside it",
+             "reported beside it, per seed and pooled over the seeds (a stratified permutation test: TV permuted "
+             "among each seed's free clients)",
         margin_key="f1d_equiv_pr_p_tv", st=st, units=units, files=files,
         mde_meaning="minimum detectable |r| of the two-sided test (see min_equivalence_margin per unit)",
         not_run="no completed hasfl run on an image dataset"))
