@@ -277,6 +277,8 @@ def test_execution_keys_live_in_one_block_outside_every_identity() -> None:
     assert run_config(other, "cifar10", "hasfl", 42) == run_config(base, "cifar10", "hasfl", 42)
     assert analysis_identity(other, "c") == analysis_identity(base, "c")
     assert analysis_identity(load_config(overrides=["seeds=[42]"]), "c") != analysis_identity(base, "c")
+    # a renamed folder (issue 46 fault 18): the name is in no table or finding, only report.md's params
+    assert analysis_identity(load_config(overrides=["name=paper-copy"]), "c") == analysis_identity(base, "c")
     for key in ("warm_worker", "checkpoint_every", "max_cpu_wall_hours", "gpu"):
         with pytest.raises(ConfigError, match=rf"config key '{key}' was removed: it moved into the execution block"):
             load_config(overrides=[f"{key}=0"])

@@ -146,8 +146,10 @@ NOT_ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis/results_page.py",)
 def analysis_code_digest(base: Path) -> str:
     """The analysis code identity of the checkout ``base``: :data:`ANALYSIS_CODE` less :data:`NOT_ANALYSIS_CODE`."""
     return source_digest(base, *ANALYSIS_CODE, exclude=NOT_ANALYSIS_CODE)
-#: Config keys no analysis byte depends on (where files live, how jobs are run).
-NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution")
+#: Config keys no analysis table, figure or finding depends on (where files live, how jobs are run, the folder's
+#: ``name``). ``report.md`` prints the name: its rule carries it as a param, so a renamed folder reruns the report
+#: alone (seconds), not every table and evaluation.
+NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution", "name")
 
 
 def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
