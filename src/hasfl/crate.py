@@ -259,8 +259,10 @@ def export_rocrate(results: str | Path, out: str | Path,
                          "all first)")
     configs = _configfiles(results, configfiles)
     _check_out(out)
-    lock = ResultsLock(results)
-    lock.acquire()  # as hasfl adopt: not while a DAG writes the folder, so the bytes copied are the bytes checked
+    # as hasfl adopt: not while a DAG writes the folder, so the bytes copied are the bytes checked; a reader, so a
+    # folder that cannot be written (read-only disk) is exported without making a lock file there
+    lock = ResultsLock(results, write=False)
+    lock.acquire()
     try:
         verify_results(results)
         analysis = verify_analysis(results)

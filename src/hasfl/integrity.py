@@ -18,6 +18,7 @@ Torch-free: the Snakefile imports this module.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -32,6 +33,7 @@ from hasfl.io import InputFileError, sha256_file, write_json
 
 __all__ = [
     "MANIFEST",
+    "NOT_WRITABLE",
     "TRAINING_CODE",
     "IntegrityError",
     "ResultsLock",
@@ -256,49 +258,93 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     return counts
 
 
+#: The errno values of a write the file system refuses for good (read-only file system, no permission): where they
+#: mean "nothing can be written here", a reader goes on without writing (:class:`ResultsLock`, the run store's lock).
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 class ResultsLock:
     """An exclusive lock on one results folder, held while a workflow writes into it.
 
     ``flock`` on ``<results>/.hasfl.lock``: released by the kernel when the holder exits, however
     it exits, so a killed run leaves no stale lock. The file names the holder (host, pid,
     working directory, command) for the message a second writer gets.
+
+    ``write=False`` (a command that only reads the folder, ``hasfl export rocrate``): in a folder that cannot be
+    written (read-only file system, no write permission) an existing lock file is locked shared through a read-only
+    descriptor (a DAG writing the folder still refuses it) and a missing one is not made: nobody holds a lock whose
+    file does not exist (issue 46 fault 14). A writer gets one :class:`IntegrityError` naming the folder instead of
+    the raw ``OSError``.
     """
 
     NAME = ".hasfl.lock"
 
-    def __init__(self, results: Path) -> None:
+    def __init__(self, results: Path, *, write: bool = True) -> None:
         self.path = Path(results) / self.NAME
+        self.write = write
         self._fd: int | None = None
+        self._reading = False  # held as a reader of a folder that cannot be written, without a lock file
 
     @property
     def held(self) -> bool:
         """Whether this object holds the lock (a second ``flock`` from the same process on a new descriptor would
         wait for the first)."""
-        return self._fd is not None
+        return self._fd is not None or self._reading
 
     def acquire(self) -> None:
-        """Take the lock (nothing to do when held already) or raise :class:`IntegrityError` naming the holder."""
+        """Take the lock (nothing to do when held already) or raise :class:`IntegrityError` naming the holder, or the
+        folder when a writer cannot write it."""
         if self.held:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if self.write or exc.errno not in NOT_WRITABLE:
+                raise IntegrityError(f"results folder '{self.path.parent}' cannot be written ({exc.strerror or exc}): "
+                                     f"its lock file '{self.path}' cannot be made or opened, and this command writes "
+                                     "the folder; make it writable (remount it read-write, or give this user write "
+                                     "access), or work on a copy of it") from None
+            self._acquire_reading()
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise IntegrityError(f"results folder '{self.path.parent}' is being written by another run ({holder}); "
-                                 "wait for it to finish or stop it, or use another `name` / `results_dir`") from None
+            self._refuse(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "cwd": os.getcwd(),
                                   "command": " ".join(sys.argv)}).encode(), 0)
         self._fd = fd
+
+    def _acquire_reading(self) -> None:
+        """The reader's lock of a folder that cannot be written: the existing lock file shared, or none."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            self._reading = True
+            return
+        except OSError as exc:
+            raise IntegrityError(f"results folder '{self.path.parent}': its lock file '{self.path}' cannot be read "
+                                 f"({exc.strerror or exc}); give this user read access to the folder") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._refuse(fd)
+        self._fd = fd
+
+    def _refuse(self, fd: int) -> None:
+        """Close ``fd`` and raise the error naming the run that holds the lock (what its lock file says)."""
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise IntegrityError(f"results folder '{self.path.parent}' is being written by another run ({holder}); "
+                             "wait for it to finish or stop it, or use another `name` / `results_dir`") from None
 
     def release(self) -> None:
         """Give the lock back (also done by the kernel at exit)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._reading = False
 
 
 def _spellings(path: str | Path) -> list[Path]:

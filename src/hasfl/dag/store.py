@@ -29,6 +29,7 @@ Torch-free at import; the job functions import the engine when they train.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -36,17 +37,19 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import digest
-from hasfl.integrity import MANIFEST, STORE_NAME, IntegrityError, folder_problems, read_manifest, verify_folder
+from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
+                             verify_folder)
 
-__all__ = ["STORE", "Collected", "adopt", "collect", "data_key", "data_source", "Repair", "repair_links", "entry_of", "in_store", "link_into", "run_key", "run_key_of",
-           "stage_data", "store_of", "train_run"]
+__all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
+           "entry_of", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
+           "train_run"]
 
 #: The store's folder under ``results_dir``.
 STORE = STORE_NAME  # one name: hasfl.integrity refuses any command's output inside a store by it
@@ -59,8 +62,50 @@ log = logging.getLogger("hasfl.store")
 
 
 def store_of(results: str | Path) -> Path:
-    """The store of the results folder ``results`` (``<results_dir>/<name>``): ``<results_dir>/.store``."""
-    return Path(results).resolve().parent / STORE
+    """The store of the results folder ``results`` (``<results_dir>/<name>``): ``<results_dir>/.store``, beside the
+    folder as it is named (made absolute, ``..`` folded, symbolic links kept), not beside where a link leads: a
+    preset folder linked to a bigger disk (``results/quick -> /bigdisk/quick``) shares ``results/.store`` with the
+    other presets, the store ``hasfl gc results`` reads (issue 46 fault 7: the resolved path gave it a store of its
+    own that retrained everything). A store that is itself a link (``results/.store -> /bigdisk/.store``) is one
+    store whichever way it is reached (:func:`collect` compares resolved paths)."""
+    return Path(os.path.abspath(results)).parent / STORE
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why nothing can be written in ``folder`` (or, if it does not exist yet, made in its deepest existing
+    ancestor), None if it can: a read-only file system, no write permission, a path component that is a file."""
+    probe = Path(os.path.abspath(folder))
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"'{probe}' is not a folder"
+    if os.access(probe, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"'{probe}' is on a read-only file system" if read_only else f"'{probe}' is not writable by this user"
+
+
+def _store_refusal(store: Path, why: str, what: str) -> IntegrityError:
+    """The error of a write the run store ``store`` cannot take (``why``: :func:`_unwritable`; ``what``: who needs
+    it)."""
+    return IntegrityError(f"the run store '{store}' cannot be written ({why}), and {what} needs a new entry there; "
+                          "make it writable (remount it read-write, or give this user write access to it), or set "
+                          "results_dir to a folder whose .store you can write. Jobs whose entry the store already "
+                          "holds only link it and need no write")
+
+
+@contextmanager
+def _named(doing: str, path: Path, then: str) -> Iterator[None]:
+    """Turn an ``OSError`` inside into an :class:`IntegrityError` saying what was done (``doing``), on which path,
+    what the system said and what to do (``then``)."""
+    try:
+        yield
+    except OSError as exc:
+        where = f" ('{exc.filename}')" if exc.filename and str(exc.filename) != str(path) else ""
+        raise IntegrityError(f"{doing} '{path}' failed: {exc.strerror or exc}{where}; {then}") from None
 
 
 def data_key(identity: Mapping[str, Any]) -> str:
@@ -108,16 +153,60 @@ def entry_of(store: Path, kind: str, key: str) -> Path:
     return Path(store) / kind / key
 
 
+def _open_lock(lock: Path) -> int | None:
+    """A descriptor of the lock file ``lock`` (made if missing). In a store that cannot be written (a read-only file
+    system, no write permission) an existing lock file is opened read-only (``flock`` needs no write access) and a
+    missing one is not made (None): nobody can write such a store, so only a finished entry is linked there, and a job
+    that would write one is refused (:func:`_place`). Any other failure is an :class:`IntegrityError` naming it."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno not in NOT_WRITABLE:
+            raise IntegrityError(f"cannot open the run store's lock file '{lock}': {exc.strerror or exc}; expected "
+                                 f"'{lock.parent}' to be a folder of the store: fix or remove what is in the "
+                                 "way") from None
+    try:
+        return os.open(lock, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise IntegrityError(f"cannot read the run store's lock file '{lock}': {exc.strerror or exc}; give this user "
+                             "read access to the store") from None
+
+
 @contextmanager
 def entry_lock(entry: Path) -> Iterator[None]:
-    """Hold ``<entry>.lock`` (flock, freed by the kernel however the holder ends)."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(entry.with_name(entry.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold ``<entry>.lock`` (flock, freed by the kernel however the holder ends); in a store that cannot be written,
+    the existing lock file read-only, or none (:func:`_open_lock`)."""
+    fd = _open_lock(entry.with_name(entry.name + ".lock"))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def _refuse_broken(entry: Path) -> None:
+    """Raise :class:`IntegrityError` when ``entry`` (a store entry or its ``.partial`` / ``.adopt`` folder) is there
+    but is no folder: a symbolic link that loops or leads nowhere, a file (issue 46 fault 11: a symlink loop was
+    recomputed, then every retry died in :func:`_seal` with ``NotADirectoryError``). A link to a folder is followed
+    as before; nothing is deleted: a link may be a disk that is not mounted."""
+    if not os.path.lexists(entry) or entry.is_dir():
+        return
+    if entry.is_symlink():
+        try:
+            os.stat(entry)
+            why = "does not lead to a folder"
+        except OSError as exc:
+            why = "loops" if exc.errno == errno.ELOOP else f"cannot be followed ({exc.strerror})"
+        raise IntegrityError(f"store entry '{entry}' is a symbolic link (to '{os.readlink(entry)}') that {why}, not "
+                             f"a folder of its files; delete the link (rm '{entry}') so that the next run recomputes "
+                             "the entry, or point it at the folder that holds it")
+    raise IntegrityError(f"store entry '{entry}' is a file, not a folder of its files; delete it so that the next run "
+                         "recomputes the entry")
 
 
 def finished(entry: Path) -> dict[str, Any] | None:
@@ -186,7 +275,9 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
     """The entry of ``key`` (made by ``make(staging)`` unless finished already), linked into ``out_dir``; a finished
     entry is linked only when its manifest identity hashes to ``key`` (``key_of``: :func:`check_key`)."""
     entry = entry_of(store, kind, key)
+    staging = entry.with_name(key + ".partial")
     with entry_lock(entry):
+        _refuse_broken(entry)
         done = finished(entry)
         if done is not None:
             check_key(entry, done, key, key_of)
@@ -194,15 +285,23 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
         else:
             if entry.exists():  # an entry without its manifest is not one: the rename is the last step
                 raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
-            staging = entry.with_name(key + ".partial")
-            staging.mkdir(parents=True, exist_ok=True)
+            _refuse_broken(staging)
+            why = _unwritable(entry.parent)
+            if why is not None:  # before anything is computed (issue 46 fault 13)
+                raise _store_refusal(store, why, f"this job ('{out_dir}')")
+            with _named("making the store's work folder", staging, "fix the store folder and run again"):
+                staging.mkdir(parents=True, exist_ok=True)
             if not folder_problems(staging):  # a manifest, and every file it lists matches
                 log.info("store: %s entry %s was finished before the job ended; sealed", kind, key[:16])
             else:
                 make(staging)
-            _seal(staging, entry)
+            with _named("placing the finished store entry", entry, f"what was computed stays in '{staging}' (the next "
+                        "run seals it without recomputing); fix the store folder and run again"):
+                _seal(staging, entry)
             log.info("store: %s entry %s written", kind, key[:16])
-        link_into(entry, out_dir)  # under the entry's lock: `hasfl gc --delete` takes it before it removes an entry
+        with _named("linking the store entry into", out_dir, "it must be a folder this user can write (the results "
+                    "folder); fix it and run again"):
+            link_into(entry, out_dir)  # under the entry's lock: `hasfl gc --delete` takes it before it removes one
     log.info("store: %s -> %s", out_dir, entry)
     return entry
 
@@ -298,6 +397,43 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     return found
 
 
+def preset_folders(config: Mapping[str, Any]) -> list[str]:
+    """The data-stage and run folders (relative to the results folder) a preset's build makes: data stages, then
+    runs, each sorted."""
+    seeds = [int(s) for s in config["seeds"]]
+    data = [f"data/{d}/seed{sd}" for d in config["datasets"] for sd in seeds]
+    runs = [f"runs/{d}/{m}/seed{sd}" for d in config["datasets"] for m in config["methods"] for sd in seeds]
+    return sorted(data) + sorted(runs)
+
+
+def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Iterable[str],
+                rerun: Iterable[str] = ()) -> None:
+    """Refuse, before any job, a build whose run store cannot be written (a read-only file system, no write
+    permission) while one of its jobs would write an entry there: a folder of the preset (:func:`preset_folders`)
+    neither finished in ``results`` nor finished in the store (``linked``: what :func:`in_store` found), or one the
+    identity check reruns (``rerun``). A store that cannot be written but holds every entry the build needs passes:
+    those jobs only link (issue 46 fault 13: every job died with a raw ``OSError``, link-only ones too). The session
+    calls it where it opens the store, after :func:`in_store`.
+
+    Raises:
+        IntegrityError: naming the store, why it cannot be written, the folders that need it and what to do.
+    """
+    results = Path(results)
+    store = store_of(results)
+    why = _unwritable(store)
+    if why is None:
+        for kind in ("data", "runs"):
+            why = why or (_unwritable(store / kind) if (store / kind).is_dir() else None)
+    if why is None:
+        return
+    done, again = set(linked), set(rerun)
+    pending = [f for f in preset_folders(config)
+               if f in again or (f not in done and not (results / f / MANIFEST).is_file())]
+    if pending:
+        raise _store_refusal(store, why, f"this build ({len(pending)} data-stage and run folders of '{results}' "
+                                         f"the store does not hold, e.g. {', '.join(pending[:3])})")
+
+
 def _manifest_of(entry: Path) -> dict[str, Any] | None:
     try:
         return read_manifest(entry)
@@ -383,25 +519,65 @@ def _real_files(folder: Path) -> bool:
     return manifest.is_file() and not manifest.is_symlink()
 
 
+def _take(src: Path, dst: Path) -> bool:
+    """Put the file ``src`` at ``dst`` as a hard link (the same inode: its time and bytes, no copy), or, where the
+    two are on different file systems or the system refuses hard links, as a copy with its time. Returns whether it
+    copied."""
+    try:
+        os.link(src, dst)
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+    shutil.copy2(src, dst)
+    return True
+
+
+def _stage_adoption(folder: Path, staging: Path) -> None:
+    """Fill ``staging`` with ``folder``'s own files (:func:`_take`); copies (another file system: issue 46 fault 12)
+    are checked against the folder's manifest before anything of the folder is replaced."""
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    copied = False
+    for f in sorted(folder.iterdir()):
+        if f.is_file() and not f.is_symlink() and f.name not in NOT_KEPT:
+            copied = _take(f, staging / f.name) or copied
+    if copied:
+        try:
+            verify_folder(staging)
+        except IntegrityError as exc:
+            raise IntegrityError(f"copying '{folder}' into the run store ('{staging}', another file system) did not "
+                                 f"give the same bytes ({exc}); nothing of '{folder}' was changed: check both disks "
+                                 "and run again") from None
+
+
 def _adopt_folder(folder: Path, entry: Path) -> None:
     """Move ``folder``'s files into ``entry`` (or check them against an equal finished entry) and link them back,
-    each link keeping its file's time."""
+    each link keeping its file's time: hard links where the store is on the folder's file system, else a copy that
+    is checked, then swapped in (:func:`_stage_adoption`). A store that cannot take the entry, or any other failure
+    of the file system, is an :class:`IntegrityError` naming the folder and the entry."""
+    store = entry.parent.parent
     with entry_lock(entry):
+        _refuse_broken(entry)
         have = finished(entry)
         if have is None:
             if entry.exists():
                 raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
             staging = entry.with_name(entry.name + ".adopt")
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-            for f in sorted(folder.iterdir()):
-                if f.is_file() and not f.is_symlink() and f.name not in NOT_KEPT:
-                    os.link(f, staging / f.name)  # the same inode: its time and bytes, no copy
-            _seal(staging, entry)
+            _refuse_broken(staging)
+            why = _unwritable(entry.parent)
+            if why is not None:
+                raise _store_refusal(store, why, f"adopting '{folder}'")
+            with _named(f"moving the files of '{folder}' into the store entry", entry,
+                        f"the files of '{folder}' are as they were; fix the store folder and run again"):
+                _stage_adoption(folder, staging)
+                _seal(staging, entry)
         elif have.get("files") != (read_manifest(folder) or {}).get("files"):
             raise IntegrityError(f"'{folder}' and the store entry '{entry}' of the same key hold other bytes; "
                                  "compare them (hasfl compare) before deleting either")
-        link_into(entry, folder, keep_times=True)
+        with _named(f"linking the store entry '{entry}' into", folder, "the folder must be writable by this user; "
+                    "its files not linked yet are as they were: fix it and run again"):
+            link_into(entry, folder, keep_times=True)
 
 
 def adopt(results: str | Path) -> dict[str, int]:
@@ -460,24 +636,31 @@ def _size(folder: Path) -> int:
 
 
 def _used(results_dir: Path, store: Path, found: Collected | None = None) -> set[Path]:
-    """The store entries some link of a folder under ``results_dir`` points to."""
+    """The store entries (as ``store/<kind>/<key>``) some link of a folder under ``results_dir`` points to. A link
+    is read from its folder's real path (a folder reached through a symbolic link, as :func:`store_of` allows) and
+    also followed to the end (a store reached through a symbolic link), and counts if either lands in the store."""
+    stores = (store, store.resolve())
     used: set[Path] = set()
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir() and p.name != STORE):
         if found is not None:
             found.folders.append(folder)
         for link in folder.rglob("*"):
-            if link.is_symlink():
-                target = Path(os.path.normpath(link.parent / os.readlink(link)))
-                if store in target.parents:
-                    used.add(target.parent)
+            if not link.is_symlink():
+                continue
+            text = os.path.join(os.path.realpath(link.parent), os.readlink(link))
+            for target in (Path(os.path.normpath(text)), Path(os.path.realpath(link))):
+                if target.parent.parent.parent in stores:
+                    used.add(store / target.parent.parent.name / target.parent.name)
     return used
 
 
 @contextmanager
 def _try_lock(entry: Path) -> Iterator[bool]:
     """Hold ``entry``'s lock if nobody does (yields True), else yield False at once."""
-    lock = entry.with_name(entry.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(entry.with_name(entry.name + ".lock"))
+    if fd is None:  # a store nobody can write: nobody holds a lock that was never made
+        yield True
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -517,6 +700,11 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
             found.bytes += _size(entry)
     if delete:
         doomed = [*found.unreferenced, *(found.partial if partial else [])]
+        why = _unwritable(store) if doomed else None
+        if why is not None:
+            raise IntegrityError(f"the run store '{store}' cannot be written ({why}): its {len(doomed)} entries no "
+                                 "folder links cannot be removed; make it writable and run `hasfl gc --delete` again "
+                                 "(without --delete, gc only lists them)")
         with ExitStack() as stack:
             held = []
             for entry in doomed:
@@ -529,10 +717,12 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
                 if entry in again:
                     found.busy.append(entry)
                     continue
-                for f in entry.rglob("*"):
-                    if f.is_file():
-                        f.chmod(f.stat().st_mode | stat.S_IWUSR)
-                shutil.rmtree(entry)
+                with _named("removing the store entry", entry, "nothing else was removed for it; fix the store "
+                            "folder and run `hasfl gc --delete` again"):
+                    for f in entry.rglob("*"):
+                        if f.is_file():
+                            f.chmod(f.stat().st_mode | stat.S_IWUSR)
+                    shutil.rmtree(entry)
         # the entries' .lock files stay: a job may have one open, waiting, and a new file would be a second lock
     return found
 
@@ -542,7 +732,10 @@ def _locked(entry: Path) -> bool:
     lock = entry.with_name(entry.name + ".lock")
     if not lock.is_file():
         return False
-    fd = os.open(lock, os.O_RDWR)
+    try:
+        fd = os.open(lock, os.O_RDONLY)  # flock needs no write access: a read-only store is read as any other
+    except OSError:
+        return True  # unreadable: treated as held, so gc leaves it alone
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return False
