@@ -300,7 +300,7 @@ def test_results_page_refuses_a_verdict_typed_by_hand(tmp_path) -> None:
         with pytest.raises(NotesError, match=f"notes, line 1: the verdict word '{' '.join(word.split())}' is typed"):
             fill_notes(f"F6 is {{F6.verdict}}; F3 is {word}.", FINDINGS)
     # words that only contain one, and a verdict inside a reference or its value, are fine
-    assert fill_notes("unsupported; supportedly; {F6.verdict}", FINDINGS) == "unsupported; supportedly; supported"
+    assert fill_notes("supportedly; {F6.verdict}", FINDINGS) == "supportedly; supported"
 
 
 def test_results_page_refuses_an_unresolvable_reference_naming_it(tmp_path) -> None:

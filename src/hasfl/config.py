@@ -223,10 +223,23 @@ def _describe(error: Any) -> str:
     if v == "uniqueItems":
         return f"config key '{key}': items must be unique, got {got!r}"
     if v == "pattern" and key == "name":
-        return f"config key 'name': {got!r} is not a plain folder name (letters, digits, '_', '.', '-'; not '.' or '..')"
+        return _name_message(got)
     if v == "pattern":
         return f"config key '{key}': {got!r} does not match the pattern {expected}"
     return f"config key '{key}': {error.message}"
+
+
+def _name_message(name: str) -> str:
+    """Why ``name`` (config key ``name``, the folder ``<results_dir>/<name>``) is refused by the schema's pattern."""
+    if name.startswith("."):
+        why = ("it starts with '.': a hidden folder beside the results folders, such as the run store's, whose "
+               "entries `hasfl gc --delete` removes when no results folder links them")
+    elif ".." in name or "/" in name or "\\" in name:
+        why = "it is a path ('..' or a path separator), not one folder under results_dir"
+    else:
+        why = "it has a character other than those allowed"
+    return (f"config key 'name': {name!r} is not a plain folder name ({why}); expected letters, digits, '_', '.', "
+            "'-', not starting with '.' and without '..', e.g. quick or paper-mu05")
 
 
 def _non_finite(value: Any, key: str = "") -> list[str]:
@@ -378,7 +391,11 @@ def _widths(config: Mapping[str, Any]) -> list[tuple[str, float]]:
         out.append(("hasfl.p_min", float(config["hasfl"]["p_min"])))
     for m in methods:
         if METHODS[m].cost == "fixed":
-            out.append((f"method_params.{m}.p", float(config["method_params"][m]["p"])))
+            p = config["method_params"].get(m, {}).get("p")
+            if p is None:  # named by the schema check of the method's block (a fixed width needs its p)
+                raise ConfigError(f"config key 'method_params.{m}.p': method '{m}' trains one fixed width and needs "
+                                  "it; expected a number in (0, 1]")
+            out.append((f"method_params.{m}.p", float(p)))
     return out
 
 

@@ -3,6 +3,10 @@
 The researcher's loop (change one thing, run it beside the baseline, compare): two folders of finished DAG runs
 (``results/<name>/``) are compared on three levels:
 
+A folder whose links point into a run store that is not there (a ``cp -r`` copy of ``results/<name>`` away from
+``results/.store``: its runs could not be found, and would read as runs of the other folder only) is refused
+first, naming its dangling links and how to copy or pack a folder as real files.
+
 * **runs** (``runs/<dataset>/<method>/seed<s>/manifest.json``): first each run folder's files against its own
   manifest (:func:`hasfl.integrity.folder_problems`): a run with a missing file (or a dangling symlink) or a file
   changed after its manifest was written is "failed verification", whatever its manifest says, and the command
@@ -22,6 +26,7 @@ accuracy curves of the methods whose runs differ.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hasfl.errors import HasflError
-from hasfl.integrity import folder_problems, identity_difference
+from hasfl.integrity import STORE_NAME, folder_problems, identity_difference
 
 __all__ = ["CompareError", "FAILED", "RTOL", "compare", "config_difference", "plot", "render", "verification_error"]
 
@@ -40,6 +45,8 @@ RTOL = 1e-9
 EXAMPLES = 5
 #: The status of a run whose files do not match its own manifest (in A, in B or both).
 FAILED = "failed verification"
+#: Dangling links named in the error on a folder copied away from its run store.
+LINKS_SHOWN = 3
 
 
 class CompareError(HasflError, ValueError):
@@ -74,6 +81,49 @@ def _runs(folder: Path) -> dict[tuple[str, str, int], Path]:
             continue
         out[(run.parent.parent.name, run.parent.name, seed)] = run
     return out
+
+
+def _dangling_links(folder: Path) -> list[Path]:
+    """Every symbolic link under ``folder``'s ``runs/`` and ``data/`` whose target is gone, in path order (the walk
+    does not follow links)."""
+    out = []
+    for sub in ("runs", "data"):
+        for root, dirs, files in os.walk(folder / sub):
+            for name in sorted([*dirs, *files]):
+                path = Path(root, name)
+                if path.is_symlink() and not path.exists():
+                    out.append(path)
+    return sorted(out)
+
+
+def _missing_store(link: Path) -> Path | None:
+    """The run store (a ``.store`` folder, :data:`hasfl.integrity.STORE_NAME`) that dangling ``link`` points into,
+    when that store folder is not there; None for a link elsewhere, or into a store that exists."""
+    target = Path(os.path.normpath(link.parent / os.readlink(link)))
+    for parent in target.parents:
+        if parent.name == STORE_NAME:
+            return None if parent.is_dir() else parent
+    return None
+
+
+def _refuse_copy_without_store(folder: Path) -> None:
+    """Raise :class:`CompareError` when ``folder`` holds links into a run store that is not there: a ``cp -r`` copy
+    of a results folder away from ``results/.store`` keeps its links, which then dangle, so its runs would not be
+    found and compare would call them "only in" the other folder (exit 0)."""
+    into_missing = [(link, store) for link in _dangling_links(folder) if (store := _missing_store(link)) is not None]
+    if not into_missing:
+        return
+    shown = "\n  - ".join(f"{link.relative_to(folder).as_posix()} -> {os.readlink(link)}"
+                          for link, _ in into_missing[:LINKS_SHOWN])
+    more = f"\n  ... and {len(into_missing) - LINKS_SHOWN} more" if len(into_missing) > LINKS_SHOWN else ""
+    stores = sorted({str(store) for _, store in into_missing})
+    raise CompareError(
+        f"hasfl compare: '{folder}' holds {len(into_missing)} dangling symbolic link(s) into the run store "
+        f"{', '.join(repr(s) for s in stores)}, which is not there:\n  - {shown}{more}\n"
+        f"A results folder holds links into the {STORE_NAME} folder beside it; a copy made with `cp -r` keeps the "
+        f"links but not the files. Compare the folder where it lies (beside its results/{STORE_NAME}), copy the "
+        "files themselves with `cp -rL results/<name> <copy>`, or pack it with `tar -chf <name>.tar -C results "
+        "<name>` (docs/guide/variants.md)")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -158,6 +208,7 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
             raise CompareError(f"hasfl compare: '{f}' is not a folder (expected a results folder, e.g. results/quick)")
         if not (f / "runs").is_dir() and not (f / "tables").is_dir():
             raise CompareError(f"hasfl compare: '{f}' has neither runs/ nor tables/ (not a results folder)")
+        _refuse_copy_without_store(f)
     runs_a, runs_b = _runs(fa), _runs(fb)
     runs, failed = [], []
     for key in sorted(set(runs_a) | set(runs_b)):

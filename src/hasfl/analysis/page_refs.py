@@ -16,31 +16,52 @@ them. Syntax (docs/decisions.md, "Results pages from data"):
   a finding's ``verdict`` is the verdict the page shows (:func:`shown_verdict`: "not run" when none of its
   units ran).
 * ``:format``: a Python format spec (``{F4.fashion_mnist.estimate:.1f}``); a float without one is written
-  with 3 significant digits, a missing or non-finite value as ``--``.
+  with 3 significant digits, a missing or non-finite value as ``--``. A width or precision above
+  :data:`MAX_FORMAT_WIDTH` is refused before anything is formatted (``:99999999999`` would exhaust memory).
 
 ``{{`` and ``}}`` are literal braces. Refused, naming the line: a reference that does not resolve (an
 unknown id, unit or field, or one naming a mapping rather than a value), and a verdict word
-(:data:`VERDICT_WORDS`) typed outside a reference.
+(:data:`VERDICT_WORDS`: every verdict of the findings' kernel, "not run", and the negations such as
+``unsupported``) typed outside a reference. The words are looked for in the text as a reader sees it
+(:func:`rendered_text`: HTML entities decoded, inline HTML tags, soft hyphens and zero-width characters dropped,
+NFKC), so ``&#115;upported``, or the word with a soft hyphen inside, is ``supported``. The batch-norm mode ``mixed``
+written as inline code (`` `mixed` ``) is a config value, not a verdict.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hasfl.analysis.findings.kernel import MIXED, VERDICTS
 from hasfl.errors import HasflError
 
-__all__ = ["NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "references", "shown_verdict", "verdict_counts"]
+__all__ = ["MAX_FORMAT_WIDTH", "NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "references", "rendered_text",
+           "shown_verdict", "verdict_counts"]
 
 NOT_RUN = "not run"
-#: Words that state a verdict; in notes they may only come from a reference.
-VERDICT_WORDS = ("supported", "contradicted", "inconclusive", NOT_RUN)
-SHOWN_VERDICTS = ("supported", "contradicted", "inconclusive", "mixed", NOT_RUN)
+#: The verdicts a page shows: the findings' (:data:`hasfl.analysis.findings.kernel.VERDICTS`) and "not run".
+SHOWN_VERDICTS = (*VERDICTS, NOT_RUN)
+#: Words that state a verdict; in notes they may only come from a reference. Each verdict may also be typed
+#: negated (``unsupported``), which states one as much.
+VERDICT_WORDS = SHOWN_VERDICTS
+#: The largest width or precision a reference's format spec may ask for (a table cell needs far less).
+MAX_FORMAT_WIDTH = 200
 
 _REF = re.compile(r"\{(?P<path>[^{}:\s]+)(?::(?P<spec>[^{}]*))?\}")
-_VERDICT_WORD = re.compile(r"\b(supported|contradicted|inconclusive|not\s+run)\b", re.IGNORECASE)
+_VERDICT_WORD = re.compile(
+    r"\b(?:" + "|".join(r"\s+".join(map(re.escape, w.split())) if " " in w else f"(?:un)?{re.escape(w)}"
+                        for w in VERDICT_WORDS) + r")\b", re.IGNORECASE)
+#: Characters a page does not show (soft hyphen, zero-width space / joiners, word joiner, BOM, Mongolian vowel
+#: separator): a word with one inside reads as the word.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060\ufeff]")
+#: Inline HTML (a tag or a comment), which renders as nothing between the letters around it.
+_HTML_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
 class NotesError(HasflError, ValueError):
@@ -61,6 +82,46 @@ def verdict_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     of findings; a statistic two findings share, ``same_statistic_as``, is read by mirror rules, so it is counted
     under each)."""
     return {v: sum(shown_verdict(f) == v for f in findings) for v in SHOWN_VERDICTS}
+
+
+def rendered_text(line: str) -> str:
+    """One line of notes as a reader sees its words: HTML entities decoded (``&#115;`` -> ``s``, ``&nbsp;`` -> a
+    space), inline HTML tags and comments and invisible characters (:data:`_INVISIBLE`) dropped, NFKC (full-width
+    letters, ligatures and no-break spaces as their plain forms); a line break an entity decodes to is a space, so
+    the line count is kept."""
+    text = _INVISIBLE.sub("", html.unescape(_HTML_TAG.sub("", line)))
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    return re.sub(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]", " ", text)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each inline code span of ``text``."""
+    return [m.span() for m in _CODE_SPAN.finditer(text)]
+
+
+def _typed_verdicts(typed: str) -> list[tuple[int, str]]:
+    """``(line number, word)`` of every verdict word in ``typed`` (notes with their references blanked out), read
+    as rendered (:func:`rendered_text`) over the whole text, so a word broken across lines is found; ``mixed`` in
+    inline code (the batch-norm mode, a config value) is not a verdict."""
+    text = "\n".join(rendered_text(line) for line in typed.split("\n"))
+    spans = _code_spans(text)
+    out = []
+    for w in _VERDICT_WORD.finditer(text):
+        word = " ".join(w.group(0).split())
+        if word.lower() == MIXED and any(a < w.start() and w.end() < b for a, b in spans):
+            continue
+        out.append((text.count("\n", 0, w.start()) + 1, word))
+    return out
+
+
+def _spec_error(spec: str | None) -> str | None:
+    """Why format spec ``spec`` is refused (a width or precision above :data:`MAX_FORMAT_WIDTH`), else None; read
+    before formatting, since ``format(x, "99999999999")`` asks for that many characters."""
+    numbers = [int(n) for n in re.findall(r"\d+", spec or "")]
+    if numbers and max(numbers) > MAX_FORMAT_WIDTH:
+        return (f"asks for a width or precision of {max(numbers)}; at most {MAX_FORMAT_WIDTH} is allowed "
+                "(e.g. :.1f, :>8.2f, :+.3g)")
+    return None
 
 
 def _fmt(value: Any, spec: str | None) -> str:
@@ -136,15 +197,17 @@ def fill_notes(text: str, doc: Mapping[str, Any], source: str = "notes") -> str:
     escaped = text.replace("{{", "\0").replace("}}", "\1")
     # verdict words over the whole text (one may be broken across lines), references blanked out
     typed = _REF.sub(lambda m: " " * len(m.group(0)), escaped)
-    for w in _VERDICT_WORD.finditer(typed):
-        no = typed.count("\n", 0, w.start()) + 1
-        word = " ".join(w.group(0).split())
+    for no, word in _typed_verdicts(typed):
         errors.append(f"{source}, line {no}: the verdict word '{word}' is typed by hand; write it as a "
                       "reference to the finding it describes, e.g. {F1c.verdict}")
     out_lines = []
     for no, (line, typed_line) in enumerate(zip(escaped.split("\n"), typed.split("\n"), strict=True), 1):
 
         def sub(m: re.Match[str], no: int = no) -> str:
+            refused = _spec_error(m.group("spec"))
+            if refused is not None:
+                errors.append(f"{source}, line {no}: reference {m.group(0)} {refused}")
+                return m.group(0)
             try:
                 return _fmt(resolve(doc, m.group("path")), m.group("spec"))
             except NotesError as e:
