@@ -14,7 +14,8 @@ Result on one H200 (2026-11-30, PyTorch defaults, i.e. TF32 convolutions; serial
 95.8 device-hours): without MPS 16 jobs give 1.8-2.3x one job (43.6 h); with CUDA MPS
 (``nvidia-cuda-mps-control -d``) 8-16 jobs give 4.3-7.3x (**15.1 h**); MPS with CUDA-graph steps
 14.5 h. The 8-hour goal was not met. *Not adopted into the bench*: it is a way to run the
-preset (README, "Speed": start MPS, then ``snakemake --cores 16 all``), not an engine change.
+preset (docs/guide/gpu.md, "One GPU or several, one machine": start MPS, then
+``snakemake --cores 16 all``), not an engine change.
 The runs are in ``scripts/experiments/results/h200-*.json``.
 
 Run on a GPU: ``python scripts/experiments/concurrency.py run --jobs 1,4,8,16 --seconds 4 --label "no MPS" > k.json``;

@@ -32,9 +32,10 @@ from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
 from hasfl.device import cpu_model, devices, resolve
+from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["cached_measurement", "device_of", "estimate", "finished_jobs", "forward_macs", "hardware", "render",
+__all__ = ["cached_measurement", "device_of", "estimate", "forward_macs", "hardware", "render",
            "reused", "runs_jobs", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
@@ -90,6 +91,21 @@ def _facts(dataset: str, params: Mapping[str, Any], manifest: Mapping[str, Any] 
     return f
 
 
+def _fixed_width(method: str, config: Mapping[str, Any]) -> float:
+    """The width ``method_params.<method>.p`` of a method of the ``fixed`` cost rule. A method without a
+    ``method_params`` block has none (as the job's config slice gives it, :func:`hasfl.config.run_config`), so
+    a missing block or ``p`` is named, not a ``KeyError``."""
+    block = (config.get("method_params") or {}).get(method)
+    if block is None:
+        raise HasflError(f"config key 'method_params.{method}' is missing: method {method!r} is priced and trained at "
+                         f"its fixed width (registry cost rule 'fixed'); expected 'method_params: {{{method}: "
+                         f"{{p: <width in (0, 1]>}}}}' in the config (and in workflow/schemas/config.schema.json)")
+    if "p" not in block:
+        raise HasflError(f"config key 'method_params.{method}.p' is missing: method {method!r} is priced and "
+                         f"trained at this fixed width (registry cost rule 'fixed'); expected a width in (0, 1]")
+    return float(block["p"])
+
+
 def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]) -> list[tuple[float, float]]:
     """(allocated, trained) width per client, roughly, for the cost estimate: the method's registry
     rule (:data:`hasfl.registry.COST_RULES`)."""
@@ -99,7 +115,7 @@ def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]
     if rule == "capacity":
         return [(p, p) for p in pmax]
     if rule == "fixed":
-        u = config["method_params"][method]["p"]
+        u = _fixed_width(method, config)
         return [(min(u, p), min(u, p)) for p in pmax]
     h = config["hasfl"]
     eq6 = [min(p, h["p_min"] + h["gamma"]) for p in pmax]
@@ -128,7 +144,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
              finished: Mapping[str, Any] | None = None, packing: Any = None) -> dict[str, Any]:
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
     ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
-    (:func:`finished_jobs`): the runs and data-stage folders that are reused, left out of the price.
+    (:func:`reused`): the runs and data-stage folders that are reused, left out of the price.
     ``packing`` (:class:`hasfl.dag.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
     device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
     K is not calibrated), and the wall the device-hours over the GPUs."""
@@ -264,22 +280,6 @@ def reused(current: Iterable[str]) -> dict[str, set[Any]]:
         elif parts[0] == "data" and len(parts) == 3:
             data.add((parts[1], int(parts[2].removeprefix("seed"))))
     return {"runs": runs, "data": data}
-
-
-def finished_jobs(config: Mapping[str, Any], root: Path | None = None,
-                  data_code: str | None = None) -> dict[str, set[Any]]:
-    """The jobs of ``config`` a DAG run will reuse (:func:`reused` of the identity check
-    :func:`hasfl.dag.identity.audit`): runs of this preset's config slice, training code (of the ``hasfl``
-    package ``root``, the installed one by default) and sha256 chain; data stages of its identity (with
-    ``data_code``, the data-stage code digest; without it none counts as reused). The Snakefile passes
-    the audit it runs anyway to :func:`reused` instead."""
-    from hasfl.dag.identity import audit
-    from hasfl.integrity import PACKAGE, training_code_digest
-
-    results = Path(config["results_dir"]) / str(config["name"])
-    found = audit(config, results, data_code=data_code,
-                  train_code=lambda m, d: training_code_digest(m, d, root or PACKAGE))
-    return reused(found.current)
 
 
 def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ Torch-free (the Snakefile imports it).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -38,7 +39,9 @@ from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
 from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest, writable_results
+from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
+from hasfl.logs import cap_console
 
 __all__ = ["Session", "base_config", "stop"]
 
@@ -73,6 +76,9 @@ class Session:
         self.workflow, self.config = workflow, config
         self.basedir = Path(workflow.basedir)
         self.main = bool(workflow.is_main_process)
+        # Snakemake's job blocks list every input of a job on one line (15,000 characters for a table over every
+        # run): its console lines are cut to a terminal's width, its log file keeps them whole
+        cap_console(logging.getLogger("snakemake.logging"))
         self._validate()
         #: the results folder as the rules spell it (Snakemake matches paths as text)
         self.results = f"{config['results_dir']}/{config['name']}"
@@ -199,6 +205,11 @@ class Session:
         device = preflight.device_of(config, hw)
         linked = store.in_store(config, results, data_code=self.data_code, train_code=self.train_code,
                                 device_class="cpu" if device == "cpu" else None)
+        if preflight.runs_jobs(sys.argv[1:]):
+            try:  # a store that cannot be written is named before any job, unless every job only links
+                store.check_store(config, results, linked=linked, rerun=self.reruns)
+            except IntegrityError as exc:
+                stop(exc)
         if linked:
             n_runs = sum(1 for f in linked if f.startswith("runs/"))
             print(f"hasfl store: {n_runs} runs and {len(linked) - n_runs} data stages of this preset are finished "
@@ -212,9 +223,12 @@ class Session:
         manifests: Mapping[str, Any] = {
             d: json.loads(m.read_text()) for d in config["datasets"]
             for m in sorted((results / "data" / d).glob("seed*/manifest.json"))[:1]}
-        block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
-                                              preflight.reused([*current, *linked]), local=bool(wf.local_exec),
-                                              hw=hw, packing=self.plan)
+        try:
+            block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
+                                                  preflight.reused([*current, *linked]), local=bool(wf.local_exec),
+                                                  hw=hw, packing=self.plan)
+        except HasflError as exc:
+            stop(exc)
         print(block, file=sys.stderr)
         if self.refusal and preflight.runs_jobs(sys.argv[1:]):
             stop(f"not starting: {self.refusal}")

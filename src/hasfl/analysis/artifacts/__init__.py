@@ -43,7 +43,6 @@ __all__ = [
     "figure_entry",
     "figure_caption",
     "natural_partition",
-    "seed_tables",
     "table_caption",
     "table_datasets",
     "table_entry",
@@ -82,11 +81,6 @@ def table_datasets(spec: Artifact, datasets: Sequence[str]) -> list[str]:
 def table_methods(spec: Artifact, methods: Sequence[str]) -> list[str]:
     """The methods of ``spec`` the preset runs (the others are reported as "not run")."""
     return [m for m in artifact_methods(spec) if m in methods]
-
-
-def seed_tables() -> list[str]:
-    """The tables with a per-run companion ``<name>_seeds.parquet``."""
-    return [n for n, a in TABLES.items() if a.seeds_file]
 
 
 def table_caption(name: str) -> str:
