@@ -30,6 +30,51 @@ _REPO = Path(__file__).resolve().parents[1]
 _QUICK = _REPO / "presets" / "quick.yaml"
 
 
+# --------------------------------------------------------------------------- tests that start Snakemake
+#: Fixtures whose use means the test starts Snakemake (a dry run or a DAG): such a test is marked ``snakemake``.
+SNAKEMAKE_FIXTURES = frozenset({"snakemake"})
+_ITEM: list[pytest.Item] = []  # the test being set up or run
+
+
+def _starts_snakemake(args: Any) -> bool:
+    """Whether a subprocess command line runs Snakemake (``snakemake ...`` or ``python -m snakemake ...``)."""
+    argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else str(args).split()
+    return any(Path(a).name == "snakemake" for a in argv[:3])
+
+
+class _GuardedPopen(subprocess.Popen):  # type: ignore[type-arg]
+    """``subprocess.Popen`` that refuses to start Snakemake for a test not marked ``snakemake`` (or ``dag``), so
+    the README's short check (``-m 'not dag and not slow and not snakemake'``) starts none."""
+
+    def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+        item = _ITEM[-1] if _ITEM else None
+        if (item is not None and _starts_snakemake(args) and item.get_closest_marker("snakemake") is None
+                and item.get_closest_marker("dag") is None):
+            raise RuntimeError(f"{item.nodeid} starts Snakemake ({' '.join(map(str, args))[:120]}) but is not marked: "
+                               "add @pytest.mark.snakemake (the short check leaves such tests out)")
+        super().__init__(args, *rest, **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    subprocess.Popen = _GuardedPopen  # type: ignore[misc]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses a fixture of :data:`SNAKEMAKE_FIXTURES`, or runs the DAG, is marked ``snakemake``."""
+    for item in items:
+        if SNAKEMAKE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("dag"):
+            item.add_marker(pytest.mark.snakemake)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ANN201 (a hook wrapper)
+    _ITEM.append(item)
+    try:
+        yield
+    finally:
+        _ITEM.pop()
+
+
 # --------------------------------------------------------------------------- repository and presets
 @pytest.fixture(scope="session")
 def repo() -> Path:

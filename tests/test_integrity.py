@@ -218,6 +218,7 @@ def _edit_keeping_mtime(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+@pytest.mark.snakemake
 def test_3_edited_run_file_stops_the_workflow_and_verify(finished_results) -> None:
     rounds = finished_results / "runs/digits/fedavg/seed42/rounds.parquet"
     assert verify_results(finished_results) == {"data": 1, "runs": 1, "unfinished": 0}
@@ -252,6 +253,7 @@ def test_3_run_replaced_after_the_analysis_is_named(finished_results) -> None:
 
 
 # --- 4. an edited data-stage Parquet is detected before anything is deleted ------------------
+@pytest.mark.snakemake
 def test_4_edited_data_stage_file_deletes_nothing(finished_results) -> None:
     run = finished_results / "runs/digits/fedavg/seed42"
     before = _files(run)
@@ -284,6 +286,7 @@ def test_5_bit_flipped_checkpoint_is_ignored(config, stages, reference, tmp_path
 
 
 # --- 6. one results folder, one writer -------------------------------------------------------
+@pytest.mark.snakemake
 def test_6_second_writer_on_one_results_folder_is_refused(finished_results) -> None:
     lock = ResultsLock(finished_results)
     lock.acquire()
@@ -315,6 +318,7 @@ def test_7_8_bad_values_are_named(overlay, message) -> None:
     assert message in str(err.value)
 
 
+@pytest.mark.snakemake
 def test_7_nan_in_a_preset_stops_the_workflow_before_any_job(tmp_path) -> None:
     overlay = tmp_path / "nan.yaml"
     overlay.write_text("hasfl: {beta: .nan}\nresults_dir: " + str(tmp_path) + "\n")
@@ -333,6 +337,7 @@ def test_8_non_utf8_config_is_named_in_one_line(tmp_path) -> None:
     assert res.stderr.strip() == f"hasfl: error: config file '{bad}' is not UTF-8 text (byte 9: invalid continuation byte)"
 
 
+@pytest.mark.snakemake
 def test_8_non_utf8_base_config_stops_the_workflow_in_one_line(tmp_path) -> None:
     """The Snakefile reads its base preset (config.yaml) through hasfl first: a non-UTF-8 byte in it
     is named with the file and the byte, no traceback."""

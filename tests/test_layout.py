@@ -116,6 +116,7 @@ def test_the_graph_sees_imports_inside_functions(graph) -> None:
     assert "hasfl.fl.engine" in _closure(fake, "hasfl.config")
 
 
+@pytest.mark.snakemake
 def test_parsing_the_snakefile_imports_no_torch(tmp_path) -> None:
     """`snakemake -n` on the quick preset with a torch that raises on import."""
     fake = tmp_path / "torch"
