@@ -1,0 +1,176 @@
+"""FIARSE's rules (Wu et al., NeurIPS 2024; official code ``HarliWu/FIARSE`` at commit 281519c, directory
+``fiarse/``): importance-aware unstructured sub-models, the masked layers' gradient and the server's average.
+Not yet a method of the registry; docs/decisions.md "FIARSE's rules" says what each rule is, how this module matches it and
+what our shared protocol cannot reproduce. References ``file:line`` below are to that commit.
+
+* Threshold. A client of budget share ``s`` keeps the coordinates whose magnitude is at least tau, the k-th
+  largest ``|theta|`` over every weight *and bias* of the masked (conv and linear) layers of the GLOBAL model,
+  with ``k = int(numel * s)`` (``fiarse/model/resnet_masked.py:72-93``: ``torch.topk`` of the concatenated
+  magnitudes, tau its last value; the vector is ``to_vector('param')``, lines 114-123, which takes each masked
+  layer's weight followed by its bias, ``fiarse/model/model_utils.py:73-92, 135-154``). tau is fixed for the
+  round: the server sets it once per participant on its copy of the global model (``fiarse/server.py:54-55``).
+* Mask. Every forward pass of a masked layer recomputes ``|w| >= tau`` from the CURRENT weights with that fixed
+  tau, for the weight and the bias alike (``model_utils.py:52-63, 107-125``). Ties at tau are kept, so more
+  than k coordinates may be; nothing but the magnitude decides.
+* Gradient. The official layers multiply the weight by the output of ``Bern`` (``model_utils.py:24-38``), whose
+  forward returns a BOOL tensor. PyTorch does not differentiate through a custom Function's non-floating
+  outputs, so ``Bern.backward`` is never called: the gradient the official code computes is the plain masked
+  gradient, ``dL/dw = g * 1{|w| >= tau}`` (``g = dL/d(w * m)``), kept coordinates unscaled, dropped ones 0.
+  Had ``Bern`` returned a float mask, its written backward (``2 tau / (|w| + tau)^2`` on kept coordinates,
+  non-finite values set to 0, nothing for tau) would compose with ``w * m`` and ``abs`` into
+  ``g * m * (1 + 2 tau |w| / (|w| + tau)^2)``. :class:`MaskedWeight` does either: ``"executed"`` (the default,
+  what the official code computes) or ``"written"``.
+* Aggregation. Each participant returns ``global - local`` for every entry of the state dict (``fiarse/
+  worker.py:54-57``); the server sums them and counts, per coordinate, the participants whose delta is nonzero,
+  divides (a plain count, no sample weights), maps 0/0 to 0 and steps ``global - lr_global * mean``
+  (``lr_global`` 1.0 by default, ``fiarse/add_parser_arguments.py:6``); batch-norm running statistics are
+  stepped without ``lr_global``; a NaN in the sums stops training (``fiarse/server.py:42-90``).
+* Batch norm (``model_utils.py:205-217``, the README's ``BetaResNet18_sbn``): ``track_running_stats=False``, so
+  the batch's own statistics in training and at test; affine; never masked and never in the threshold.
+
+Coordinates held in a round (:func:`coverage_counts`) are the round-start masks of the participants; all of
+them come from one global model, so they are nested by share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["BN_BUFFERS", "MaskedWeight", "aggregate", "budget_k", "changed_counts", "coverage_counts", "mask",
+           "masked", "masked_parameters", "threshold"]
+
+Gradient = Literal["executed", "written"]
+
+#: Substrings of the state-dict names stepped without the server learning rate (``fiarse/server.py:83-86``)
+BN_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def budget_k(numel: int, share: float) -> int:
+    """How many coordinates a share keeps before ties: ``int(numel * share)``, the float product truncated
+    (``fiarse/model/resnet_masked.py:80``). The official ``topk`` has no k-th value for k = 0 (it fails there),
+    nor for k > numel: both raise here."""
+    k = int(int(numel) * float(share))
+    if not 1 <= k <= numel:
+        raise ValueError(f"fiarse: share {share} of {numel} coordinates keeps {k} (needs 1 <= k <= {numel})")
+    return k
+
+
+def threshold(weights: Sequence[Tensor], share: float) -> Tensor:
+    """tau: the k-th largest ``|w|`` over all of ``weights`` together, counted with multiplicity, k =
+    :func:`budget_k` of their total size (``fiarse/model/resnet_masked.py:72-83, 114-123``). A 0-d tensor,
+    detached (the official tau carries no gradient: ``model_utils.py:38`` returns None for it)."""
+    with torch.no_grad():
+        scores = torch.cat([w.detach().reshape(-1).abs() for w in weights])
+        k = budget_k(scores.numel(), share)
+        # the k-th largest is the (n - k + 1)-th smallest
+        return torch.kthvalue(scores, scores.numel() - k + 1).values
+
+
+def mask(w: Tensor, tau: Tensor | float) -> Tensor:
+    """The coordinates kept: ``|w| >= tau`` (ties kept; ``fiarse/model/model_utils.py:30, 57``)."""
+    return w.detach().abs() >= tau
+
+
+def _written_factor(w: Tensor, tau: Tensor) -> Tensor:
+    """``1 + |w| * r``, r = ``2 tau / (|w| + tau)^2`` with NaN and infinities set to 0 (``model_utils.py:35-36``)."""
+    a = w.abs()
+    r = torch.nan_to_num(2 * tau / (a + tau) ** 2, nan=0.0, posinf=0.0, neginf=0.0)
+    return 1 + a * r
+
+
+class MaskedWeight(torch.autograd.Function):
+    """``w * 1{|w| >= tau}`` in forward; backward per ``gradient`` (module doc): ``"executed"`` gives
+    ``g * m``, ``"written"`` gives ``g * m * (1 + 2 tau |w| / (|w| + tau)^2)``; no gradient for tau."""
+
+    @staticmethod
+    def forward(ctx: Any, w: Tensor, tau: Tensor, gradient: Gradient = "executed") -> Tensor:
+        if gradient not in ("executed", "written"):
+            raise ValueError(f"fiarse: gradient must be 'executed' or 'written', got {gradient!r}")
+        tau = torch.as_tensor(tau, dtype=w.dtype, device=w.device)
+        ctx.save_for_backward(w, tau)
+        ctx.gradient = gradient
+        return w * mask(w, tau)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, None, None]:
+        w, tau = ctx.saved_tensors
+        grad = g * mask(w, tau)
+        if ctx.gradient == "written":
+            grad = grad * _written_factor(w, tau)
+        return grad, None, None
+
+
+def masked(w: Tensor, tau: Tensor | float, gradient: Gradient = "executed") -> Tensor:
+    """The effective weight a masked layer computes with (``model_utils.py:52-63, 107-125``); ``tau`` is the
+    round's fixed threshold, the mask follows the current ``w``."""
+    return MaskedWeight.apply(w, torch.as_tensor(tau), gradient)
+
+
+def masked_parameters(model: nn.Module) -> dict[str, Tensor]:
+    """The entries FIARSE ranks and masks: weight then bias of every conv and linear layer, in module order
+    (``resnet_masked.py:114-123``, ``model_utils.py:73-92, 135-154``); batch norm and the rest are left out."""
+    out: dict[str, Tensor] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)):
+            for attr in ("weight", "bias"):
+                p = getattr(module, attr, None)
+                if p is not None:
+                    out[f"{name}.{attr}" if name else attr] = p
+    return out
+
+
+def coverage_counts(weights: Mapping[str, Tensor], shares: Sequence[float]) -> dict[str, Tensor]:
+    """Per coordinate of the masked entries ``weights`` (the global model's, e.g. :func:`masked_parameters`),
+    how many of a round's participants (budget ``shares``) hold it at the start of the round: the number
+    whose mask ``|theta| >= tau(share)`` keeps it (int64). Local training may drop a coordinate that drifts
+    below tau, never add one; a count of the deltas that changed is :func:`changed_counts`."""
+    tensors = list(weights.values())
+    counts = {k: torch.zeros(w.shape, dtype=torch.int64, device=w.device) for k, w in weights.items()}
+    for share in shares:
+        tau = threshold(tensors, share)
+        for k, w in weights.items():
+            counts[k] += mask(w, tau)
+    return counts
+
+
+def changed_counts(global_state: Mapping[str, Tensor],
+                   client_states: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+    """Per coordinate of every entry, how many clients' deltas ``global - client`` are nonzero (the official
+    divisor, ``fiarse/server.py:69``), int64."""
+    counts = {k: torch.zeros(g.shape, dtype=torch.int64, device=g.device) for k, g in global_state.items()}
+    for c in client_states:
+        for k, g in global_state.items():
+            counts[k] += g - c[k] != 0
+    return counts
+
+
+def _aggregate_entry(name: str, g: Tensor, clients: Sequence[Tensor], lr_global: float) -> Tensor:
+    """One state-dict entry of :func:`aggregate`."""
+    work = g if g.is_floating_point() else g.to(torch.float64)
+    total = torch.zeros_like(work)
+    count = torch.zeros_like(work)
+    for c in clients:  # in participant order, as the official sums
+        delta = work - c.to(work.dtype)
+        total += delta
+        count += delta != 0
+    if torch.isnan(total).any():
+        raise ValueError(f"fiarse: NaN in the summed updates of {name!r} (the official run stops here)")
+    mean = torch.nan_to_num(total / count, nan=0.0, posinf=0.0, neginf=0.0)
+    step = 1.0 if any(b in name for b in BN_BUFFERS) else float(lr_global)
+    return (work - step * mean).to(g.dtype)
+
+
+def aggregate(global_state: Mapping[str, Tensor], client_states: Sequence[Mapping[str, Tensor]],
+              lr_global: float = 1.0) -> dict[str, Tensor]:
+    """The next global state (``fiarse/server.py:42-90``): per coordinate, the plain mean of ``global - client``
+    over the clients whose delta there is nonzero (no sample weights), 0 where none changed it, stepped with
+    ``lr_global`` (batch-norm buffers :data:`BN_BUFFERS` with 1). Every entry of ``global_state`` is
+    aggregated, the unmasked ones (batch norm) too; integer entries are computed in float64 and cast back
+    (truncation, as the official ``load_state_dict`` copy). Raises on a NaN in the summed updates."""
+    if not client_states:
+        raise ValueError("fiarse: no client states to aggregate")
+    return {k: _aggregate_entry(k, g, [c[k] for c in client_states], lr_global) for k, g in global_state.items()}
