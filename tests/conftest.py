@@ -345,3 +345,14 @@ def federate(digits) -> Callable[..., Any]:
                               run_config(cfg, "digits", method, digits.seed), **kwargs)
 
     return run
+
+
+# --------------------------------------------------------------------------- measured once per session
+@pytest.fixture(scope="session")
+def cpu_packing_calibration() -> dict[str, Any]:
+    """One real packing calibration on this CPU (``hasfl.bench.packing.calibrate_packing("cpu", ks=(1, 2))``: K jobs
+    started at once, their steps counted), shared by the tests that read one: each measurement starts K processes
+    that import torch (~10 s)."""
+    from hasfl.bench.packing import calibrate_packing
+
+    return calibrate_packing("cpu", ks=(1, 2), seconds=0.5)

@@ -337,12 +337,11 @@ def test_concurrency_packing_arithmetic():
     assert b["datasets"]["cifar10"]["device_hours"] == 2.0 and b["datasets"]["emnist"]["device_hours"] == 3.0
 
 
-def test_device_check_pieces_render_into_the_page(tiny, tmp_path):
+def test_device_check_pieces_render_into_the_page(tiny, tmp_path, cpu_packing_calibration):
     """scripts/gpu-check.sh's pieces, measured here on the CPU by the same code: determinism (a job twice, once
     SIGKILLed and resumed), the packing calibration, the batched step; assembled into the bench report, rendered,
     and the packed paper hours computed from them."""
     from hasfl.bench import gpu_check
-    from hasfl.bench.packing import calibrate_packing
     from hasfl.config import load_config
 
     check = tmp_path / "check"
@@ -351,7 +350,7 @@ def test_device_check_pieces_render_into_the_page(tiny, tmp_path):
     assert det["twice_identical"] and det["resumed_identical"] and det["killed_mid_run"]
     assert det["files_compared"] == 8 and det["determinism"]["deterministic_algorithms"] is False  # CPU
     (check / "determinism.json").write_text(json.dumps(det))
-    cal = calibrate_packing("cpu", ks=(1, 2), seconds=0.3)
+    cal = cpu_packing_calibration
     (check / "packing.json").write_text(json.dumps(cal))
     cfg = load_config()
     cfg["federation"].update(clients=4, clients_per_round=2)

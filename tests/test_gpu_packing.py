@@ -24,7 +24,7 @@ import pytest
 
 from hasfl import device
 from hasfl.dag import gpu
-from hasfl.bench.packing import calibrate_packing, choose
+from hasfl.bench.packing import choose
 from hasfl.config import load_config
 from hasfl.dag.preflight import FALLBACK, estimate, render
 
@@ -47,16 +47,16 @@ def test_choose_takes_the_smallest_k_near_the_best() -> None:
     assert choose(rows[:1])["k"] == 1
 
 
-def test_calibration_measures_concurrent_jobs_for_real() -> None:
+def test_calibration_measures_concurrent_jobs_for_real(cpu_packing_calibration) -> None:
     """Two levels on the CPU: each K's aggregate rate is measured (steps actually taken), K is one of them."""
-    out = calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
+    out = cpu_packing_calibration
     rows = out["plain"]["rows"]
     assert [r["jobs"] for r in rows] == [1, 2] and all(r["steps_per_s_total"] > 0 for r in rows)
     assert out["plain"]["k"] in (1, 2) and out["mps"] is None
     assert rows[1]["steps_per_s_per_job"] == pytest.approx(rows[1]["steps_per_s_total"] / 2, rel=0.01)
 
 
-def test_plan_k_from_config_or_cached_calibration(gpu_config, tmp_path, monkeypatch) -> None:
+def test_plan_k_from_config_or_cached_calibration(gpu_config, tmp_path, monkeypatch, cpu_packing_calibration) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no nvidia-cuda-mps-control
     assert gpu.plan(gpu_config, [], tmp_path, tmp_path) is None  # no GPU: nothing to pack
@@ -69,7 +69,7 @@ def test_plan_k_from_config_or_cached_calibration(gpu_config, tmp_path, monkeypa
     dry = gpu.plan(gpu_config, TWO, tmp_path, tmp_path, calibrate=False)
     assert dry.jobs_per_gpu == 1 and "not calibrated yet" in dry.source
     # a calibration in the cache (measured on this CPU, stored as the plan stores one)
-    cal = calibrate_packing("cpu", ks=(1, 2), seconds=0.3)
+    cal = cpu_packing_calibration
     path = gpu.calibration_path(tmp_path, TWO, "fp32", True, False)
     path.write_text(json.dumps(cal))
     auto = gpu.plan(gpu_config, TWO, tmp_path, tmp_path, calibrate=False)
