@@ -89,7 +89,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     """Check every manifest under a results folder (sha256 of every result file), and the analysis
     outputs against the analysis manifest when the analysis has finished."""
     from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
-    from hasfl.config import REPO_ROOT
     from hasfl.integrity import IntegrityError, verify_results
 
     if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
@@ -98,15 +97,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     counts = verify_results(args.results)
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
           f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest
+    from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest
 
     found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"
     if args.config is not None or args.set:
+        # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
+        # came from; a wheel install comes from none and is refused (issue 46: it hashed nothing, a constant)
+        checkout = checkout_root()
         config = load_config(args.config, args.base, args.set)
-        preset = audit(config, args.results,
-                       data_code=data_code_digest(REPO_ROOT / "src" / "hasfl"),
-                       analysis_code=analysis_code_digest(REPO_ROOT))
+        preset = audit(config, args.results, root=checkout / "src" / "hasfl",
+                       data_code=data_code_digest(checkout / "src" / "hasfl"),
+                       analysis_code=analysis_code_digest(checkout))
         found.errors += [e for e in preset.errors if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
         scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"
@@ -216,15 +218,26 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         if args.out is None:
             raise ConfigError("hasfl export rocrate: give the crate's folder, --out DIR (outside the results folder)")
-        crate = export_rocrate(args.results, args.out, args.configfile)
+        import warnings
+
+        from hasfl.crate import CrateWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CrateWarning)
+            crate = export_rocrate(args.results, args.out, args.configfile, allow_other_code=args.allow_other_code)
+        for w in caught:  # a dirty checkout: the files named, once, without a source line
+            if issubclass(w.category, CrateWarning):
+                print(f"hasfl export: warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         print(f"hasfl export: RO-Crate {crate.out}: {crate.files} result files ({crate.bytes / 2**20:.1f} MiB, "
               f"{crate.runs} runs) and {crate.workflow_files} workflow files, checked against their manifests; "
               f"metadata in {crate.out / 'ro-crate-metadata.json'}")
         return 0
     from hasfl.export import export_tensorboard
 
-    if args.configfile:
-        raise ConfigError("hasfl export tensorboard: --configfile is for rocrate only")
+    if args.configfile or args.allow_other_code:
+        raise ConfigError("hasfl export tensorboard: --configfile and --allow-other-code are for rocrate only")
     written = export_tensorboard(args.results, args.out)
     out = args.out if args.out is not None else args.results / "tensorboard"
     print(f"hasfl export: {len(written)} runs, {sum(written.values())} scalars under {out} "
@@ -241,7 +254,10 @@ def _cmd_results_page(args: argparse.Namespace) -> int:
         raise ConfigError(f"results page '{args.out}': expected a Markdown file name ending in .md")
     refuse_results_folder(args.out, "results page")
     refuse_results_folder(args.out.parent / args.out.stem, "results page's figure folder")
-    out = write_results_page(args.results, args.out, notes_path=args.notes, configfiles=args.configfile)
+    from hasfl.dag.identity import analysis_code_digest, checkout_root
+
+    out = write_results_page(args.results, args.out, notes_path=args.notes, configfiles=args.configfile,
+                             analysis_code=analysis_code_digest(checkout_root()))
     print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
     return 0
 
@@ -471,7 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "folder, required)")
     p.add_argument("--configfile", nargs="+", default=None,
                    help="rocrate: the config files that made the results folder, as given to snakemake (default "
-                        "presets/<name>.yaml)")
+                        "presets/<name>.yaml); checked against the config slice each run's manifest records")
+    p.add_argument("--allow-other-code", action="store_true",
+                   help="rocrate: ship this checkout's workflow even where the runs, data stages or analysis record "
+                        "other code digests (refused otherwise); the metadata says it is not their code")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("results-page", help="a compact page of a finished preset's findings, tables and figures")

@@ -13,12 +13,24 @@ What the crate holds:
   folder's results lock (:class:`hasfl.integrity.ResultsLock`, refused while a DAG writes the folder): a
   folder whose bytes differ from its manifests, or whose analysis has not finished, is refused, so a crate
   never carries a modified run; on arrival ``hasfl verify <crate>`` checks it like any results folder;
-* under ``workflow/``, the workflow that made them as the repository holds it (``git ls-files`` of the Snakefile,
-  ``workflow/``, ``src/``, ``config.yaml``, ``pyproject.toml`` with the pinned versions, and the config files
-  given), so that ``pip install -e workflow && snakemake ...`` inside it reruns the DAG;
+  every file is hashed as it is copied and the bytes written compared with its manifest's sha256 (a writer that
+  does not hold this folder's lock, such as a DAG of another folder sharing a run-store entry, could change it
+  between the check and the copy): a mismatch refuses the export, naming the file;
+* under ``workflow/``, the workflow that made them as the checkout holds it (the files of the Snakefile,
+  ``workflow/``, ``src/``, ``config.yaml``, ``pyproject.toml`` with the pinned versions and ``profiles/`` that
+  git tracks or would track -- untracked files not ignored included, as the code digests include them -- and the
+  config files given), so that ``pip install -e workflow && snakemake ...`` inside it reruns the DAG. It must be
+  the code that made the results: each run's recorded training-code digest, each data stage's data-code digest
+  and the analysis manifest's analysis-code digest are compared with this checkout's, and a crate whose workflow
+  differs is refused (``allow_other_code``: shipped, the metadata saying it is not their code; runs record code
+  digests, not a commit). A checkout with uncommitted changes under those paths is exported with a
+  :class:`CrateWarning` naming the modified and untracked files (listed in the metadata too);
+* the config files given, checked against the runs' identities (each run's recorded config slice against
+  :func:`hasfl.config.run_config` of the merged files; :func:`hasfl.analysis.provenance.check_configfiles});
 * in the metadata: each run's and data stage's identity digest (the run store's key parts,
-  :mod:`hasfl.dag.store`), the analysis identity, the git commit and whether the tree was dirty, the versions,
-  kernels and machine (:func:`hasfl.analysis.provenance.provenance`), and the findings' verdicts.
+  :mod:`hasfl.dag.store`) and each run's training-code digest, the analysis identity, the git commit and whether
+  the tree was dirty, the versions, kernels and machine (:func:`hasfl.analysis.provenance.provenance`), and the
+  findings' verdicts.
 
 Exporting again replaces the crate whole (written beside it, then renamed into place); a folder that is not a
 crate is never replaced. Needs the ``rocrate`` extra (``pip install -e '.[rocrate]'``).
@@ -27,6 +39,7 @@ crate is never replaced. Needs the ``rocrate`` extra (``pip install -e '.[rocrat
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -39,13 +52,13 @@ from typing import Any
 
 from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
 from hasfl.analysis.page_refs import shown_verdict
-from hasfl.analysis.provenance import provenance
+from hasfl.analysis.provenance import ProvenanceError, check_configfiles, provenance, training_code_check
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
 from hasfl.export import sibling, swap_in
 from hasfl.integrity import MANIFEST, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
-__all__ = ["CrateError", "CrateSummary", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
+__all__ = ["CrateError", "CrateSummary", "CrateWarning", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
 
 #: the RO-Crate metadata file at the crate's root
 METADATA = "ro-crate-metadata.json"
@@ -61,6 +74,10 @@ _HIDDEN = "."
 
 class CrateError(HasflError, ValueError):
     """A results folder that cannot be exported as a crate, or an ``--out`` that cannot take one."""
+
+
+class CrateWarning(UserWarning):
+    """A crate written from a checkout with uncommitted changes: its workflow is no commit (the files named)."""
 
 
 @dataclass(frozen=True)
@@ -84,30 +101,65 @@ def _results_files(results: Path) -> list[Path]:
     return out
 
 
-def _tracked(paths: Sequence[str]) -> list[str]:
-    """The repository's tracked files under ``paths`` (``git ls-files``), or every file there outside git."""
+def _git_z(repo: Path, *args: str) -> list[str] | None:
+    """``git -C repo <args>`` (NUL-separated output) as its entries; None outside git or when git fails."""
     try:
-        res = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--", *paths], capture_output=True,
-                             timeout=60)
+        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        res = None
-    if res is not None and res.returncode == 0 and res.stdout:
-        return sorted(p for p in res.stdout.decode().split("\0") if p and (REPO_ROOT / p).is_file())
+        return None
+    return [p for p in res.stdout.decode().split("\0") if p] if res.returncode == 0 else None
+
+
+def _tracked(paths: Sequence[str], repo: Path = REPO_ROOT) -> list[str]:
+    """The checkout's files under ``paths`` that git tracks or would track (``git ls-files``, with the untracked
+    files it does not ignore: the code digests read them too), or every file there outside git."""
+    tracked = _git_z(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths)
+    if tracked:
+        return sorted({p for p in tracked if (repo / p).is_file()})
     found = []
     for p in paths:
-        base = REPO_ROOT / p
+        base = repo / p
         if base.is_file():
             found.append(p)
         elif base.is_dir():
-            found += [f.relative_to(REPO_ROOT).as_posix() for f in sorted(base.rglob("*"))
+            found += [f.relative_to(repo).as_posix() for f in sorted(base.rglob("*"))
                       if f.is_file() and "__pycache__" not in f.parts]
     return found
 
 
-def _configfiles(results: Path, configfiles: Sequence[str | Path] | None) -> list[Path]:
+def _uncommitted(paths: Sequence[str], repo: Path = REPO_ROOT) -> tuple[list[str], list[str]]:
+    """The files under ``paths`` that differ from the checkout's commit: (modified, added, deleted or renamed;
+    untracked and not ignored), from ``git status``; both empty outside git."""
+    entries = _git_z(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *paths) or []
+    modified, untracked = [], []
+    skip = False
+    for entry in entries:
+        if skip:  # the source path of a rename or copy
+            skip = False
+            continue
+        code, path = entry[:2], entry[3:]
+        if code == "??":
+            untracked.append(path)
+        else:
+            modified.append(path)
+            skip = "R" in code or "C" in code
+    return sorted(modified), sorted(untracked)
+
+
+def _dirty_note(modified: Sequence[str], untracked: Sequence[str], limit: int | None = None) -> str:
+    """``modified: a, b; untracked: c`` (empty when both are); past ``limit`` files of a kind, a count."""
+    def listed(files: Sequence[str]) -> str:
+        shown = list(files if limit is None else files[:limit])
+        return ", ".join(shown) + (f" and {len(files) - len(shown)} more" if len(files) > len(shown) else "")
+
+    return "; ".join(f"{what}: {listed(files)}" for what, files in (("modified", modified),
+                                                                     ("untracked", untracked)) if files)
+
+
+def _configfiles(results: Path, configfiles: Sequence[str | Path] | None, repo: Path = REPO_ROOT) -> list[Path]:
     """The config files the folder was made with (default ``presets/<name>.yaml``), each checked to exist."""
     if not configfiles:
-        default = REPO_ROOT / "presets" / f"{results.name}.yaml"
+        default = repo / "presets" / f"{results.name}.yaml"
         if not default.is_file():
             raise CrateError(f"'{results}': no presets/{results.name}.yaml; give the config files it was made with "
                              "(--configfile FILE ...), as given to snakemake")
@@ -119,12 +171,108 @@ def _configfiles(results: Path, configfiles: Sequence[str | Path] | None) -> lis
     return paths
 
 
-def _in_crate(path: Path) -> str:
+def _in_crate(path: Path, repo: Path = REPO_ROOT) -> str:
     """Where a config file goes in the crate: ``workflow/<its repository path>``, or ``workflow/config/<name>``."""
     try:
-        return "workflow/" + path.resolve().relative_to(REPO_ROOT).as_posix()
+        return "workflow/" + path.resolve().relative_to(repo.resolve()).as_posix()
     except ValueError:
         return f"workflow/config/{path.name}"
+
+
+def _run_folders(results: Path) -> list[str]:
+    """The finished run folders of ``results`` (a manifest), relative to it, sorted."""
+    return [f.relative_to(results).as_posix() for f in sorted(results.glob("runs/*/*/seed*"))
+            if (f / MANIFEST).is_file()]
+
+
+def _other_code(results: Path, analysis: dict[str, Any], repo: Path) -> list[str]:
+    """Each part of ``results`` whose recorded code digest is not the checkout ``repo``'s, one line each: the runs'
+    training code (:func:`hasfl.analysis.provenance.training_code_check`), the data stages' data code and the
+    analysis manifest's analysis code (:mod:`hasfl.dag.identity`). A part recording no digest is not compared."""
+    from hasfl.dag.identity import analysis_code_digest, data_code_digest
+
+    lines = [f"{rel} training code: recorded {rec[:12]}..., this checkout {cur[:12]}..."
+             for rel, rec, cur in training_code_check(results, _run_folders(results), repo / "src" / "hasfl").differing]
+    data_code = None
+    for folder in sorted(results.glob("data/*/seed*")):
+        recorded = ((read_manifest(folder) or {}).get("identity") or {}).get("code")
+        if recorded:
+            data_code = data_code or data_code_digest(repo / "src" / "hasfl")
+            if recorded != data_code:
+                lines.append(f"{folder.relative_to(results).as_posix()} data code: recorded {str(recorded)[:12]}..., "
+                             f"this checkout {data_code[:12]}...")
+    recorded = (analysis.get("identity") or {}).get("code")
+    if recorded:
+        current = analysis_code_digest(repo)
+        if recorded != current:
+            lines.append(f"{ANALYSIS_MANIFEST} analysis code: recorded {str(recorded)[:12]}..., this checkout "
+                         f"{current[:12]}...")
+    return lines
+
+
+def _copy_hashed(src: Path, dst: Path) -> str:
+    """Copy ``src`` (links followed) to ``dst`` with its times, returning the sha256 of the bytes written."""
+    h = hashlib.sha256()
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            fout.write(chunk)
+            h.update(chunk)
+    shutil.copystat(src, dst)
+    return h.hexdigest()
+
+
+def _expected(results: Path, analysis: dict[str, Any]) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
+    """What the copy must find: result file (relative) -> (sha256, the manifest listing it), from the checked
+    analysis manifest and each data-stage and run folder's manifest; and each manifest file (relative) -> its
+    content (the copy of it must hold the same). A run whose identity is no longer the one the analysis read is
+    refused."""
+    expected = {rel: (str(entry["sha256"]), ANALYSIS_MANIFEST) for rel, entry in analysis["files"].items()}
+    manifests: dict[str, Any] = {ANALYSIS_MANIFEST: analysis}
+    runs = analysis.get("runs") or {}
+    for folder in sorted([*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]):
+        manifest = read_manifest(folder)
+        if manifest is None:
+            continue
+        rel = folder.relative_to(results).as_posix()
+        digest = (manifest.get("identity") or {}).get("digest")
+        if rel in runs and digest != runs[rel]:
+            raise CrateError(f"run folder '{folder}' changed after it was checked (identity {str(digest)[:12]}..., "
+                             f"{ANALYSIS_MANIFEST} {str(runs[rel])[:12]}...): a process is writing the folder or its "
+                             "run-store entry; export again when it has finished")
+        manifests[f"{rel}/{MANIFEST}"] = manifest
+        expected.update({f"{rel}/{name}": (str(entry["sha256"]), f"{rel}/{MANIFEST}")
+                         for name, entry in manifest["files"].items()})
+    return expected, manifests
+
+
+def _copy_results(crate_dir: Path, results: Path, analysis: dict[str, Any]) -> tuple[list[Path], int, float]:
+    """Copy every result file into ``crate_dir``, each hashed as it is written and compared with its manifest
+    (:func:`_expected`); returns the files, their bytes and the newest file time."""
+    expected, manifests = _expected(results, analysis)
+    rel_files = _results_files(results)
+    size, newest = 0, 0.0
+    for rel in rel_files:  # real bytes: links into the run store are followed; the file's time is kept
+        dst = crate_dir / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        written = _copy_hashed(results / rel, dst)
+        key = rel.as_posix()
+        if key in expected and written != expected[key][0]:
+            sha, listed_in = expected[key]
+            raise CrateError(f"result file '{results / rel}' changed while it was copied into the crate (sha256 of the "
+                             f"bytes copied {written[:12]}..., {listed_in} {sha[:12]}...): a process is writing the "
+                             "folder or its run-store entry; nothing was written; export again when it has finished")
+        if key in manifests:
+            try:
+                same = json.loads(dst.read_bytes()) == manifests[key]
+            except ValueError:
+                same = False
+            if not same:
+                raise CrateError(f"manifest '{results / rel}' changed while it was copied into the crate (it is not "
+                                 "the manifest the files were checked against): a process is writing the folder; "
+                                 "nothing was written; export again when it has finished")
+        st = dst.stat()
+        size, newest = size + st.st_size, max(newest, st.st_mtime)
+    return rel_files, size, newest
 
 
 def _iso(ts: float) -> str:
@@ -140,32 +288,30 @@ def _check_out(out: Path) -> None:
                          "choose an empty or new folder")
 
 
-def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: dict[str, Any]) -> CrateSummary:
-    """The crate in ``crate_dir`` (module doc); ``analysis``: the checked analysis manifest."""
+def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: dict[str, Any], *,
+           repo: Path = REPO_ROOT, other_code: Sequence[str] = (),
+           uncommitted: tuple[Sequence[str], Sequence[str]] = ((), ())) -> CrateSummary:
+    """The crate in ``crate_dir`` (module doc); ``analysis``: the checked analysis manifest; ``repo``: the checkout
+    whose workflow is shipped; ``other_code``: the parts whose recorded code is not its (shipped anyway:
+    ``allow_other_code``); ``uncommitted``: its modified and untracked workflow files."""
     from rocrate.rocrate import ROCrate
 
-    rel_files = _results_files(results)
-    size, newest = 0, 0.0
-    for rel in rel_files:  # real bytes: links into the run store are followed; copy2 keeps each file's time
-        dst = crate_dir / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(results / rel, dst)
-        st = dst.stat()
-        size, newest = size + st.st_size, max(newest, st.st_mtime)
-    wf_files = _tracked(WORKFLOW_PATHS)
+    rel_files, size, newest = _copy_results(crate_dir, results, analysis)
+    wf_files = _tracked(WORKFLOW_PATHS, repo)
     for rel in wf_files:
         dst = crate_dir / "workflow" / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO_ROOT / rel, dst)
+        shutil.copy2(repo / rel, dst)
     config_paths = []
     for c in configs:
-        dest = _in_crate(c)
+        dest = _in_crate(c, repo)
         if not (crate_dir / dest).is_file():
             (crate_dir / dest).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(c, crate_dir / dest)
         config_paths.append(dest)
 
-    facts = provenance(results, analysis)
+    facts = provenance(results, analysis, repo=repo)
+    code = training_code_check(results, _run_folders(results), repo / "src" / "hasfl")
     findings = json.loads((results / "findings.json").read_text()).get("findings", [])
 
     crate = ROCrate(gen_preview=False)
@@ -179,10 +325,17 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
     profiles = [crate.add_jsonld({"@id": url, "@type": "CreativeWork", "name": name, "version": version})
                 for url, name, version in PROFILES]
     root["conformsTo"] = profiles
-    version = f"{facts['commit']}{' (dirty)' if facts['dirty'] else ''}"
+    dirty = _dirty_note(*uncommitted)
+    version = f"{facts['commit']}{' (dirty)' if facts['dirty'] or dirty else ''}" + (
+        " (not the code that made these results)" if other_code else "")
+    wf_desc = ("The checkout's workflow at this commit"
+               + (f", with uncommitted changes shipped as they are ({dirty})" if dirty else "") + ". "
+               + (f"It is not the code that made these results: {'; '.join(other_code)}." if other_code else
+                  "Its code digests are those the runs, data stages and analysis record."))
     wf = crate.add_workflow(dest_path="workflow/Snakefile", main=True, lang="snakemake",
                             lang_version=facts["snakemake"],
-                            properties={"name": "hasfl-repro Snakemake workflow", "version": version})
+                            properties={"name": "hasfl-repro Snakemake workflow", "version": version,
+                                        "description": wf_desc})
     reqs = [crate.add_jsonld({"@id": f"#software-{name.lower()}", "@type": "SoftwareApplication", "name": name,
                               "version": str(facts[key])})
             for name, key in (("Python", "python"), ("PyTorch", "torch"), ("Snakemake", "snakemake"),
@@ -208,6 +361,8 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
             props = {"name": folder.relative_to(results).as_posix()}
             if digest:
                 props["identifier"] = str(digest)
+            if name == "runs" and ident.get("code"):
+                props["description"] = f"training code {ident['code']}"
             parts.append(crate.add_dataset(dest_path=folder.relative_to(results).as_posix() + "/", properties=props))
         results_entities.append(crate.add_dataset(dest_path=f"{name}/", properties={
             "name": f"{len(parts)} {kind}", "hasPart": parts}))
@@ -228,11 +383,19 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
     starts = [(f / MANIFEST).stat().st_mtime for f in sorted(results.glob("data/*/seed*"))
               if (f / MANIFEST).is_file()]
     end = (results / ANALYSIS_MANIFEST).stat().st_mtime
+    if code.runs == code.unrecorded:
+        code_note = "the runs record no training-code digest"
+    elif code.matches:
+        code_note = (f"the training code recorded by the {code.runs - code.unrecorded} runs is the shipped "
+                     f"workflow's ({len(code.digests)} digests, one per method and dataset)")
+    else:
+        code_note = (f"the training code recorded by {len(code.differing)} of {code.runs - code.unrecorded} runs is "
+                     f"not the shipped workflow's ({code.examples(code='')})")
     crate.add_action(wf, identifier="#run", object=objects, result=results_entities, properties={
         "name": f"snakemake all for the preset '{results.name}'",
-        "description": (f"{facts['n_runs']} training runs (identities digest {facts['runs_digest']}); CPU kernels: "
-                        f"{facts['kernels']}; CUDA: {facts['cuda']}; exported on: {facts['machine']}. Start and "
-                        "end are file times: the first data stage's manifest and the analysis manifest."),
+        "description": (f"{facts['n_runs']} training runs (identities digest {facts['runs_digest']}); {code_note}; "
+                        f"CPU kernels: {facts['kernels']}; CUDA: {facts['cuda']}; exported on: {facts['machine']}. "
+                        "Start and end are file times: the first data stage's manifest and the analysis manifest."),
         **({"startTime": _iso(min(starts))} if starts else {}),
         "endTime": _iso(end),
         "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"}})
@@ -244,20 +407,23 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
 
 
 def export_rocrate(results: str | Path, out: str | Path,
-                   configfiles: Sequence[str | Path] | None = None) -> CrateSummary:
+                   configfiles: Sequence[str | Path] | None = None, *, allow_other_code: bool = False,
+                   repo: str | Path = REPO_ROOT) -> CrateSummary:
     """Write the finished results folder ``results`` as a Workflow Run RO-Crate in the folder ``out`` (module
-    doc); ``configfiles``: the config files it was made with (default ``presets/<name>.yaml``)."""
+    doc); ``configfiles``: the config files it was made with (default ``presets/<name>.yaml``), checked against
+    the runs' recorded config slices; ``allow_other_code``: ship the workflow of ``repo`` (the checkout, default
+    this one) even where the runs, data stages or analysis record other code (the metadata says so)."""
     try:
         import rocrate  # noqa: F401
     except ImportError as exc:
         raise CrateError("hasfl export rocrate needs the 'rocrate' extra: pip install -e '.[rocrate]'") from exc
-    results, out = Path(results), Path(out)
+    results, out, repo = Path(results), Path(out), Path(repo)
     if not (results / "runs").is_dir():
         raise CrateError(f"'{results}' has no runs/ folder (expected a results folder, e.g. results/quick)")
     if not (results / "findings.json").is_file():
         raise CrateError(f"'{results}' has no findings.json: its analysis has not finished (run the DAG's target "
                          "all first)")
-    configs = _configfiles(results, configfiles)
+    configs = _configfiles(results, configfiles, repo)
     _check_out(out)
     # as hasfl adopt: not while a DAG writes the folder, so the bytes copied are the bytes checked; a reader, so a
     # folder that cannot be written (read-only disk) is exported without making a lock file there
@@ -266,11 +432,30 @@ def export_rocrate(results: str | Path, out: str | Path,
     try:
         verify_results(results)
         analysis = verify_analysis(results)
+        try:
+            check_configfiles(results, _run_folders(results), configs, base=repo / "config.yaml")
+        except ProvenanceError as exc:
+            raise CrateError(str(exc)) from None
+        other_code = _other_code(results, analysis, repo)
+        if other_code and not allow_other_code:
+            raise CrateError(f"'{results}' was not made by this checkout's code ({repo}), which the crate would ship "
+                             f"as the workflow that made it: {'; '.join(other_code[:5])}"
+                             + (f"; {len(other_code) - 5} more" if len(other_code) > 5 else "")
+                             + ". Runs record code digests, not a commit: export from the checkout whose code they "
+                             "record, or pass --allow-other-code (allow_other_code=True) to ship this checkout's "
+                             "code marked as not theirs")
+        uncommitted = _uncommitted(WORKFLOW_PATHS, repo)
+        if any(uncommitted):
+            warnings.warn(f"the crate's workflow is not a commit: the checkout {repo} has uncommitted changes under "
+                          f"{', '.join(WORKFLOW_PATHS)}, shipped as they are ({_dirty_note(*uncommitted, limit=20)}); the "
+                          "metadata marks the version dirty and lists them. Commit them for a crate whose workflow "
+                          "is a commit", CrateWarning, stacklevel=2)
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = sibling(out, "crate")
         staging.mkdir()
         try:
-            summary = _build(staging, results, configs, analysis)
+            summary = _build(staging, results, configs, analysis, repo=repo, other_code=other_code,
+                             uncommitted=uncommitted)
             swap_in(staging, out)  # an earlier crate renamed aside and deleted (``_check_out`` refused anything else)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

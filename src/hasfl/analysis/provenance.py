@@ -3,7 +3,11 @@
 * :func:`provenance` -- the git commit (and whether the tree was dirty) of the code writing the page,
   Python / torch / Snakemake / numpy versions, the CPU kernels the runs used (their ``timings.json``), CUDA
   and the driver when a run used a GPU, the machine, the runs' identities digest and the analysis identity
-  (``analysis.manifest.json``).
+  (``analysis.manifest.json``), and the training code the runs record (:func:`training_code_check`: a run's
+  manifest records its training-code digest, not a commit) against this checkout's.
+* :func:`check_configfiles` -- the config files given against the runs' identities: each run's recorded config
+  slice is what :func:`hasfl.config.run_config` of the merged files gives, or the files are refused naming the
+  first differing key.
 * :func:`reproduce_rows` -- per finding, the command that makes it (the preset's config files and the
   finding's own tables as targets), the runs it reads and their measured cost in CPU job-hours (the
   runs' ``timings.json``, ``total_s``).
@@ -22,16 +26,23 @@ import platform
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
+from hasfl.errors import HasflError
 
-__all__ = ["dag_command", "provenance", "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block",
-           "report_lines", "total_cpu_hours"]
+__all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
+           "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block", "report_lines",
+           "total_cpu_hours", "training_code_check"]
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+class ProvenanceError(HasflError, ValueError):
+    """Config files that do not make the runs of a results folder (the first differing key named)."""
 
 
 def _version(dist: str) -> str:
@@ -41,21 +52,199 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, repo: Path = REPO) -> str | None:
     try:
-        res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=20)
+        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout.strip() if res.returncode == 0 else None
 
 
-def git_state() -> tuple[str, bool | None]:
-    """The commit of the code writing the page and whether its tracked files differ from it."""
-    commit = _git("rev-parse", "HEAD")
+def git_state(repo: Path = REPO) -> tuple[str, bool | None]:
+    """The commit of the code writing the page (the checkout ``repo``) and whether its tracked files differ from
+    it."""
+    commit = _git("rev-parse", "HEAD", repo=repo)
     if commit is None:
         return "not a git checkout", None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git("status", "--porcelain", "--untracked-files=no", repo=repo)
     return commit, (None if status is None else bool(status))
+
+
+@dataclass(frozen=True)
+class CodeCheck:
+    """The training code a results folder's runs record (each run manifest's ``identity.code``, the digest of
+    :func:`hasfl.integrity.training_code_digest`; runs record no commit) against a checkout's.
+
+    ``runs``: run folders read; ``unrecorded``: those whose manifest records no code digest; ``digests``: the
+    distinct recorded digests; ``differing``: (folder, recorded, the checkout's) for each run whose recorded code
+    is not the checkout's (a method the checkout does not know: ``"none (unknown method)"``)."""
+
+    runs: int
+    unrecorded: int
+    digests: tuple[str, ...]
+    differing: tuple[tuple[str, str, str], ...]
+
+    @property
+    def matches(self) -> bool:
+        """Every run that records its code was trained by the checkout's."""
+        return not self.differing
+
+    def cell(self) -> str:
+        """The provenance table's cell: runs, digests and how many differ from this checkout's."""
+        if self.runs == self.unrecorded:
+            return f"not recorded ({self.runs} runs' manifests record no training-code digest)"
+        checked = self.runs - self.unrecorded
+        head = f"{checked} runs, {len(self.digests)} digests" + (
+            f" ({self.unrecorded} runs record none)" if self.unrecorded else "")
+        if self.matches:
+            return f"{head}, each this checkout's"
+        return f"{head}; {len(self.differing)} of {checked} runs differ from this checkout's"
+
+    def examples(self, limit: int = 3, code: str = "`") -> str:
+        """The first ``limit`` differing runs: ``folder: recorded X, this checkout Y`` (digests cut to 12)."""
+        parts = [f"{folder}: recorded {code}{rec[:12]}{code}, this checkout {code}{cur[:12]}{code}"
+                 for folder, rec, cur in self.differing[:limit]]
+        more = len(self.differing) - limit
+        return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def _run_parts(rel: str, identity: Mapping[str, Any]) -> tuple[str, str, int | None]:
+    """(dataset, method, seed) of a run folder ``runs/<dataset>/<method>/seed<s>``: its recorded config slice's,
+    else its path's."""
+    cfg = identity.get("config") if isinstance(identity.get("config"), Mapping) else {}
+    parts = Path(rel).parts
+    seed = cfg.get("seed", parts[-1].removeprefix("seed") if parts else None)
+    try:
+        seed = int(seed) if seed is not None else None
+    except (TypeError, ValueError):
+        seed = None
+    return (str(cfg.get("dataset", parts[-3] if len(parts) >= 3 else "")),
+            str(cfg.get("method", parts[-2] if len(parts) >= 2 else "")), seed)
+
+
+def _identities(results: Path, folders: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """Each run folder's recorded identity (its manifest's ``identity``; ``{}`` when it has none)."""
+    from hasfl.integrity import read_manifest
+
+    out: dict[str, Mapping[str, Any]] = {}
+    for rel in sorted(folders):
+        folder = Path(rel) if Path(rel).is_absolute() else results / rel
+        manifest = read_manifest(folder) if folder.is_dir() else None
+        identity = (manifest or {}).get("identity")
+        out[rel] = identity if isinstance(identity, Mapping) else {}
+    return out
+
+
+def training_code_check(results: Path, folders: Sequence[str], root: Path | None = None) -> CodeCheck:
+    """The training code the runs ``folders`` (relative to ``results``) record against the checkout's whose
+    ``hasfl`` package is ``root`` (default: this checkout's ``src/hasfl``)."""
+    from hasfl.integrity import training_code_digest
+
+    root = REPO / "src" / "hasfl" if root is None else root
+    current: dict[tuple[str, str], str] = {}
+    digests: set[str] = set()
+    differing = []
+    unrecorded = 0
+    identities = _identities(results, folders)
+    for rel, identity in identities.items():
+        recorded = identity.get("code")
+        if not recorded:
+            unrecorded += 1
+            continue
+        digests.add(str(recorded))
+        dataset, method, _ = _run_parts(rel, identity)
+        if (method, dataset) not in current:
+            try:
+                current[(method, dataset)] = training_code_digest(method, dataset, root)
+            except ValueError:  # a method or dataset this checkout does not know
+                current[(method, dataset)] = "none (unknown method or dataset)"
+        if str(recorded) != current[(method, dataset)]:
+            differing.append((rel, str(recorded), current[(method, dataset)]))
+    return CodeCheck(runs=len(identities), unrecorded=unrecorded, digests=tuple(sorted(digests)),
+                     differing=tuple(differing))
+
+
+def code_sentence(check: CodeCheck) -> str:
+    """What a page says of the code that made its runs (runs record code digests, not a commit)."""
+    if check.runs == check.unrecorded:
+        return "The runs' manifests record no training-code digest: which code trained them is not known."
+    if check.matches:
+        return "The runs' training code (the digests their manifests record) is this checkout's."
+    return (f"**The runs were not all trained by this checkout's code**: {len(check.differing)} of "
+            f"{check.runs - check.unrecorded} runs record another training-code digest ({check.examples()}). Runs "
+            "record their code digest, not a commit: the commands on this page, run at this commit, would train "
+            "them again; to reproduce these runs, use the checkout whose code gives the digests they record.")
+
+
+def _dotted_difference(recorded: Any, expected: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, recorded, expected) at each key where two config slices differ, keys sorted."""
+    if isinstance(recorded, Mapping) and isinstance(expected, Mapping):
+        return [d for key in sorted(set(recorded) | set(expected), key=str)
+                for d in _dotted_difference(recorded.get(key, _ABSENT), expected.get(key, _ABSENT),
+                                            f"{prefix}.{key}" if prefix else str(key))]
+    return [] if recorded == expected else [(prefix or "<all>", recorded, expected)]
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT = _Absent()
+
+
+def _shown(value: Any) -> str:
+    return "absent" if value is _ABSENT else json.dumps(value)
+
+
+def merged_config(files: Sequence[Path], base: Path | None = None) -> dict[str, Any]:
+    """``base`` (this checkout's ``config.yaml``) with ``files`` merged over it in order, validated, numbers
+    canonical: the config the DAG run with ``--configfile <files>`` reads."""
+    from hasfl.config import canonical_numbers, deep_merge, read_yaml, validate_config
+
+    config = read_yaml(REPO / "config.yaml" if base is None else base)
+    for f in files:
+        config = deep_merge(config, read_yaml(f))
+    validate_config(config)
+    return canonical_numbers(config)
+
+
+def check_configfiles(results: Path, folders: Sequence[str], files: Sequence[Path],
+                      names: Sequence[str] | None = None, base: Path | None = None) -> int:
+    """Refuse config ``files`` (shown as ``names``; merged over ``base``, by default this checkout's
+    ``config.yaml``) that do not make the runs ``folders`` of ``results``: each
+    run whose manifest records its config slice (``identity.config``) must be of a dataset, method and seed the
+    merged files run, and its slice what :func:`hasfl.config.run_config` of them gives. Raises
+    :class:`ProvenanceError` naming the run and the first differing key (``federation.rounds: runs 6, config files
+    8``); returns the number of runs checked (runs recording no slice are not)."""
+    from hasfl.config import run_config
+
+    shown = " ".join(names if names is not None else [Path(f).as_posix() for f in files])
+    config = merged_config(files, base)
+    checked = 0
+    for rel, identity in _identities(results, folders).items():
+        recorded = identity.get("config")
+        if not isinstance(recorded, Mapping):
+            continue
+        dataset, method, seed = _run_parts(rel, identity)
+        where = f"config files {shown} do not make the runs of '{results}': {rel}"
+        for key, value, listed in (("dataset", dataset, config["datasets"]), ("method", method, config["methods"]),
+                                   ("seed", seed, config["seeds"])):
+            if value not in listed:
+                raise ProvenanceError(f"{where}: {key} {json.dumps(value)} is not in the config files' {key}s "
+                                      f"{json.dumps(listed)}; give the config files the DAG was run with "
+                                      "(--configfile, every overlay)")
+        expected = json.loads(json.dumps(run_config(config, dataset, method, int(seed or 0)), sort_keys=True,
+                                         default=str))
+        diff = _dotted_difference(json.loads(json.dumps(recorded, default=str)), expected)
+        if diff:
+            key, ran, given = diff[0]
+            more = f" (and {len(diff) - 1} more keys)" if len(diff) > 1 else ""
+            raise ProvenanceError(f"{where}: {key}: runs {_shown(ran)}, config files {_shown(given)}{more}; the run's "
+                                  "manifest records the config slice it was trained with: give the config files the "
+                                  "DAG was run with (--configfile, every overlay)")
+        checked += 1
+    return checked
 
 
 def _timings(results: Path, folders: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -114,31 +303,54 @@ def _cuda(timings: Mapping[str, Mapping[str, Any]]) -> str:
     return f"{', '.join(gpus)}; CUDA build {build or 'unknown'}; driver {driver or 'not visible here'}"
 
 
-def provenance(results: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The provenance facts of the analysis in ``results`` (its ``analysis.manifest.json``: ``manifest``)."""
+def provenance(results: Path, manifest: Mapping[str, Any], *, repo: Path = REPO,
+               analysis_code: str | None = None) -> dict[str, Any]:
+    """The provenance facts of the analysis in ``results`` (its ``analysis.manifest.json``: ``manifest``), written
+    by the checkout ``repo``; ``analysis_code``: that checkout's analysis code digest
+    (:func:`hasfl.dag.identity.analysis_code_digest`), compared with the one the manifest records when given."""
     runs = manifest.get("runs") or {}
     folders = list(runs) if isinstance(runs, Mapping) else [str(r) for r in runs]
     timings = _timings(results, folders)
-    commit, dirty = git_state()
+    commit, dirty = git_state(repo)
     n_runs, digest = runs_digest(runs if isinstance(runs, Mapping) else {f: "" for f in folders})
-    identity = (manifest.get("identity") or {}).get("digest")
+    ident = manifest.get("identity") or {}
+    identity = ident.get("digest")
+    recorded_analysis = ident.get("code")
     return {"commit": commit, "dirty": dirty, "python": platform.python_version(), "torch": _version("torch"),
             "snakemake": _version("snakemake"), "numpy": _version("numpy"), "kernels": _kernels(timings),
             "cuda": _cuda(timings), "machine": _machine(), "n_runs": n_runs, "runs_digest": digest,
-            "analysis_identity": str(identity) if identity else "not recorded in this manifest"}
+            "analysis_identity": str(identity) if identity else "not recorded in this manifest",
+            "training_code": training_code_check(results, folders, repo / "src" / "hasfl"),
+            "analysis_code": _analysis_code_cell(recorded_analysis, analysis_code)}
+
+
+def _analysis_code_cell(recorded: Any, current: str | None) -> str:
+    """The analysis code the analysis manifest records, and whether it is this checkout's (``current``)."""
+    if not recorded:
+        return "not recorded in this manifest"
+    if current is None:
+        return f"`{str(recorded)[:12]}`"
+    if str(recorded) == current:
+        return f"`{str(recorded)[:12]}` (this checkout's)"
+    return (f"`{str(recorded)[:12]}`; this checkout's is `{current[:12]}` (the DAG command at this commit would redo "
+            "the analysis)")
 
 
 def provenance_lines(p: Mapping[str, Any], level: str = "##") -> list[str]:
     dirty = {True: "dirty: tracked files differ from it", False: "clean", None: "unknown"}[p["dirty"]]
+    code = p.get("training_code")
     return [f"{level} Provenance", "",
             "| | |", "|---|---|",
             f"| git commit (code writing this file) | `{p['commit']}` ({dirty}) |",
+            *([f"| training code (runs' manifests) | {code.cell()} |"] if code is not None else []),
             f"| Python / torch / Snakemake / numpy | {p['python']} / {p['torch']} / {p['snakemake']} / {p['numpy']} |",
             f"| CPU kernels (runs' `timings.json`) | {p['kernels']} |",
             f"| CUDA and driver | {p['cuda']} |",
             f"| machine writing this file | {p['machine']} |",
             f"| runs read | {p['n_runs']} (identities digest `{p['runs_digest']}`) |",
-            f"| analysis identity (`analysis.manifest.json`) | `{p['analysis_identity']}` |", ""]
+            f"| analysis identity (`analysis.manifest.json`) | `{p['analysis_identity']}` |",
+            *([f"| analysis code (`analysis.manifest.json`) | {p['analysis_code']} |"] if "analysis_code" in p else []),
+            ""]
 
 
 def dag_command(configfiles: Sequence[str], targets: Sequence[str] = ("all",), cores: int = 2) -> str:

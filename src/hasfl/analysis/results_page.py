@@ -34,6 +34,9 @@ from hasfl.analysis.manifest import verify_analysis
 from hasfl.analysis.page_refs import NOT_RUN, NotesError, fill_notes, shown_verdict
 from hasfl.analysis.provenance import (
     REPO,
+    ProvenanceError,
+    check_configfiles,
+    code_sentence,
     dag_command,
     provenance,
     provenance_lines,
@@ -258,13 +261,30 @@ def _preset_files(name: str, configfiles: Sequence[str | Path] | None) -> list[s
     files = [Path(c).as_posix() for c in configfiles]
     set_name = None
     for c in files:
-        path = Path(c) if Path(c).is_absolute() or Path(c).is_file() else REPO / c
+        path = _config_path(c)
         if not path.is_file():
             raise ResultsPageError(f"config file '{c}' does not exist")
         set_name = read_yaml(path).get("name", set_name)
     if set_name is not None and set_name != name:
         raise ResultsPageError(f"config files {' '.join(files)} make results folder '{set_name}', not '{name}'")
     return files
+
+
+def _config_path(c: str) -> Path:
+    """A config file as given (absolute, or relative to the working folder) or relative to the repository."""
+    return Path(c) if Path(c).is_absolute() or Path(c).is_file() else REPO / c
+
+
+def _refuse_other_configs(results: Path, files: Sequence[str], runs: Mapping[str, Any]) -> None:
+    """Refuse config files that do not make the runs the analysis read: each run's recorded config slice against
+    :func:`hasfl.config.run_config` of the merged files (:func:`hasfl.analysis.provenance.check_configfiles`), the
+    first differing key named (a 6-round folder is not made by an 8-round preset)."""
+    if any(c.startswith("<") for c in files):
+        return
+    try:
+        check_configfiles(results, list(runs), [_config_path(c) for c in files], names=files)
+    except ProvenanceError as exc:
+        raise ResultsPageError(str(exc)) from None
 
 
 def _refuse_other_methods(files: Sequence[str], runs: Mapping[str, Any]) -> None:
@@ -276,7 +296,7 @@ def _refuse_other_methods(files: Sequence[str], runs: Mapping[str, Any]) -> None
         return
     config = read_yaml(REPO / "config.yaml")
     for c in files:
-        config = deep_merge(config, read_yaml(Path(c) if Path(c).is_file() else REPO / c))
+        config = deep_merge(config, read_yaml(_config_path(c)))
     ran = {r.split("/")[-2] for r in runs}
     missing = sorted(ran - set(config.get("methods") or []))
     if missing:
@@ -306,7 +326,7 @@ def _figure_context(files: Sequence[str], n_seeds: int, ci_level: Any) -> dict[s
     try:
         config = read_yaml(REPO / "config.yaml")
         for c in files:
-            config = deep_merge(config, read_yaml(Path(c) if Path(c).is_file() else REPO / c))
+            config = deep_merge(config, read_yaml(_config_path(c)))
         ctx.update({k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")})
     except (OSError, KeyError, ValueError, HasflError):
         pass
@@ -339,10 +359,13 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str, not_run: s
 
 def write_results_page(results: str | Path, out_md: str | Path, *, title: str | None = None,
                        notes_path: str | Path | None = None,
-                       configfiles: Sequence[str | Path] | None = None) -> Path:
+                       configfiles: Sequence[str | Path] | None = None, analysis_code: str | None = None) -> Path:
     """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the notes of
     ``notes_path`` (a person's reading of the findings, its references filled from findings.json) under the
-    title; ``configfiles``: the preset's config files (default ``presets/<name>.yaml``), for the commands."""
+    title; ``configfiles``: the preset's config files (default ``presets/<name>.yaml``), for the commands, checked
+    against the runs' recorded config slices; ``analysis_code``: this checkout's analysis code digest, compared
+    with the analysis manifest's in the provenance. The page says whether the runs' recorded training code is this
+    checkout's (runs record code digests, not a commit)."""
     results, out_md = Path(results), Path(out_md)
     if notes_path is not None and not Path(notes_path).is_file():
         raise ResultsPageError(f"notes file '{notes_path}' does not exist")
@@ -359,13 +382,14 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     name = results.name
     files = _preset_files(name, configfiles)
     _refuse_other_methods(files, manifest["runs"])
+    _refuse_other_configs(results, files, manifest["runs"])
     notes = None
     if notes_path is not None:
         try:
             notes = fill_notes(Path(notes_path).read_text(), doc, source=str(notes_path))
         except NotesError as exc:
             raise ResultsPageError(str(exc)) from None
-    prov = provenance(results, manifest)
+    prov = provenance(results, manifest, analysis_code=analysis_code)
     rows = reproduce_rows(results, findings, manifest, files, FINDING_METHODS)
     all_hours = total_cpu_hours(results, manifest)
     fig_dir = out_md.parent / out_md.stem
@@ -376,10 +400,10 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     dirty = " (tree dirty)" if prov["dirty"] else ""
     lines = [f"# {title or f'Results of the {name} preset'}", "",
              f"Made by `{dag}` (the runs and the analysis), then `{page_cmd}` (this page), at commit "
-             f"`{prov['commit'][:12]}`{dirty} ({prov['n_runs']} training runs, identities digest "
-             f"`{prov['runs_digest']}`; section Provenance). Findings, tables and figures are rendered from "
-             "`findings.json`, the tables' Parquet files and the figures; `report.md` in the results folder has "
-             "everything."
+             f"`{prov['commit'][:12]}`{dirty}, the page's checkout ({prov['n_runs']} training runs, identities digest "
+             f"`{prov['runs_digest']}`; section Provenance). {code_sentence(prov['training_code'])} Findings, "
+             "tables and figures are rendered from `findings.json`, the tables' Parquet files and the figures; "
+             "`report.md` in the results folder has everything."
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
                 "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
     lines += summary_block(findings, dag, prov["n_runs"], all_hours)

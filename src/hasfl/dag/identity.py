@@ -38,12 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.config import data_config, run_config
-from hasfl.integrity import PACKAGE, IntegrityError, read_manifest, stale_part, training_code_digest
+from hasfl.errors import HasflError
+from hasfl.integrity import (PACKAGE, TRAINING_CODE, IntegrityError, read_manifest, stale_part,
+                             training_code_digest)
 from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "NOT_ANALYSIS_CODE", "Audit", "analysis_code_digest", "analysis_identity", "audit",
-           "canonical", "data_code_digest", "data_identity", "data_slice", "digest", "raw_digests", "run_slice",
-           "source_digest", "writable_results", "write_rerun_token"]
+__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest",
+           "analysis_identity", "audit", "canonical", "checkout_root", "data_code_digest", "data_identity",
+           "data_slice", "digest", "raw_digests", "run_slice", "source_digest", "writable_results",
+           "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
 DATA_CODE: tuple[str, ...] = ("data", "io.py")
@@ -119,11 +122,46 @@ def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str
             "raw": raw_digests(cfg["dataset"], cfg["data_dir"], cfg["dataset_params"]), "code": code}
 
 
+class CodeRootError(HasflError):
+    """A code digest was asked of a folder that does not hold the code it must hash (a wheel install's
+    ``site-packages``, a partial copy): refused, since a digest of nothing would call every result current or every
+    result stale whatever the code (issue 46). The message names the folder, the missing paths and what to do."""
+
+
+#: What makes a folder a checkout of this repository: the DAG's Snakefile, the workflow and the package.
+CHECKOUT: tuple[str, ...] = ("Snakefile", "workflow", "src/hasfl")
+#: What to do when no checkout holds the code (appended to every :class:`CodeRootError`).
+_WHAT_TO_DO = ("code digests are computed from the checkout (git clone) holding Snakefile, workflow/ and src/hasfl "
+               "whose code the DAG ran: run hasfl from the clone that made the results folder, with the package "
+               "installed from it (pip install -e CLONE); a library caller passes that clone's path")
+
+
+def _missing(base: Path, rels: tuple[str, ...]) -> list[str]:
+    """The paths of ``rels`` (relative to ``base``) that do not exist, or are folders without a Python file; a path
+    inside one already named is left out (``src/hasfl``, not each module under it)."""
+    out: list[str] = []
+    for rel in dict.fromkeys(rels):
+        if any(rel.startswith(m + "/") for m in out):
+            continue
+        target = Path(base) / rel
+        if not target.exists() or (target.is_dir() and next(target.rglob("*.py"), None) is None):
+            out = [m for m in out if not m.startswith(rel + "/")] + [rel]
+    return out
+
+
 def source_digest(base: Path, *paths: str, exclude: tuple[str, ...] = ()) -> str:
     """sha256 over the contents of the Python files under ``paths`` (relative to ``base``, the checkout), less the
     files of ``exclude`` (relative paths): the code digests the rules carry as params (a content change reruns
-    them, a ``touch`` does not)."""
+    them, a ``touch`` does not).
+
+    Refuses (:class:`CodeRootError`) when a path of ``paths`` is missing under ``base`` (or is a folder without a
+    Python file), and when no file at all is hashed: the digest of nothing is a constant that no code change moves."""
+    missing = _missing(Path(base), paths)
+    if missing:
+        raise CodeRootError(f"cannot compute a code digest from '{base}': missing there: {', '.join(missing)} "
+                            f"({len(missing)} of the {len(paths)} code paths it hashes); {_WHAT_TO_DO}")
     h = hashlib.sha256()
+    hashed = 0
     for rel in paths:
         root = Path(base) / rel
         for f in [root] if root.is_file() else sorted(root.rglob("*.py")):
@@ -131,6 +169,10 @@ def source_digest(base: Path, *paths: str, exclude: tuple[str, ...] = ()) -> str
                 continue
             h.update(str(f.relative_to(base)).encode())
             h.update(f.read_bytes())
+            hashed += 1
+    if not hashed:
+        raise CodeRootError(f"cannot compute a code digest from '{base}': no Python file under "
+                            f"{', '.join(paths)} is left to hash; {_WHAT_TO_DO}")
     return h.hexdigest()
 
 
@@ -144,8 +186,39 @@ NOT_ANALYSIS_CODE: tuple[str, ...] = ("src/hasfl/analysis/results_page.py",)
 
 
 def analysis_code_digest(base: Path) -> str:
-    """The analysis code identity of the checkout ``base``: :data:`ANALYSIS_CODE` less :data:`NOT_ANALYSIS_CODE`."""
+    """The analysis code identity of the checkout ``base``: :data:`ANALYSIS_CODE` less :data:`NOT_ANALYSIS_CODE`.
+    Refuses (:class:`CodeRootError`) when ``base`` does not hold every path of :data:`ANALYSIS_CODE`."""
     return source_digest(base, *ANALYSIS_CODE, exclude=NOT_ANALYSIS_CODE)
+
+
+def checkout_root(repo: str | Path | None = None) -> Path:
+    """The one rule for where code digests come from (issue 46): the checkout holding :data:`CHECKOUT`
+    (``Snakefile``, ``workflow/``, ``src/hasfl``) and every path the data-stage, training and analysis digests hash.
+
+    The DAG passes its Snakefile's folder (``workflow.basedir``); a caller holding a checkout's path passes it
+    (``repo``); ``hasfl verify --config`` gets the checkout the installed ``hasfl`` package came from (``repo`` None)
+    -- an editable install's clone, the folder the DAG's Snakefile sits in, so every digest equals the DAG's. A
+    package installed from a wheel (``site-packages/hasfl``) came from no checkout: refused with
+    :class:`CodeRootError`, as is a ``repo`` missing any of those paths (named) -- never a digest of nothing.
+    Data-stage and training digests hash ``<checkout>/src/hasfl``; the analysis digest hashes the checkout
+    (:data:`ANALYSIS_CODE`)."""
+    if repo is None:
+        root = PACKAGE.parent.parent
+        what = f"the checkout the installed hasfl package ({PACKAGE}) came from, '{root}',"
+    else:
+        root = Path(repo).expanduser()
+        what = f"'{root}'"
+    package = "src/hasfl/"
+    needed = (CHECKOUT + ANALYSIS_CODE + tuple(package + rel for rel in DATA_CODE)
+              + tuple(package + rel for rel in TRAINING_CODE))
+    missing = _missing(root, needed)
+    if missing:
+        installed = " (a package installed from a wheel comes from no checkout)" if repo is None else ""
+        raise CodeRootError(f"{what} is not a checkout of hasfl-repro{installed}: it does not hold "
+                            f"{', '.join(missing)}; {_WHAT_TO_DO}")
+    return root
+
+
 #: Config keys no analysis table, figure or finding depends on (where files live, how jobs are run, the folder's
 #: ``name``). ``report.md`` prints the name: its rule carries it as a param, so a renamed folder reruns the report
 #: alone (seconds), not every table and evaluation.

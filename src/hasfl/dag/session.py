@@ -38,7 +38,7 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import analysis_code_digest, audit, data_code_digest, writable_results
+from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest, writable_results
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
 from hasfl.logs import cap_console
@@ -90,8 +90,12 @@ class Session:
         self._lock = ResultsLock(Path(self.results))
         self._mps: Any = None
         self._socket: str | None = None
-        self.data_code = data_code_digest(self.basedir / "src" / "hasfl")
-        self.analysis_code = analysis_code_digest(self.basedir)
+        try:  # every code digest from the Snakefile's checkout, refused if it lacks a code path (issue 46)
+            self.checkout = checkout_root(self.basedir)
+        except HasflError as exc:
+            stop(exc)
+        self.data_code = data_code_digest(self.checkout / "src" / "hasfl")
+        self.analysis_code = analysis_code_digest(self.checkout)
         if self.main:
             self._prepare()
 
@@ -101,7 +105,7 @@ class Session:
         this checkout): the meaning the run's identity, its store key, the gate and the audit share."""
         key = (method, dataset)
         if key not in self._train_code:
-            self._train_code[key] = training_code_digest(method, dataset, self.basedir / "src" / "hasfl")
+            self._train_code[key] = training_code_digest(method, dataset, self.checkout / "src" / "hasfl")
         return self._train_code[key]
 
     # ------------------------------------------------------------------------------------------- what rules read
