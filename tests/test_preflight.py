@@ -3,6 +3,7 @@ right way, and a run far too long for a CPU stops before any job while a dry run
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,9 +66,9 @@ def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
     assert reason is None
 
 
-def _snakemake(*args: str, results: Path) -> subprocess.CompletedProcess[str]:
+def _snakemake(*args: str, results: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "snakemake", *args, "--config", f"results_dir={results}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.snakemake
@@ -105,6 +106,9 @@ def test_quick_preset_prints_its_estimate(tmp_path) -> None:
 
     lines = (res.stdout + res.stderr).splitlines()
     assert max(map(len, lines)) <= CONSOLE_WIDTH and any("characters cut]" in line for line in lines)
+    whole = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path,
+                       env={"HASFL_CONSOLE_WIDTH": "0"})
+    assert max(map(len, (whole.stdout + whole.stderr).splitlines())) > 10_000  # every input of a job, as Snakemake
 
 
 def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config) -> None:

@@ -6,7 +6,8 @@ import logging
 import sys
 from pathlib import Path
 
-__all__ = ["CONSOLE", "CONSOLE_WIDTH", "PROGRESS", "CappedFormatter", "cap_console", "cap_line", "setup_logging"]
+__all__ = ["CONSOLE", "CONSOLE_WIDTH", "PROGRESS", "WIDTH_ENV", "CappedFormatter", "cap_console", "cap_line",
+           "console_width", "setup_logging"]
 
 #: A log record with this attribute set is per-round progress (a training job's progress bar lines).
 PROGRESS = "hasfl_progress"
@@ -16,8 +17,27 @@ CONSOLE = "hasfl_console"
 #: The longest line the console shows (characters): a longer one is cut to this, the cut said at its end (issue 46:
 #: the quick run printed lines of 15,384 characters). Log files keep every line whole.
 CONSOLE_WIDTH = 300
+#: The environment variable that sets the console width of a DAG's Snakemake console (:func:`console_width`); 0 shows
+#: every line whole (e.g. to read a dry run's job inputs, which no log file keeps).
+WIDTH_ENV = "HASFL_CONSOLE_WIDTH"
 #: The format of the records of :func:`setup_logging`.
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def console_width() -> int:
+    """The width a DAG's Snakemake console is cut to: :data:`WIDTH_ENV` when set (0: no cut), else
+    :data:`CONSOLE_WIDTH`.
+
+    Raises:
+        ValueError: naming the variable when its value is not a non-negative integer."""
+    import os
+
+    raw = os.environ.get(WIDTH_ENV, "").strip()
+    if not raw:
+        return CONSOLE_WIDTH
+    if not raw.isdigit():
+        raise ValueError(f"environment variable {WIDTH_ENV}={raw!r}: expected a width in characters (0: no cut)")
+    return int(raw)
 
 
 def cap_line(line: str, limit: int = CONSOLE_WIDTH, where: str | None = None) -> str:

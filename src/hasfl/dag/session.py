@@ -41,7 +41,7 @@ from hasfl.dag import store
 from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest, writable_results
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
-from hasfl.logs import cap_console
+from hasfl.logs import cap_console, console_width
 
 __all__ = ["Session", "base_config", "stop"]
 
@@ -77,8 +77,14 @@ class Session:
         self.basedir = Path(workflow.basedir)
         self.main = bool(workflow.is_main_process)
         # Snakemake's job blocks list every input of a job on one line (15,000 characters for a table over every
-        # run): its console lines are cut to a terminal's width, its log file keeps them whole
-        cap_console(logging.getLogger("snakemake.logging"))
+        # run): its console lines are cut to a terminal's width (HASFL_CONSOLE_WIDTH, 0: whole), its log file keeps
+        # them whole
+        try:
+            width = console_width()
+        except ValueError as exc:
+            stop(exc)
+        if width:
+            cap_console(logging.getLogger("snakemake.logging"), width)
         self._validate()
         #: the results folder as the rules spell it (Snakemake matches paths as text)
         self.results = f"{config['results_dir']}/{config['name']}"
