@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
@@ -356,3 +357,45 @@ def cpu_packing_calibration() -> dict[str, Any]:
     from hasfl.bench.packing import calibrate_packing
 
     return calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
+
+
+# --------------------------------------------------------------------------- a finished folder, fabricated
+def write_linked_results(tmp_path: Path, name: str, runs: dict[str, dict[str, Any]], findings: dict[str, Any],
+                         analysis_identity: dict[str, Any], *, seed: int = 42) -> Path:
+    """``<tmp_path>/results/<name>`` as the DAG leaves a finished folder: per method of ``runs`` (method -> the
+    identity its manifest records) a run of digits x ``seed`` whose files are links into its store entry under
+    ``results/.store/runs``, ``findings.json`` (``findings``), one table and the analysis manifest over them
+    (``analysis_identity``)."""
+    from hasfl.analysis.manifest import write_analysis_manifest
+    from hasfl.integrity import write_run_manifest
+
+    root = tmp_path / "results" / name
+    store = tmp_path / "results" / ".store" / "runs"
+    folders = []
+    for method, identity in runs.items():
+        entry = store / f"key-{method}"
+        entry.mkdir(parents=True)
+        (entry / "run.json").write_text(json.dumps({"method": method}))
+        (entry / "timings.json").write_text(json.dumps({"device": "cpu", "cpu_capability": "AVX2", "total_s": 6.0}))
+        write_run_manifest(entry, ["run.json", "timings.json"], identity)
+        folder = root / "runs" / "digits" / method / f"seed{seed}"
+        folder.mkdir(parents=True)
+        for f in ("run.json", "timings.json", "manifest.json"):
+            (folder / f).symlink_to(entry / f)
+        folders.append(folder)
+    (root / "tables").mkdir()
+    (root / "tables" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
+    (root / "findings.json").write_text(json.dumps(findings))
+    verified = tmp_path / f"verified-{name}.json"
+    verified.write_text(json.dumps({str(r): f"digest-{r.parent.name}" for r in folders}))
+    write_analysis_manifest(root, [str(root / "findings.json"), str(root / "tables" / "t.md")], verified,
+                            identity=analysis_identity)
+    return root
+
+
+@pytest.fixture(scope="session")
+def linked_results() -> Callable[..., Path]:
+    """``linked_results(tmp_path, name, runs, findings, analysis_identity, *, seed=42)``: a finished results folder
+    whose runs link into a store (:func:`write_linked_results`)."""
+    return write_linked_results
+

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
+from hasfl.analysis.manifest import verify_analysis
 from hasfl.crate import METADATA, CrateError, export_rocrate
-from hasfl.integrity import IntegrityError, ResultsLock, verify_results, write_run_manifest
+from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 
 FINDINGS = {"findings": [
     {"id": "F1c", "verdict": "supported", "units": [{"unit": "digits", "verdict": "supported"}]},
@@ -20,31 +20,12 @@ FINDINGS = {"findings": [
 
 
 @pytest.fixture
-def results(tmp_path):
+def results(tmp_path, linked_results):
     """results/quick: two runs whose files are links into a store entry (as the DAG leaves them), findings.json,
     a table, and the analysis manifest over them."""
-    root = tmp_path / "results" / "quick"
-    store = tmp_path / "results" / ".store" / "runs"
-    runs = []
-    for method in ("hasfl", "fedavg"):
-        entry = store / f"key-{method}"
-        entry.mkdir(parents=True)
-        (entry / "run.json").write_text(json.dumps({"method": method}))
-        (entry / "timings.json").write_text(json.dumps({"device": "cpu", "cpu_capability": "AVX2", "total_s": 6.0}))
-        write_run_manifest(entry, ["run.json", "timings.json"], {"digest": f"digest-{method}"})
-        folder = root / "runs" / "digits" / method / "seed42"
-        folder.mkdir(parents=True)
-        for f in ("run.json", "timings.json", "manifest.json"):
-            (folder / f).symlink_to(entry / f)
-        runs.append(folder)
-    (root / "tables").mkdir()
-    (root / "tables" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
-    (root / "findings.json").write_text(json.dumps(FINDINGS))
+    root = linked_results(tmp_path, "quick", {m: {"digest": f"digest-{m}"} for m in ("hasfl", "fedavg")}, FINDINGS,
+                          {"digest": "analysis-digest"})
     (root / ".hasfl.lock").write_text("")  # the DAG's lock file: a results folder, left out of the crate
-    verified = tmp_path / "verified.json"
-    verified.write_text(json.dumps({str(r): f"digest-{r.parent.name}" for r in runs}))
-    write_analysis_manifest(root, [str(root / "findings.json"), str(root / "tables" / "t.md")], verified,
-                            identity={"digest": "analysis-digest"})
     return root
 
 

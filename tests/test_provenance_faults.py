@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hasfl.analysis.manifest import verify_analysis, write_analysis_manifest
+from hasfl.analysis.manifest import verify_analysis
 from hasfl.config import canonical_numbers, deep_merge, read_yaml, run_config, validate_config
-from hasfl.integrity import training_code_digest, verify_results, write_run_manifest
+from hasfl.integrity import training_code_digest, verify_results
 
 #: this checkout is dirty while people work in it: the warning is tested on a checkout of its own
 pytestmark = pytest.mark.filterwarnings("ignore::hasfl.crate.CrateWarning")
@@ -56,40 +56,29 @@ def _analysis_code(repo: Path = REPO) -> str:
     return analysis_code_digest(repo)
 
 
-def make_results(tmp_path: Path, *, name: str = "quick", rounds: int | None = None, seed: int = 42,
+def _make_results(write, tmp_path: Path, *, name: str = "quick", rounds: int | None = None, seed: int = 42,
                  code: dict[str, str] | None = None, repo: Path = REPO) -> Path:
     """``results/<name>``: digits x hasfl, fedavg x ``seed``, each run's files links into its store entry, the
     manifests recording the quick preset's config slice (``rounds`` overriding federation.rounds) and the training
     code of ``repo`` (``code``: method -> a digest recorded instead); findings.json, a table and the analysis
     manifest (its identity records the analysis code of ``repo``)."""
     config = _merged(QUICK)
-    root = tmp_path / "results" / name
-    store = tmp_path / "results" / ".store" / "runs"
-    runs = []
+    runs = {}
     for method in METHODS:
         cfg = _slice(config, "digits", method, seed)
         if rounds is not None:
             cfg["federation"]["rounds"] = rounds
         recorded = (code or {}).get(method) or training_code_digest(method, "digits", repo / "src" / "hasfl")
-        entry = store / f"key-{method}"
-        entry.mkdir(parents=True)
-        (entry / "run.json").write_text(json.dumps({"method": method}))
-        (entry / "timings.json").write_text(json.dumps({"device": "cpu", "cpu_capability": "AVX2", "total_s": 6.0}))
-        write_run_manifest(entry, ["run.json", "timings.json"],
-                           {"digest": f"digest-{method}", "config": cfg, "code": recorded})
-        folder = root / "runs" / "digits" / method / f"seed{seed}"
-        folder.mkdir(parents=True)
-        for f in ("run.json", "timings.json", "manifest.json"):
-            (folder / f).symlink_to(entry / f)
-        runs.append(folder)
-    (root / "tables").mkdir()
-    (root / "tables" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
-    (root / "findings.json").write_text(json.dumps(FINDINGS))
-    verified = tmp_path / f"verified-{name}.json"
-    verified.write_text(json.dumps({str(r): f"digest-{r.parent.name}" for r in runs}))
-    write_analysis_manifest(root, [str(root / "findings.json"), str(root / "tables" / "t.md")], verified,
-                            identity={"digest": "analysis-digest", "code": _analysis_code(repo)})
-    return root
+        runs[method] = {"digest": f"digest-{method}", "config": cfg, "code": recorded}
+    return write(tmp_path, name, runs, FINDINGS,
+                                {"digest": "analysis-digest", "code": _analysis_code(repo)}, seed=seed)
+
+
+@pytest.fixture
+def make_results(linked_results):
+    """``make_results(tmp_path, *, name, rounds, seed, code, repo)``: :func:`_make_results` over the shared
+    ``linked_results`` writer."""
+    return lambda tmp_path, **kw: _make_results(linked_results, tmp_path, **kw)
 
 
 def _overlay(tmp_path: Path, **keys: object) -> Path:
@@ -100,7 +89,7 @@ def _overlay(tmp_path: Path, **keys: object) -> Path:
 
 
 # ---------------------------------------------------------------------------------------- fault 8: code
-def test_the_crate_refuses_workflow_code_that_is_not_the_runs_own(tmp_path) -> None:
+def test_the_crate_refuses_workflow_code_that_is_not_the_runs_own(tmp_path, make_results) -> None:
     """A run trained by other training code than this checkout's (its manifest records another code digest): the
     crate would ship this checkout's code as the runs' own; refused naming the run and both digests, nothing left.
     ``allow_other_code`` ships it, the metadata saying whose code it is not."""
@@ -125,7 +114,7 @@ def test_the_crate_refuses_workflow_code_that_is_not_the_runs_own(tmp_path) -> N
     assert "runs/digits/fedavg/seed42" in action["description"] and "000000000000" in action["description"]
 
 
-def test_the_crate_names_the_code_the_runs_record(tmp_path) -> None:
+def test_the_crate_names_the_code_the_runs_record(tmp_path, make_results) -> None:
     """Runs trained by this checkout's code: the crate says so (each run's training-code digest, in its entity and
     in the run's description)."""
     from rocrate.rocrate import ROCrate
@@ -142,7 +131,7 @@ def test_the_crate_names_the_code_the_runs_record(tmp_path) -> None:
     assert run["description"] == f"training code {training_code_digest('hasfl', 'digits')}"
 
 
-def test_the_crate_refuses_an_analysis_of_other_code(tmp_path) -> None:
+def test_the_crate_refuses_an_analysis_of_other_code(tmp_path, make_results) -> None:
     from hasfl.crate import CrateError, export_rocrate
 
     results = make_results(tmp_path)
@@ -160,7 +149,7 @@ def _page(results: Path, out: Path, *configfiles: Path) -> str:
     return out.read_text()
 
 
-def test_the_page_says_which_code_made_the_runs(tmp_path) -> None:
+def test_the_page_says_which_code_made_the_runs(tmp_path, make_results) -> None:
     """The page named the exporting commit as the runs' own: it now says whether the runs' recorded training code is
     this checkout's, and names the runs whose code differs with both digests."""
     same = _page(make_results(tmp_path / "a"), tmp_path / "a.md")
@@ -174,7 +163,7 @@ def test_the_page_says_which_code_made_the_runs(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------- fault 9: config
-def test_the_crate_refuses_config_files_that_do_not_make_the_runs(tmp_path) -> None:
+def test_the_crate_refuses_config_files_that_do_not_make_the_runs(tmp_path, make_results) -> None:
     """A 12-round folder "made by" the 30-round quick preset: refused naming the first differing key; the overlay
     that sets 12 rounds is accepted."""
     from hasfl.crate import CrateError, export_rocrate
@@ -186,7 +175,7 @@ def test_the_crate_refuses_config_files_that_do_not_make_the_runs(tmp_path) -> N
     assert export_rocrate(results, tmp_path / "crate", [_overlay(tmp_path, federation={"rounds": 12})]).runs == 2
 
 
-def test_the_crate_refuses_config_files_without_the_runs_seed(tmp_path) -> None:
+def test_the_crate_refuses_config_files_without_the_runs_seed(tmp_path, make_results) -> None:
     from hasfl.crate import CrateError, export_rocrate
 
     results = make_results(tmp_path, seed=7)
@@ -194,7 +183,7 @@ def test_the_crate_refuses_config_files_without_the_runs_seed(tmp_path) -> None:
         export_rocrate(results, tmp_path / "crate")
 
 
-def test_the_page_refuses_config_files_that_do_not_make_the_runs(tmp_path) -> None:
+def test_the_page_refuses_config_files_that_do_not_make_the_runs(tmp_path, make_results) -> None:
     from hasfl.analysis.results_page import ResultsPageError
 
     results = make_results(tmp_path, rounds=12)
@@ -206,7 +195,7 @@ def test_the_page_refuses_config_files_that_do_not_make_the_runs(tmp_path) -> No
 
 
 # ---------------------------------------------------------------------------------------- fault 15: copy
-def test_a_file_changed_between_the_check_and_the_copy_is_refused(tmp_path) -> None:
+def test_a_file_changed_between_the_check_and_the_copy_is_refused(tmp_path, make_results) -> None:
     """The check (verify_results, verify_analysis) passes, then a writer that does not take this folder's lock (a
     DAG of another results folder sharing the store entry) changes a run file: the copy hashes the bytes it writes
     and refuses, naming the file."""
@@ -222,7 +211,7 @@ def test_a_file_changed_between_the_check_and_the_copy_is_refused(tmp_path) -> N
         _build(staging, results, [QUICK], analysis)
 
 
-def test_an_analysis_file_changed_after_the_check_is_refused(tmp_path) -> None:
+def test_an_analysis_file_changed_after_the_check_is_refused(tmp_path, make_results) -> None:
     from hasfl.crate import CrateError, _build
 
     results = make_results(tmp_path)
@@ -257,7 +246,7 @@ def _checkout(tmp_path: Path) -> Path:
     return repo
 
 
-def test_a_dirty_checkout_warns_naming_its_files_and_ships_them(tmp_path) -> None:
+def test_a_dirty_checkout_warns_naming_its_files_and_ships_them(tmp_path, make_results) -> None:
     """A modified tracked file and an uncommitted new module: the crate warns naming both, its workflow holds the
     new module (so it imports) and its metadata lists them; a clean checkout exports without a warning."""
     import warnings
@@ -284,7 +273,7 @@ def test_a_dirty_checkout_warns_naming_its_files_and_ships_them(tmp_path) -> Non
     assert "(dirty)" in wf["version"] and "src/hasfl/newmod.py" in wf["description"]
 
 
-def test_the_command_line_refuses_other_code_and_allow_other_code_ships_it(tmp_path) -> None:
+def test_the_command_line_refuses_other_code_and_allow_other_code_ships_it(tmp_path, make_results) -> None:
     """``hasfl export rocrate`` exits 2 naming the run whose code differs; ``--allow-other-code`` writes the crate."""
     import sys
 

@@ -27,7 +27,6 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
