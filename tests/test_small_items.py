@@ -46,6 +46,16 @@ def test_a_fixed_width_method_without_its_block_is_named_not_a_key_error(monkeyp
     assert preflight.estimate(cfg, 2, dict(preflight.FALLBACK))["train_jobs"] == 2 * 2 * 3
 
 
+def test_validation_names_a_fixed_width_method_without_its_p(monkeypatch, quick_config) -> None:
+    """Validation reads every width a run trains before the pre-flight does (``config._widths``): a ``fixed``
+    method without ``method_params.<m>.p`` is named there too (was a raw KeyError)."""
+    from hasfl.config import ConfigError, validate_config
+
+    cfg = _with_method(monkeypatch, quick_config, "toy_fixed", "fixed", {})
+    with pytest.raises(ConfigError, match=r"config key 'method_params\.toy_fixed\.p': method 'toy_fixed' trains one"):
+        validate_config(cfg)
+
+
 def test_a_method_without_parameters_needs_no_block(monkeypatch, quick_config) -> None:
     """As the training side (an empty block): a method priced without parameters is priced without a block."""
     cfg = _with_method(monkeypatch, quick_config, "toy_full", "full", None)
