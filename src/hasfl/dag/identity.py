@@ -220,8 +220,8 @@ def checkout_root(repo: str | Path | None = None) -> Path:
 
 
 #: Config keys no analysis table, figure or finding depends on (where files live, how jobs are run, the folder's
-#: ``name``). ``report.md`` prints the name: its rule carries it as a param, so a renamed folder reruns the report
-#: alone (seconds), not every table and evaluation.
+#: ``name``). ``report.md`` prints the name it was made under as provenance, as it prints the commit: a renamed folder
+#: (new paths, so no Snakemake metadata to compare its params with) reruns nothing.
 NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution", "name")
 
 
