@@ -177,3 +177,22 @@ def test_comments_name_readme_and_docs_sections_that_exist() -> None:
             if not doc.is_file() or not any(s.startswith(section) for s in _sections(doc)):
                 missing.append(f"{path.relative_to(REPO)}: {m[0]}")
     assert checked > 20 and not missing, missing
+
+
+# --------------------------------------------------------------------------- analysis jobs' threads
+def test_an_analysis_job_runs_torch_on_fixed_threads_whoever_starts_it() -> None:
+    """A job forked from the warm worker inherits a loaded torch at its default thread count (every core): the
+    analysis entry point fixes it (hasfl.analysis.jobs.ANALYSIS_THREADS), so an evaluation's reduction order does not
+    depend on the machine's cores or on the warm worker (docs/analysis-cost.md found the jobs on every core)."""
+    import torch
+
+    from hasfl.analysis import jobs
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(ValueError, match="unknown analysis artifact"):
+            jobs.run_artifact("no-such-table", {}, {}, {})
+        assert torch.get_num_threads() == jobs.ANALYSIS_THREADS == 1
+    finally:
+        torch.set_num_threads(before)

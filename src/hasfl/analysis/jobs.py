@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,26 @@ from hasfl.analysis.specs import resolve_thresholds
 from hasfl.io import write_json
 from hasfl.registry import resolve
 
-__all__ = ["job_figure", "job_findings", "job_report", "run_artifact"]
+__all__ = ["ANALYSIS_THREADS", "fixed_threads", "job_figure", "job_findings", "job_report", "run_artifact"]
 
 log = logging.getLogger("hasfl.analysis")
 
 PathLike = str | Path
+
+#: torch threads of every analysis job: the rules declare none (Snakemake gives a job 1, so SLURM's jobs ran with
+#: 1), but a job forked from the warm worker inherited torch's default (every core), so the same evaluation ran with
+#: another reduction order on another machine (docs/analysis-cost.md measured it). Fixed, whatever runs the job.
+ANALYSIS_THREADS = 1
+
+
+def fixed_threads() -> None:
+    """Run this job's torch on :data:`ANALYSIS_THREADS` threads: set now when torch is loaded (the warm worker's
+    fork), else through ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads when the job imports it."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(ANALYSIS_THREADS)
+    else:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(ANALYSIS_THREADS)
 
 
 def run_artifact(name: str, inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str],
@@ -37,6 +54,7 @@ def run_artifact(name: str, inputs: Mapping[str, Sequence[str]], outputs: Mappin
     ``params`` are the entry's config values; a figure's ``methods`` are narrowed to the ones it shows
     (:func:`hasfl.analysis.artifacts.artifact_methods`) that the preset runs, and it gets ``n_seeds``.
     """
+    fixed_threads()
     if name not in ARTIFACTS:
         raise ValueError(f"unknown analysis artifact '{name}'; expected one of {', '.join(ARTIFACTS)}")
     art = ARTIFACTS[name]
