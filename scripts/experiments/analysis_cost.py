@@ -588,9 +588,9 @@ def render(data: Mapping[str, Any], command: str = EXAMPLE_COMMAND) -> str:
     if checks:
         lines += ["Two threads instead of one (the full-width evaluation): "
                   + "; ".join(f"{d} x{c['threads']['speedup']:.2f} faster" for d, c in checks.items())
-                  + ". Run locally, the analysis jobs go through the warm worker, whose torch was imported before "
-                  "Snakemake set `OMP_NUM_THREADS=1`, so they use torch's default thread count (every core); on "
-                  "SLURM, one thread.", ""]
+                  + ". Every analysis job runs on `hasfl.analysis.jobs.ANALYSIS_THREADS` thread(s) "
+                  "(`fixed_threads`; before it, a job forked from the warm worker used every core and a SLURM job "
+                  "one, found by this measurement).", ""]
 
     lines += ["## Seconds per run, full size", "", "| evaluation | " + " | ".join(ds) + " |",
               "|---|" + "---|" * len(ds)]
