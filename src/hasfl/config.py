@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -133,17 +133,38 @@ def typed_command_line(config: Mapping[str, Any], overrides: Mapping[str, Any]) 
     return {k: typed(v, overrides[k], False) if k in overrides else v for k, v in config.items()}
 
 
-def load_config(preset: str | Path | None = None, base: str | Path = PAPER_CONFIG,
+def load_config(preset: str | Path | Sequence[str | Path] | None = None, base: str | Path = PAPER_CONFIG,
                 overrides: list[str] | None = None) -> dict[str, Any]:
-    """Load ``base`` (the paper preset), merge ``preset`` and then each ``overrides`` item
-    (``dotted.key=value``) over it, validate, return."""
+    """Load ``base`` (the paper preset), merge ``preset`` (one file, or several in order, as ``--configfile``
+    gives them) and then each ``overrides`` item (``dotted.key=value``) over it, validate, return."""
     config = read_yaml(base)
-    if preset is not None:
-        config = deep_merge(config, read_yaml(preset))
+    presets = [] if preset is None else [preset] if isinstance(preset, (str, Path)) else list(preset)
+    for path in presets:
+        config = deep_merge(config, read_yaml(path))
     for item in overrides or []:
         config = deep_merge(config, parse_override(item))
     validate_config(config)
     return canonical_numbers(config)
+
+
+class _Absent:
+    """A key one side of :func:`dotted_differences` lacks (shown as ``absent``)."""
+
+    def __repr__(self) -> str:
+        return "absent"
+
+
+ABSENT = _Absent()
+
+
+def dotted_differences(a: Any, b: Any, prefix: str = "", missing: Any = None) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, a's value, b's value)`` at each key where two nested mappings (config slices, identities)
+    differ, keys sorted; a key one side lacks reads as ``missing`` there (:data:`ABSENT` to tell it from a None)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [d for key in sorted(set(a) | set(b), key=str)
+                for d in dotted_differences(a.get(key, missing), b.get(key, missing),
+                                            f"{prefix}.{key}" if prefix else str(key), missing)]
+    return [] if a == b else [(prefix or "<all>", a, b)]
 
 
 def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
+from hasfl.config import ABSENT, dotted_differences
 from hasfl.errors import HasflError
 
 __all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
@@ -110,16 +111,20 @@ class CodeCheck:
 
 def _run_parts(rel: str, identity: Mapping[str, Any]) -> tuple[str, str, int | None]:
     """(dataset, method, seed) of a run folder ``runs/<dataset>/<method>/seed<s>``: its recorded config slice's,
-    else its path's."""
+    else its path's (:func:`hasfl.analysis.runs.parse_run_path`, the one reader of a run's path)."""
+    from hasfl.analysis.runs import parse_run_path
+
     cfg = identity.get("config") if isinstance(identity.get("config"), Mapping) else {}
-    parts = Path(rel).parts
-    seed = cfg.get("seed", parts[-1].removeprefix("seed") if parts else None)
     try:
-        seed = int(seed) if seed is not None else None
+        (dataset, method, seed), _ = parse_run_path(Path(rel) / "manifest.json")
+    except ValueError:
+        dataset, method, seed = "", "", None
+    recorded = cfg.get("seed", seed)
+    try:
+        seed = int(recorded) if recorded is not None else None
     except (TypeError, ValueError):
         seed = None
-    return (str(cfg.get("dataset", parts[-3] if len(parts) >= 3 else "")),
-            str(cfg.get("method", parts[-2] if len(parts) >= 2 else "")), seed)
+    return str(cfg.get("dataset", dataset)), str(cfg.get("method", method)), seed
 
 
 def _identities(results: Path, folders: Sequence[str]) -> dict[str, Mapping[str, Any]]:
@@ -176,37 +181,16 @@ def code_sentence(check: CodeCheck) -> str:
             "them again; to reproduce these runs, use the checkout whose code gives the digests they record.")
 
 
-def _dotted_difference(recorded: Any, expected: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted key, recorded, expected) at each key where two config slices differ, keys sorted."""
-    if isinstance(recorded, Mapping) and isinstance(expected, Mapping):
-        return [d for key in sorted(set(recorded) | set(expected), key=str)
-                for d in _dotted_difference(recorded.get(key, _ABSENT), expected.get(key, _ABSENT),
-                                            f"{prefix}.{key}" if prefix else str(key))]
-    return [] if recorded == expected else [(prefix or "<all>", recorded, expected)]
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "absent"
-
-
-_ABSENT = _Absent()
-
-
 def _shown(value: Any) -> str:
-    return "absent" if value is _ABSENT else json.dumps(value)
+    return "absent" if value is ABSENT else json.dumps(value)
 
 
 def merged_config(files: Sequence[Path], base: Path | None = None) -> dict[str, Any]:
     """``base`` (this checkout's ``config.yaml``) with ``files`` merged over it in order, validated, numbers
     canonical: the config the DAG run with ``--configfile <files>`` reads."""
-    from hasfl.config import canonical_numbers, deep_merge, read_yaml, validate_config
+    from hasfl.config import load_config
 
-    config = read_yaml(REPO / "config.yaml" if base is None else base)
-    for f in files:
-        config = deep_merge(config, read_yaml(f))
-    validate_config(config)
-    return canonical_numbers(config)
+    return load_config(list(files), REPO / "config.yaml" if base is None else base)
 
 
 def check_configfiles(results: Path, folders: Sequence[str], files: Sequence[Path],
@@ -236,7 +220,7 @@ def check_configfiles(results: Path, folders: Sequence[str], files: Sequence[Pat
                                       "(--configfile, every overlay)")
         expected = json.loads(json.dumps(run_config(config, dataset, method, int(seed or 0)), sort_keys=True,
                                          default=str))
-        diff = _dotted_difference(json.loads(json.dumps(recorded, default=str)), expected)
+        diff = dotted_differences(json.loads(json.dumps(recorded, default=str)), expected, missing=ABSENT)
         if diff:
             key, ran, given = diff[0]
             more = f" (and {len(diff) - 1} more keys)" if len(diff) > 1 else ""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.config import data_config, run_config
+from hasfl.config import data_config, dotted_differences, run_config
 from hasfl.errors import HasflError
 from hasfl.integrity import (PACKAGE, TRAINING_CODE, IntegrityError, read_manifest, stale_part,
                              training_code_digest)
@@ -233,12 +233,9 @@ def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
     return {"config": cfg, "code": code, "digest": digest({"config": cfg, "code": code})}
 
 
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Dotted keys at which two canonical values differ."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return [k for key in sorted(set(a) | set(b))
-                for k in _diff_keys(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))]
-    return [] if a == b else [prefix or "<all>"]
+def _diff_keys(a: Any, b: Any) -> list[str]:
+    """Dotted keys at which two canonical values differ (:func:`hasfl.config.dotted_differences`)."""
+    return [key for key, _, _ in dotted_differences(a, b)]
 
 
 @dataclass
