@@ -43,7 +43,7 @@ from hasfl.integrity import (PACKAGE, TRAINING_CODE, IntegrityError, read_manife
                              training_code_digest)
 from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest",
+__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest", "preset_jobs",
            "analysis_identity", "audit", "canonical", "checkout_root", "data_code_digest", "data_identity",
            "data_slice", "digest", "raw_digests", "run_slice", "source_digest", "writable_results",
            "write_rerun_token"]
@@ -266,14 +266,20 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
         return None  # unreadable: verify_results names it
 
 
+def preset_jobs(config: Mapping[str, Any]) -> tuple[list[tuple[str, int]], list[tuple[str, str, int]]]:
+    """The data stages (dataset, seed) and runs (dataset, method, seed) a preset's build makes."""
+    seeds = [int(s) for s in config["seeds"]]
+    return ([(d, s) for d in config["datasets"] for s in seeds],
+            [(d, m, s) for d in config["datasets"] for s in seeds for m in config["methods"]])
+
+
 def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list[tuple[str, int]],
                                                                           list[tuple[str, str, int]]]:
     """The data stages (dataset, seed) and runs (dataset, method, seed) to check: the preset's jobs, or
     without a preset every folder under ``results`` whose path names a job."""
     if config is not None:
-        seeds = [int(s) for s in config["seeds"]]
-        return ([(d, s) for d in config["datasets"] for s in seeds],
-                [(d, m, s) for d in config["datasets"] for s in seeds for m in config["methods"]])
+        return preset_jobs(config)
+
     def seed(folder: Path) -> int | None:
         tail = folder.name.removeprefix("seed")
         return int(tail) if tail.isdigit() else None

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.dag.identity import digest
+from hasfl.dag.identity import digest, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 
@@ -359,22 +359,20 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     found: list[str] = []
     keys: dict[str, str] = {}  # data folder -> data_source of its identity
     tables: dict[str, dict[str, str]] = {}
-    seeds = [int(s) for s in config["seeds"]]
-    for d in config["datasets"]:
-        for sd in seeds:
-            rel = f"data/{d}/seed{sd}"
-            identity = data_identity(data_config(config, d), sd, data_code)
-            manifest = _manifest_of(entry_of(store, "data", data_key(identity)))
-            if manifest is None:
-                continue
-            keys[rel] = data_source(identity)
-            tables[rel] = tables_of(manifest)
-            if not (results / rel / MANIFEST).is_file():
-                found.append(rel)
+    data, runs = preset_jobs(config)
+    for d, sd in data:
+        rel = f"data/{d}/seed{sd}"
+        identity = data_identity(data_config(config, d), sd, data_code)
+        manifest = _manifest_of(entry_of(store, "data", data_key(identity)))
+        if manifest is None:
+            continue
+        keys[rel] = data_source(identity)
+        tables[rel] = tables_of(manifest)
+        if not (results / rel / MANIFEST).is_file():
+            found.append(rel)
     if device_class is None:
         return found
     budgets: dict[str, dict[str, Any]] = {}
-    runs = [(d, m, sd) for d in config["datasets"] for sd in seeds for m in config["methods"]]
     for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
         rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
         budget_of = METHODS[m].budget_of
@@ -399,11 +397,9 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
     """The data-stage and run folders (relative to the results folder) a preset's build makes: data stages, then
-    runs, each sorted."""
-    seeds = [int(s) for s in config["seeds"]]
-    data = [f"data/{d}/seed{sd}" for d in config["datasets"] for sd in seeds]
-    runs = [f"runs/{d}/{m}/seed{sd}" for d in config["datasets"] for m in config["methods"] for sd in seeds]
-    return sorted(data) + sorted(runs)
+    runs, each sorted (:func:`hasfl.dag.identity.preset_jobs`)."""
+    data, runs = preset_jobs(config)
+    return sorted(f"data/{d}/seed{sd}" for d, sd in data) + sorted(f"runs/{d}/{m}/seed{sd}" for d, m, sd in runs)
 
 
 def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Iterable[str],
