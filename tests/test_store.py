@@ -91,6 +91,20 @@ def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, tin
         assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
 
 
+def test_a_variant_evaluates_only_its_new_run_and_links_the_shared_runs_evaluations(snakemake, work):
+    """Issue 47: the per-run evaluations of the runs a variant shares are store entries the baseline's analysis
+    wrote; the variant's evaluate jobs link them, and only its new run is evaluated."""
+    res = snakemake.dag(work / "variant.yaml", workdir=work)
+    assert res.returncode == 0, res.stderr[-4000:]
+    logs = sorted((work / "results/tiny-v/logs/evaluate/digits").glob("*/seed42.log"))
+    computed = {log.parent.name: " written" in log.read_text() for log in logs}
+    assert computed == {"fedavg": False, "fedprox": True, "hasfl": False}
+    for m in BASE:
+        for table in ("bn_sensitivity", "table4c_coverage_over_time"):
+            rows = f"evals/digits/{m}/seed42/{table}/rows.parquet"
+            assert (work / "results/tiny-v" / rows).resolve() == (work / "results/tiny" / rows).resolve()
+
+
 def test_a_variant_of_a_variant_links_everything_and_then_plans_nothing(snakemake, tiny_preset, work):
     """Fault 4b: a variant sharing from a variant reran its share jobs and analysis on every build."""
     v2 = tiny_preset(work, "variant2", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v2", method_params=MU)

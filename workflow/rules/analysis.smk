@@ -153,18 +153,20 @@ def artifact_inputs(art):
     inputs = {}
     if art.run_files or art.kind == "figure":
         inputs["verified"] = VERIFIED
-    if art.run_files:
+    if art.per_run:  # each run evaluated by a job of its own (rule evaluate): the table gathers
+        inputs["evals"] = eval_files(art, datasets, methods)
+    elif art.run_files:
         inputs["runs"] = run_files(datasets, methods, art.run_files)
     if art.data_clients:
         inputs["data_clients"] = data_files(config["datasets"], "clients.parquet")
-    if art.data_tables:
+    if art.data_tables and not art.per_run:
         inputs["data_tables"] = data_files(
             config["datasets"], "partition.parquet"
         ) + data_files(config["datasets"], "clients.parquet")
     if art.manifests:
         seeds = config["seeds"][:1] if art.manifests == "first" else None
         inputs["manifests"] = data_files(datasets, "manifest.json", seeds)
-    if art.raw:
+    if art.raw and not art.per_run:
         inputs["raw"] = [
             f
             for d in config["datasets"]

@@ -45,7 +45,7 @@ from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
 __all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest", "preset_jobs",
            "analysis_identity", "audit", "canonical", "checkout_root", "data_code_digest", "data_identity",
-           "data_slice", "digest", "raw_digests", "run_slice", "source_digest", "writable_results",
+           "data_slice", "digest", "evaluation_code_digest", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
            "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
@@ -189,6 +189,72 @@ def analysis_code_digest(base: Path) -> str:
     """The analysis code identity of the checkout ``base``: :data:`ANALYSIS_CODE` less :data:`NOT_ANALYSIS_CODE`.
     Refuses (:class:`CodeRootError`) when ``base`` does not hold every path of :data:`ANALYSIS_CODE`."""
     return source_digest(base, *ANALYSIS_CODE, exclude=NOT_ANALYSIS_CODE)
+
+
+def _module_file(package_root: Path, module: str) -> Path | None:
+    """The source file of ``hasfl`` module ``module`` under ``package_root`` (the ``hasfl`` folder), None if none."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return package_root / "__init__.py" if module == "hasfl" else None
+    rel = Path(*parts)
+    for path in (package_root / rel.with_suffix(".py"), package_root / rel / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _module_imports(path: Path, name: str) -> set[str]:
+    """The ``hasfl`` modules ``path`` (module ``name``) imports anywhere, lazy imports inside functions included, and
+    the packages holding each (importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__``)."""
+    import ast
+
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)  # `from hasfl.analysis import stale`
+    mods = {m for m in out if m == "hasfl" or m.startswith("hasfl.")}
+    return mods | {".".join(m.split(".")[:i]) for m in mods for i in range(1, m.count(".") + 1)}
+
+
+def module_closure(module: str, package_root: Path = PACKAGE) -> list[Path]:
+    """The source files of ``module`` and of every ``hasfl`` module it imports, transitively (lazy imports inside
+    functions and the packages' ``__init__`` included), sorted: the code a function of ``module`` can run.
+
+    Raises:
+        CodeRootError: ``module`` has no source file under ``package_root``.
+    """
+    start = _module_file(package_root, module)
+    if start is None:
+        raise CodeRootError(f"module '{module}' has no source file under '{package_root}'; {_WHAT_TO_DO}")
+    seen: dict[str, Path] = {}
+    todo = [module, *(".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1))]
+    while todo:
+        name = todo.pop()
+        path = _module_file(package_root, name)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        todo.extend(_module_imports(path, name) - set(seen))
+    return sorted(set(seen.values()))
+
+
+def evaluation_code_digest(function: str, base: Path) -> str:
+    """The code identity of a per-run evaluation (``"module:function"``, :mod:`hasfl.analysis.evaluations`) in the
+    checkout ``base``: the files of :func:`module_closure` of its module and of :mod:`hasfl.analysis.evaluations`
+    (which reads the run and writes its rows). An edit of analysis code neither imports -- a finding, a page, another
+    table -- leaves every evaluation's key as it was."""
+    package = Path(base) / "src" / "hasfl"
+    files = {*module_closure(function.partition(":")[0], package), *module_closure("hasfl.analysis.evaluations", package)}
+    return source_digest(Path(base), *sorted(f.relative_to(base).as_posix() for f in files))
 
 
 def checkout_root(repo: str | Path | None = None) -> Path:

@@ -38,7 +38,8 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest, writable_results
+from hasfl.dag.identity import (analysis_code_digest, audit, checkout_root, data_code_digest, evaluation_code_digest,
+                                 writable_results)
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
 from hasfl.logs import cap_console, console_width
@@ -93,6 +94,7 @@ class Session:
         self.plan: Any = None
         self.refusal: str | None = None
         self._train_code: dict[tuple[str, str], str] = {}
+        self._eval_code: dict[str, str] = {}
         self._lock = ResultsLock(Path(self.results))
         self._mps: Any = None
         self._socket: str | None = None
@@ -113,6 +115,13 @@ class Session:
         if key not in self._train_code:
             self._train_code[key] = training_code_digest(method, dataset, self.checkout / "src" / "hasfl")
         return self._train_code[key]
+
+    def eval_code(self, function: str) -> str:
+        """The code of a per-run evaluation (``"module:function"``: :func:`hasfl.dag.identity.evaluation_code_digest`
+        of this checkout): part of the evaluation's store key, and its rule's param."""
+        if function not in self._eval_code:
+            self._eval_code[function] = evaluation_code_digest(function, self.checkout)
+        return self._eval_code[function]
 
     # ------------------------------------------------------------------------------------------- what rules read
     def rerun_input(self, folder: str) -> dict[str, str]:

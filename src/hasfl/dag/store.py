@@ -37,7 +37,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,13 +48,15 @@ from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError,
                              verify_folder)
 
 __all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
-           "entry_of", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
+           "entry_of", "evaluate_run", "evaluation_identity", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
            "train_run"]
 
 #: The store's folder under ``results_dir``.
 STORE = STORE_NAME  # one name: hasfl.integrity refuses any command's output inside a store by it
 #: Files of a run folder that are never part of an entry (a checkpoint lives only in ``<key>.partial``).
 NOT_KEPT = ("checkpoint.pt",)
+#: The kinds of entries: data stages, runs and the runs' evaluations (:mod:`hasfl.analysis.evaluations`).
+KINDS = ("data", "runs", "evals")
 #: Data-stage tables a run reads (their sha256 are part of its key).
 DATA_TABLES = ("partition.parquet", "clients.parquet")
 
@@ -148,8 +150,8 @@ def run_key_of(identity: Mapping[str, Any], data_stage: str | None) -> str:
 
 def entry_of(store: Path, kind: str, key: str) -> Path:
     """The entry folder of ``key`` (``kind``: ``data`` or ``runs``)."""
-    if kind not in ("data", "runs"):
-        raise ValueError(f"store entries are 'data' or 'runs', not {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"store entries are {', '.join(repr(k) for k in KINDS)}, not {kind!r}")
     return Path(store) / kind / key
 
 
@@ -341,6 +343,63 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: run_key_of(ident, source))
 
 
+def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
+                        run_files: Iterable[str], data_manifest: Mapping[str, Any],
+                        data_files: Iterable[str]) -> dict[str, Any]:
+    """What a run's evaluation for ``table`` is (its store key is the digest of this): the table, the evaluation's
+    code digest (:func:`hasfl.dag.identity.evaluation_code_digest`), its config values without where files lie
+    (``params``; ``data.data_dir`` dropped: the raw files are identified by the data stage), the sha256 of every run
+    file it reads (from the run's manifest), and of its data stage what the run takes from it besides the tables
+    (:func:`data_source`: dataset, seed, config slice, raw-file sha256) and the sha256 of the data-stage tables it
+    reads."""
+    cfg = {k: v for k, v in dict(params).items()}
+    if isinstance(cfg.get("data"), Mapping):
+        cfg["data"] = {k: v for k, v in dict(cfg["data"]).items() if k != "data_dir"}
+    listed = run_manifest.get("files") or {}
+    stage = data_manifest.get("files") or {}
+    ident = data_manifest.get("identity")
+    return {"table": table, "code": code, "params": json.loads(json.dumps(cfg, sort_keys=True, default=str)),
+            "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
+            "data": {"source": None if ident is None else data_source(ident),
+                     "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
+
+
+def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path, data_dir: str | Path,
+                 out_dir: str | Path, results: str | Path) -> None:
+    """The evaluate job of one run: for each table of ``tables`` (name -> ``function`` (``"module:function"``),
+    ``code`` (its digest), ``run_files``, ``data_files`` and ``params``), the entry of its key
+    (:func:`evaluation_identity`) in the store of ``results``, computed unless finished, linked into
+    ``out_dir/<table>``. The run's and the data stage's files are checked against their manifests first (the keys
+    hold their sha256); the tables share the loaded dataset and model (one cache)."""
+    from hasfl.analysis.evaluations import EVAL_FILE, evaluate_job
+    from hasfl.analysis.jobs import fixed_threads
+    from hasfl.integrity import write_run_manifest
+
+    run_dir, data_dir, out_dir = Path(run_dir), Path(data_dir), Path(out_dir)
+    names = sorted({n for spec in tables.values() for n in spec["run_files"]})
+    run_manifest = verify_folder(run_dir, names)
+    if run_manifest is None:
+        raise IntegrityError(f"run '{run_dir}' has no {MANIFEST}; its training job has not finished")
+    data_manifest = read_manifest(data_dir)
+    if data_manifest is None:
+        raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
+    verify_folder(data_dir, sorted({n for spec in tables.values() for n in spec["data_files"]}))
+    fixed_threads()
+    cache: dict[Any, Any] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for table, spec in tables.items():
+        identity = evaluation_identity(table, spec["code"], spec["params"], run_manifest, spec["run_files"],
+                                       data_manifest, spec["data_files"])
+
+        def evaluate(staging: Path, spec: Mapping[str, Any] = spec, identity: dict[str, Any] = identity) -> None:
+            evaluate_job(spec["function"], [str(run_dir / n) for n in spec["run_files"]], [str(data_dir / MANIFEST)],
+                         spec["params"], staging / EVAL_FILE,
+                         [str(data_dir / n) for n in spec["data_files"] if n != MANIFEST], cache)
+            write_run_manifest(staging, [EVAL_FILE], identity)
+
+        _place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest)
+
+
 # ------------------------------------------------------------------------------------------------ prediction
 def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Any,
              device_class: str | None) -> list[str]:
@@ -418,7 +477,7 @@ def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Itera
     store = store_of(results)
     why = _unwritable(store)
     if why is None:
-        for kind in ("data", "runs"):
+        for kind in KINDS:
             why = why or (_unwritable(store / kind) if (store / kind).is_dir() else None)
     if why is None:
         return
@@ -475,7 +534,7 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
     results = Path(results)
     store = store_of(results)
     relinked, dropped = [], []
-    folders = [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]
+    folders = [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*"), *results.glob("evals/*/*/seed*/*")]
     if not store.is_dir():
         linked = [f for f in folders if f.is_dir() and any(p.is_symlink() for p in f.iterdir())]
         if linked:
@@ -679,7 +738,7 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
     store = results_dir / STORE
     found = Collected()
     used = _used(results_dir, store, found)
-    for kind in ("data", "runs"):
+    for kind in KINDS:
         for entry in sorted((store / kind).glob("*")) if (store / kind).is_dir() else []:
             if not entry.is_dir():
                 continue

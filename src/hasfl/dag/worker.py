@@ -55,9 +55,12 @@ ENV_ACK_TIMEOUT = "HASFL_WORKER_ACK_TIMEOUT_S"
 # On SIGTERM the worker sends SIGTERM to its running children and gives them this long to end
 # (a training job stops at once and logs its last checkpoint) before SIGKILL.
 TERM_GRACE_S = 10.0
-# Modules imported by the worker before it forks: what the train and data-stage jobs need.
+# Modules imported by the worker before it forks: what the train, data-stage and evaluate jobs need (an evaluate job
+# is one per run: importing its tables' modules in each would cost more than most evaluations, issue 47).
 PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
-                            "hasfl.data.stage", "hasfl.dag.store")
+                            "hasfl.data.stage", "hasfl.dag.store", "hasfl.analysis.tables.bn_sensitivity",
+                            "hasfl.analysis.tables.submodel_accuracy", "hasfl.analysis.tables.table4b_stale_coordinates",
+                            "hasfl.analysis.tables.table4c_coverage_over_time")
 _HEADER = struct.Struct("!I")
 _CHILD_MARK = "HASFL_WORKER_CHILD"
 _GO = b"g"  # the job's process to the child: run it (anything else, or EOF: do not)

@@ -54,6 +54,11 @@ class Artifact:
         label: its name in Snakemake's HTML report.
         results_page: its position on the results page (``hasfl results-page``; 0: not shown there);
             ``page_fallback``: the figure shown in its place when it is missing.
+        per_run: ``"module:function"`` computing one run's rows from that run alone
+            (:mod:`hasfl.analysis.evaluations`): the DAG then evaluates each run in a job of its own (rule
+            ``evaluate``, kept in the run store), which reads the entry's ``run_files``, ``data_tables``, ``raw`` and
+            the config values of ``params`` among :data:`hasfl.analysis.evaluations.PER_RUN_PARAMS`, and the table's
+            job gathers the rows (``inputs["evals"]``) with the other tables and manifests it names.
     """
 
     name: str
@@ -86,11 +91,14 @@ class Artifact:
     label: str = ""
     results_page: int = 0
     page_fallback: str | None = None
+    per_run: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.params if k not in PARAM_KEYS]
         if unknown:
             raise ValueError(f"artifact '{self.name}': unknown params {unknown}; expected keys of PARAM_KEYS")
+        if self.per_run is not None and (self.kind != "table" or not self.run_files):
+            raise ValueError(f"artifact '{self.name}': a per-run evaluation belongs to a table that reads run files")
         if self.datasets not in ("all", "image", "text"):
             raise ValueError(f"artifact '{self.name}': datasets must be 'all', 'image' or 'text'")
 

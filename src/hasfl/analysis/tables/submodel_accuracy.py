@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hasfl.analysis.inputs import preset_models
+from hasfl.analysis.evaluations import RunInputs, evaluate_runs, gather_rows
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import pm, results_root, source_list, write_text
-from hasfl.analysis.runs import group_data_files, group_run_files, read_json
+from hasfl.analysis.runs import read_json
 from hasfl.analysis.tables.base import table_markdown
 from hasfl.io import write_parquet
 from hasfl.registry import METHODS
@@ -53,7 +53,7 @@ COLUMNS = ["dataset", "method", "seed", "status", "last_round", "n_participants"
 #: what a model without batch norm is evaluated with (every rule is the same model)
 NO_BN = "none"
 
-__all__ = ["COLUMNS", "NAME", "NO_BN", "compute", "display", "job", "last_round_submodels", "run_row",
+__all__ = ["COLUMNS", "NAME", "NO_BN", "compute", "display", "evaluate_run", "job", "last_round_submodels", "run_row",
            "submodel_accuracy", "submodel_model", "summary_frame"]
 
 
@@ -202,64 +202,58 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
     return row
 
 
-def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
-        data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], out_parquet: PathLike,
-        out_md: PathLike, data_tables: Sequence[PathLike] = ()) -> pd.DataFrame:
-    """The table of every run among ``run_files`` (participation.parquet, final.pt and run.json of each); the
-    ``static`` rule reads the data stage's partition.parquet and clients.parquet (``data_tables``)."""
+def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
+    """One run's row (:func:`run_row`): its last round's sub-models under its method's declared batch-norm rule. Needs
+    participation.parquet, final.pt and run.json; the ``static`` rule, the data stage's partition.parquet and
+    clients.parquet of the run's dataset x seed."""
     from hasfl.analysis import bn_sensitivity as bns
     from hasfl.analysis.coverage import load_global_state
     from hasfl.analysis.tables.table4c_coverage_over_time import read_ledger
-    from hasfl.data import load_dataset
-    from hasfl.models import family_from_config
 
-    specs = preset_models(manifests, models)
-    stage = group_data_files(data_tables)
-    families: dict[str, Any] = {}
-    bundles: dict[str, Any] = {}
-    rows = []
-    for (dataset, method, seed), f in group_run_files(run_files).items():
-        where = next(iter(f.values())).parent.as_posix()
-        missing = [n for n in ("participation.parquet", "final.pt", "run.json") if n not in f]
-        if missing:
-            raise ValueError(f"submodel_accuracy: run {where} lacks {', '.join(missing)} among the inputs")
-        if dataset not in families:
-            s = specs[dataset]
-            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
-            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
-        summary = read_json(f["run.json"])
-        status = str(summary.get("status", "completed"))
-        state = load_global_state(str(f["final.pt"])) if status == "completed" else None
-        rule = METHODS[method].eval_bn if method in METHODS else "per_width"
-        cache: dict[float, list[Any]] = {}
+    run.require(NAME, ("participation.parquet", "final.pt", "run.json"))
+    f = run.files
+    summary = read_json(f["run.json"])
+    status = str(summary.get("status", "completed"))
+    state = load_global_state(str(f["final.pt"])) if status == "completed" else None
+    rule = METHODS[run.method].eval_bn if run.method in METHODS else "per_width"
 
-        def static_batches(p: float, _d: str = dataset, _s: int = int(seed), _c: dict = cache) -> list[Any]:
-            if p not in _c:
-                tables = stage.get((_d, _s), {})
-                if not {"partition.parquet", "clients.parquet"} <= set(tables):
-                    raise ValueError(f"submodel_accuracy: the static rule of {_d}/seed{_s} needs the data stage's "
-                                     "partition.parquet and clients.parquet among the inputs")
-                _c[p] = bns.capable_batches(bundles[_d], pd.read_parquet(tables["partition.parquet"]),
-                                            pd.read_parquet(tables["clients.parquet"]), p,
-                                            int(dataset_params[_d]["optim"]["batch_size"]))
-            return _c[p]
+    def static_batches(p: float) -> list[Any]:
+        key = ("capable", run.dataset, run.seed, float(p))
+        if key not in run.cache:
+            if not {"partition.parquet", "clients.parquet"} <= set(run.data):
+                raise ValueError(f"submodel_accuracy: the static rule of {run.dataset}/seed{run.seed} needs the data "
+                                 "stage's partition.parquet and clients.parquet among the inputs")
+            run.cache[key] = bns.capable_batches(run.bundle(), pd.read_parquet(run.data["partition.parquet"]),
+                                                 pd.read_parquet(run.data["clients.parquet"]), p,
+                                                 int(run.dataset_params()["optim"]["batch_size"]))
+        return run.cache[key]
 
-        rows.append(run_row(dataset, method, int(seed), status, families[dataset], bundles[dataset], state,
-                            read_ledger(f["participation.parquet"]), rule, static_batches))
-    df = pd.DataFrame.from_records(rows, columns=COLUMNS).astype({"seed": "int64"})
+    return [run_row(run.dataset, run.method, run.seed, status, run.family(), run.bundle(), state,
+                    read_ledger(f["participation.parquet"]), rule, static_batches)]
+
+
+def _finish(rows: Sequence[Mapping[str, Any]], out_parquet: PathLike, out_md: PathLike,
+            sources: Sequence[PathLike]) -> pd.DataFrame:
+    df = pd.DataFrame.from_records(list(rows), columns=COLUMNS).astype({"seed": "int64"})
     write_parquet(df, out_parquet)
-    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests, *data_tables],
-                                                            results_root(out_parquet))))
+    write_text(out_md, table_markdown(NAME, df, source_list(list(sources), results_root(out_parquet))))
     return df
 
 
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+        data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], out_parquet: PathLike,
+        out_md: PathLike, data_tables: Sequence[PathLike] = ()) -> pd.DataFrame:
+    """The table of every run among ``run_files`` (participation.parquet, final.pt and run.json of each;
+    :func:`evaluate_run` in this process); the ``static`` rule reads the data stage's partition.parquet and
+    clients.parquet (``data_tables``)."""
+    params = {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)}}
+    return _finish(evaluate_runs(evaluate_run, run_files, manifests, params, data_tables), out_parquet, out_md,
+                   [*run_files, *manifests, *data_tables])
+
+
 def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """The DAG's entry: every run's participation.parquet, final.pt and run.json, the data-stage manifests and
-    tables, params ``models`` and ``data``."""
-    data = params["data"]
-    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), data["data_dir"],
-        {k: dict(v) for k, v in data["dataset_params"].items()}, outputs["parquet"], outputs["md"],
-        list(inputs.get("data_tables", [])))
+    """The DAG's entry: every run's evaluation (rule ``evaluate``: :func:`evaluate_run`)."""
+    _finish(gather_rows(inputs["evals"], NAME), outputs["parquet"], outputs["md"], list(inputs["evals"]))
 
 
 def _method_order(method: str) -> tuple[int, str]:

@@ -13,7 +13,8 @@ import pandas as pd
 
 from hasfl.analysis import floors as floors_mod
 from hasfl.analysis.artifacts import TABLES
-from hasfl.analysis.inputs import dataset_floors, preset_models
+from hasfl.analysis.evaluations import RunInputs, evaluate_runs, gather_rows
+from hasfl.analysis.inputs import dataset_floors
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import group_run_files, read_json
@@ -31,63 +32,49 @@ PathLike = str | Path
 NAME = "table4b_stale_coordinates"
 
 
-def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
-                data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], atol: float,
-                out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
-    """Table 4b (Section 4.3): coordinates untrained since t0 in every run, and for capped runs
-    the accuracy of the full model, of the model with them reset to init.pt, and of the sub-model.
+def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
+    """One run's row of Table 4b (Section 4.3): its coordinates untrained since t0 and, when the run is capped after
+    t0, the accuracy of the full model, of the model with them reset to init.pt and of the sub-model.
 
-    Needs, per run, clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt,
-    final.pt and run.json (with ``t0``); raises a ValueError naming the file (and column) a
-    run lacks. A run that diverged or never trained a round after t0 keeps its row with the reason
-    as ``status`` (:func:`hasfl.analysis.coverage.left_out_reason`), is not evaluated and is left out
-    of the display, the summary and F5.
+    Needs clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt, final.pt and run.json (with
+    ``t0``); raises a ValueError naming the file (and column) the run lacks. A run that diverged or never trained a
+    round after t0 keeps its row with the reason as ``status`` (:func:`hasfl.analysis.coverage.left_out_reason`), is
+    not evaluated and is left out of the display, the summary and F5.
     """
     from hasfl.analysis import stale
     from hasfl.analysis.coverage import COMPLETED, left_out_reason, load_global_state, load_state, non_finite
-    from hasfl.data import load_dataset
-    from hasfl.models import family_from_config
     from hasfl.models.bn import split_state
 
-    specs = preset_models(manifests, models)
-    families: dict[str, Any] = {}
-    bundles: dict[str, Any] = {}
-    rows = []
-    runs = group_run_files(run_files)
-    refuse_unnested(NAME, runs)
-    for (dataset, method, seed), f in runs.items():
-        missing = [name for name in TABLES[NAME].run_files if name not in f]
-        if missing:
-            where = next(iter(f.values())).parent.as_posix()
-            raise ValueError(f"table4b: run {where} lacks {', '.join(missing)} among the inputs (warmup.pt "
-                             "is the global state at the end of round t0 = hasfl.warmup)")
-        if dataset not in families:
-            s = specs[dataset]
-            families[dataset] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
-        summary = read_json(f["run.json"])
-        if summary.get("t0") is None:
-            raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
-                             "predates the warm-up checkpoint -- rerun its training job")
-        p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]),
-                                                    f["clients.parquet"].as_posix())
-        final, final_bn = split_state(load_global_state(str(f["final.pt"])))
-        warmup = load_state(str(f["warmup.pt"]))
-        # diverged or never passed t0: kept with the reason as its status, not evaluated, left out of F5
-        why = left_out_reason(summary, bad_files=non_finite({"warmup.pt": warmup, "final.pt": {**final, **final_bn}}),
-                              trained_after_t0=p_hi > 0.0)
-        status = why or str(summary.get("status", COMPLETED))
-        evaluate = p_hi < 1.0 and status == COMPLETED
-        if evaluate and dataset not in bundles:
-            bundles[dataset] = load_dataset(dataset, data_dir, dataset_params[dataset])
-        res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=warmup,
-                              final=final, family=families[dataset], p_hi_after_t0=p_hi,
-                              bundle=bundles.get(dataset), evaluate=evaluate, atol=atol, final_bn=final_bn,
-                              bn_mode=specs[dataset]["model"].get("bn_stats", "per_width"))
-        acc = summary.get("final_test_acc")
-        rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status,
-                     "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan,
-                     **res})
-    df = pd.DataFrame.from_records(rows, columns=stale.COLUMNS)
+    refuse_unnested(NAME, {(run.dataset, run.method, run.seed): run.files})
+    run.require("table4b", TABLES[NAME].run_files, " (warmup.pt is the global state at the end of round t0 = "
+                "hasfl.warmup)")
+    f = run.files
+    summary = read_json(f["run.json"])
+    if summary.get("t0") is None:
+        raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
+                         "predates the warm-up checkpoint -- rerun its training job")
+    p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]), f["clients.parquet"].as_posix())
+    final, final_bn = split_state(load_global_state(str(f["final.pt"])))
+    warmup = load_state(str(f["warmup.pt"]))
+    # diverged or never passed t0: kept with the reason as its status, not evaluated, left out of F5
+    why = left_out_reason(summary, bad_files=non_finite({"warmup.pt": warmup, "final.pt": {**final, **final_bn}}),
+                          trained_after_t0=p_hi > 0.0)
+    status = why or str(summary.get("status", COMPLETED))
+    evaluate = p_hi < 1.0 and status == COMPLETED
+    res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=warmup, final=final, family=run.family(),
+                          p_hi_after_t0=p_hi, bundle=run.bundle() if evaluate else None, evaluate=evaluate,
+                          atol=float(run.params["atol"]), final_bn=final_bn,
+                          bn_mode=run.spec["model"].get("bn_stats", "per_width"))
+    acc = summary.get("final_test_acc")
+    return [{"dataset": run.dataset, "method": run.method, "seed": run.seed, "status": status,
+             "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan, **res}]
+
+
+def _finish(rows: Sequence[Mapping[str, Any]], manifests: Sequence[PathLike], out_parquet: PathLike,
+            out_md: PathLike, sources: Sequence[PathLike]) -> pd.DataFrame:
+    from hasfl.analysis import stale
+
+    df = pd.DataFrame.from_records(list(rows), columns=stale.COLUMNS)
     df = df.astype({"seed": "int64", "t0": "int64", "capped_after_t0": "bool", "frozen_since_t0": "bool",
                     "n_coords": "int64", "n_stale": "int64", "n_stale_changed": "int64"})
     # whether the run's own final accuracy is at the majority-class floor (NA when the floors are unknown)
@@ -95,16 +82,26 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
                                          dataset_floors(manifests))
     df["final_at_floor"] = flagged["final_at_floor"]
     write_parquet(df, out_parquet)
-    root = results_root(out_parquet)
-    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], root)))
+    write_text(out_md, table_markdown(NAME, df, source_list(list(sources), results_root(out_parquet))))
     return df
 
 
+def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
+                data_dir: PathLike, dataset_params: Mapping[str, Mapping[str, Any]], atol: float,
+                out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+    """Table 4b (Section 4.3) of every run among ``run_files`` (:func:`evaluate_run`, in this process)."""
+    refuse_unnested(NAME, group_run_files(run_files))
+    params = {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)},
+              "atol": atol}
+    return _finish(evaluate_runs(evaluate_run, run_files, manifests, params), manifests, out_parquet, out_md,
+                   [*run_files, *manifests])
+
+
 def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """The DAG's entry: every run's clients.parquet, init.pt, warmup.pt, final.pt and run.json, the raw data."""
-    data = params["data"]
-    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), data["data_dir"],
-        {k: dict(v) for k, v in data["dataset_params"].items()}, params["atol"], outputs["parquet"], outputs["md"])
+    """The DAG's entry: every run's evaluation (rule ``evaluate``: :func:`evaluate_run`) and the data-stage manifests
+    (the accuracy floors)."""
+    _finish(gather_rows(inputs["evals"], NAME), list(inputs["manifests"]), outputs["parquet"], outputs["md"],
+            [*inputs["evals"], *inputs["manifests"]])
 
 
 def display(df: pd.DataFrame) -> list[tuple[str, Any]]:

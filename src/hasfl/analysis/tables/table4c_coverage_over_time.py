@@ -54,10 +54,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.inputs import preset_models
+from hasfl.analysis.evaluations import RunInputs, evaluate_runs, gather_rows
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import results_root, source_list, write_text
-from hasfl.analysis.runs import group_run_files, read_json
+from hasfl.analysis.runs import read_json
 from hasfl.analysis.tables.base import table_markdown
 from hasfl.io import write_parquet
 from hasfl.registry import METHODS
@@ -331,10 +331,53 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
     return rows
 
 
+def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
+    """One run's rows of Table 4c (:func:`run_rows`): its participation.parquet, run.json and init.pt (init.pt only to
+    check the run's model is the configured one), param ``last_rounds`` (config ``analysis.table4c_last_rounds``).
+
+    Raises:
+        ValueError: ``last_rounds`` is no integer >= 1, or the run lacks a file or holds a bad one (naming it).
+    """
+    from hasfl.analysis.coverage import load_state
+    from hasfl.analysis.specs import TABLE_SETTINGS
+
+    last_rounds = run.params["last_rounds"]
+    problem = TABLE_SETTINGS["table4c_last_rounds"].check(last_rounds)
+    if problem is not None:
+        raise ValueError(f"table4c: analysis.table4c_last_rounds {problem}")
+    run.require("table4c", ("participation.parquet", "run.json", "init.pt"), " (participation.parquet is the per-round "
+                "ledger of every participant's width and window)")
+    key = ("shapes", run.dataset)
+    if key not in run.cache:
+        run.cache[key] = parameter_shapes(run.family())
+    shapes = run.cache[key]
+    f = run.files
+    ledger = read_ledger(f["participation.parquet"])
+    init_path = f["init.pt"]
+    if not Path(init_path).is_file():
+        raise ValueError(f"table4c: input file '{Path(init_path).as_posix()}' does not exist")
+    _check_init(load_state(str(init_path)), shapes, Path(init_path).as_posix(), run.dataset)
+    return run_rows(run.dataset, run.method, run.seed, ledger, read_json(f["run.json"]), run.family(), shapes,
+                    last_rounds, run.where)
+
+
+def _finish(rows: Sequence[Mapping[str, Any]], out_parquet: PathLike, out_md: PathLike,
+            sources: Sequence[PathLike]) -> pd.DataFrame:
+    df = pd.DataFrame.from_records(list(rows), columns=COLUMNS)
+    df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
+                    "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
+                    "last_round": "int64", "t0": "int64", "gamma_min": "int64", "gamma_min_last_k": "int64",
+                    "unit_gamma_min": "float64", "uncovered_frac_mean": "float64",
+                    "unit_count_min": "float64", "unit_count_max": "float64", "unit_count_cv": "float64"})
+    write_parquet(df, out_parquet)
+    write_text(out_md, table_markdown(NAME, df, source_list(list(sources), results_root(out_parquet))))
+    return df
+
+
 def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
         last_rounds: int, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
-    """Table 4c of every run among ``run_files`` (participation.parquet, run.json and init.pt of each; init.pt only
-    to check the run's model is the configured one), with the model of ``models`` / the data-stage ``manifests``.
+    """Table 4c of every run among ``run_files`` (:func:`evaluate_run`, in this process), with the model of
+    ``models`` / the data-stage ``manifests``.
 
     A run that diverged or never passed t0 (:func:`hasfl.analysis.coverage.left_out_reason`) keeps its rows with
     the reason as ``status`` and is left out of the Markdown's means.
@@ -342,52 +385,19 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
     Raises:
         ValueError: ``last_rounds`` is no integer >= 1, or a run lacks a file or holds a bad one (naming it).
     """
-    from hasfl.analysis.coverage import load_state
     from hasfl.analysis.specs import TABLE_SETTINGS
-    from hasfl.models import family_from_config
 
     problem = TABLE_SETTINGS["table4c_last_rounds"].check(last_rounds)
     if problem is not None:
         raise ValueError(f"table4c: analysis.table4c_last_rounds {problem}")
-    specs = preset_models(manifests, models)
-    families: dict[str, Any] = {}
-    rows: list[dict[str, Any]] = []
-    for (dataset, method, seed), f in group_run_files(run_files).items():
-        where = next(iter(f.values())).parent.as_posix()
-        missing = [name for name in ("participation.parquet", "run.json", "init.pt") if name not in f]
-        if missing:
-            raise ValueError(f"table4c: run {where} lacks {', '.join(missing)} among the inputs (participation.parquet "
-                             "is the per-round ledger of every participant's width and window)")
-        if dataset not in specs:
-            raise ValueError(f"table4c: no model config for dataset '{dataset}' of run {where} (param 'models')")
-        if dataset not in families:
-            s = specs[dataset]
-            fam = family_from_config(s["model"], s["in_shape"], s["num_classes"])
-            families[dataset] = (fam, parameter_shapes(fam))
-        family, shapes = families[dataset]
-        ledger = read_ledger(f["participation.parquet"])
-        init_path = f["init.pt"]
-        if not Path(init_path).is_file():
-            raise ValueError(f"table4c: input file '{Path(init_path).as_posix()}' does not exist")
-        _check_init(load_state(str(init_path)), shapes, Path(init_path).as_posix(), dataset)
-        rows += run_rows(dataset, method, int(seed), ledger, read_json(f["run.json"]), family, shapes, last_rounds,
-                         where)
-    df = pd.DataFrame.from_records(rows, columns=COLUMNS)
-    df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
-                    "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
-                    "last_round": "int64", "t0": "int64", "gamma_min": "int64", "gamma_min_last_k": "int64",
-                    "unit_gamma_min": "float64", "uncovered_frac_mean": "float64",
-                    "unit_count_min": "float64", "unit_count_max": "float64", "unit_count_cv": "float64"})
-    write_parquet(df, out_parquet)
-    write_text(out_md, table_markdown(NAME, df, source_list([*run_files, *manifests], results_root(out_parquet))))
-    return df
+    params = {"models": dict(models), "last_rounds": last_rounds}
+    return _finish(evaluate_runs(evaluate_run, run_files, manifests, params), out_parquet, out_md,
+                   [*run_files, *manifests])
 
 
 def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """The DAG's entry: every run's participation.parquet, run.json and init.pt, the data-stage manifests (the
-    models' input shapes), params ``models`` and ``last_rounds`` (config ``analysis.table4c_last_rounds``)."""
-    job(list(inputs["runs"]), list(inputs["manifests"]), dict(params["models"]), params["last_rounds"],
-        outputs["parquet"], outputs["md"])
+    """The DAG's entry: every run's evaluation (rule ``evaluate``: :func:`evaluate_run`)."""
+    _finish(gather_rows(inputs["evals"], NAME), outputs["parquet"], outputs["md"], list(inputs["evals"]))
 
 
 def _method_order(method: str) -> tuple[int, str]:

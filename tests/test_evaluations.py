@@ -1,0 +1,240 @@
+"""Run-level evaluations (issue 47, hasfl.analysis.evaluations): a table's per-run rows are computed by one job per
+run into the run store (hasfl.dag.store.evaluate_run) and gathered by the table; both paths give the table's bytes,
+the store key holds what the rows depend on and nothing else, and gc treats the entries as it treats runs.
+
+One world in process (no Snakemake): a digits data stage and two runs (HeteroFL: static batch-norm rule, full-width
+clients; Uniform: capped at width 0.5) trained by the store's own job functions into a results folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hasfl.analysis.artifacts import ARTIFACTS
+from hasfl.analysis.evaluations import EVAL_FILE, PER_RUN_PARAMS, eval_dir, evaluate_runs, gather_rows
+from hasfl.config import data_config
+from hasfl.dag import store
+from hasfl.dag.identity import data_code_digest, data_identity, evaluation_code_digest, run_slice
+from hasfl.errors import HasflError
+from hasfl.integrity import IntegrityError
+from hasfl.registry import resolve
+
+METHODS = ("heterofl", "uniform")
+PER_RUN = {n: a for n, a in ARTIFACTS.items() if a.per_run}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, _engine_base):
+    """``<tmp>/results/ev`` with data/digits/seed42 and runs/digits/{heterofl,uniform}/seed42 (3 rounds), linked
+    from the store."""
+    cfg = copy.deepcopy(_engine_base)
+    cfg["federation"]["rounds"] = 3
+    cfg["hasfl"]["warmup"] = 0
+    cfg["methods"] = list(METHODS)
+    root = tmp_path_factory.mktemp("evaluations")
+    results = root / "results" / "ev"
+    dcfg = data_config(cfg, "digits")
+    stage = results / "data" / "digits" / "seed42"
+    store.stage_data(dcfg, 42, stage, data_identity(dcfg, 42, data_code_digest()), results)
+    for m in METHODS:
+        store.train_run(run_slice(cfg, "digits", m, 42), dcfg, results / "runs" / "digits" / m / "seed42",
+                        data_dir=stage, results=results)
+    return {"cfg": cfg, "results": results, "stage": stage}
+
+
+def _params(world, art) -> dict:
+    cfg = world["cfg"]
+    data = {"data_dir": cfg["data_dir"], "dataset_params": {"digits": cfg["dataset_params"]["digits"]}}
+    values = {"models": {"digits": cfg["dataset_params"]["digits"]["model"]}, "data": data,
+              "atol": cfg["analysis"].get("f5_atol", 0.0), "last_rounds": 2}
+    return {k: values[k] for k in art.params if k in PER_RUN_PARAMS}
+
+
+def _spec(world, name: str, **params) -> dict:
+    art = PER_RUN[name]
+    return {"function": art.per_run, "code": evaluation_code_digest(art.per_run, REPO),
+            "run_files": list(art.run_files),
+            "data_files": ["manifest.json"] + (["partition.parquet", "clients.parquet"] if art.data_tables else []),
+            "params": {**_params(world, art), **params}}
+
+
+def _methods(name: str) -> list[str]:
+    art = PER_RUN[name]
+    return [m for m in METHODS if art.all_methods or m in art.methods]
+
+
+def _evaluate(world, results: Path, names=tuple(PER_RUN), **params) -> None:
+    for m in METHODS:
+        tables = {n: _spec(world, n, **params) for n in names if m in _methods(n)}
+        store.evaluate_run(tables, run_dir=world["results"] / "runs" / "digits" / m / "seed42",
+                           data_dir=world["stage"], out_dir=eval_dir(results, "digits", m, 42), results=results)
+
+
+def _entries(world) -> set[str]:
+    folder = world["results"].parent / ".store" / "evals"
+    return {p.name for p in folder.iterdir() if p.is_dir() and "." not in p.name} if folder.is_dir() else set()
+
+
+@pytest.fixture(scope="module")
+def evaluated(world):
+    _evaluate(world, world["results"])
+    return world
+
+
+@pytest.mark.parametrize("name", sorted(PER_RUN))
+def test_the_gathered_rows_are_the_rows_of_the_in_process_job(evaluated, name, one_thread):
+    """Each per-run table: the rows its evaluate jobs left in the store, gathered in run order, equal the rows its
+    in-process job computes (values, order and dtypes of the table built from them)."""
+    world = evaluated
+    art = PER_RUN[name]
+    methods = _methods(name)
+    runs = world["results"] / "runs" / "digits"
+    files = [str(runs / m / "seed42" / f) for m in methods for f in art.run_files]
+    tables = [str(world["stage"] / n) for n in ("partition.parquet", "clients.parquet")] if art.data_tables else []
+    want = evaluate_runs(resolve(art.per_run), files, [str(world["stage"] / "manifest.json")],
+                         _params(world, art), tables)
+    got = gather_rows([eval_dir(world["results"], "digits", m, 42) for m in reversed(methods)], name)
+    assert len(got) == len(want) > 0
+    assert pd.DataFrame.from_records(got).equals(pd.DataFrame.from_records(want))
+    for m in methods:  # each evaluation is a store entry, linked
+        link = Path(eval_dir(world["results"], "digits", m, 42)) / name / EVAL_FILE
+        assert link.is_symlink() and link.resolve().parent.parent.name == "evals"
+
+
+@pytest.mark.parametrize("name", ["submodel_accuracy", "table4b_stale_coordinates", "table4c_coverage_over_time"])
+def test_the_table_from_the_store_is_byte_identical_to_the_in_process_table(evaluated, name, tmp_path, one_thread):
+    """The DAG's compute (gathering the evaluations) and the table's job(...) write the same Parquet bytes."""
+    world = evaluated
+    art = PER_RUN[name]
+    module = resolve(art.compute.replace(":compute", ":_finish"))
+    rows_store = gather_rows([eval_dir(world["results"], "digits", m, 42) for m in _methods(name)], name)
+    runs = world["results"] / "runs" / "digits"
+    files = [str(runs / m / "seed42" / f) for m in _methods(name) for f in art.run_files]
+    tables = [str(world["stage"] / n) for n in ("partition.parquet", "clients.parquet")] if art.data_tables else []
+    rows_here = evaluate_runs(resolve(art.per_run), files, [str(world["stage"] / "manifest.json")],
+                              _params(world, art), tables)
+    out = {}
+    for tag, rows in (("store", rows_store), ("here", rows_here)):
+        (tmp_path / tag / "tables").mkdir(parents=True)
+        pq, md = tmp_path / tag / "tables" / f"{name}.parquet", tmp_path / tag / "tables" / f"{name}.md"
+        if name == "table4b_stale_coordinates":
+            module(rows, [str(world["stage"] / "manifest.json")], pq, md, [])
+        else:
+            module(rows, pq, md, [])
+        out[tag] = pq.read_bytes()
+    assert out["store"] == out["here"]
+
+
+def test_a_second_folder_links_every_evaluation_and_computes_none(evaluated, tmp_path, caplog):
+    world = evaluated
+    before = _entries(world)
+    other = world["results"].parent / "ev-variant"
+    with caplog.at_level(logging.INFO, logger="hasfl.store"):
+        _evaluate(world, other)
+    assert _entries(world) == before
+    linked = [r for r in caplog.records if "is finished (every file checked); linked" in r.getMessage()]
+    written = [r for r in caplog.records if r.getMessage().endswith("written")]
+    assert len(linked) == sum(len(_methods(n)) for n in PER_RUN) and not written
+    shutil.rmtree(other)
+
+
+def test_a_config_value_of_the_evaluation_is_part_of_its_key(evaluated):
+    """Another k for Table 4c (analysis.table4c_last_rounds) is another entry; the other tables' entries stay."""
+    world = evaluated
+    before = _entries(world)
+    other = world["results"].parent / "ev-k1"
+    _evaluate(world, other, names=("table4c_coverage_over_time",), last_rounds=1)
+    new = _entries(world) - before
+    assert len(new) == len(METHODS)
+    rows = gather_rows([eval_dir(other, "digits", m, 42) for m in METHODS], "table4c_coverage_over_time")
+    assert {r["k"] for r in rows} == {1}
+    shutil.rmtree(other)
+
+
+def test_an_entry_holding_another_keys_content_is_refused(evaluated):
+    """An evaluation entry copied under another key (its files match its own manifest) is never linked."""
+    world = evaluated
+    spec = _spec(world, "table4c_coverage_over_time", last_rounds=3)
+    run_dir = world["results"] / "runs" / "digits" / "uniform" / "seed42"
+    from hasfl.integrity import read_manifest
+    from hasfl.dag.identity import digest
+
+    identity = store.evaluation_identity("table4c_coverage_over_time", spec["code"], spec["params"],
+                                         read_manifest(run_dir), spec["run_files"], read_manifest(world["stage"]),
+                                         spec["data_files"])
+    entries = world["results"].parent / ".store" / "evals"
+    source = (Path(eval_dir(world["results"], "digits", "uniform", 42)) / "table4c_coverage_over_time"
+              / EVAL_FILE).resolve().parent
+    planted = entries / digest(identity)
+    shutil.copytree(source, planted)
+    try:
+        with pytest.raises(IntegrityError, match="holds the content of another key"):
+            store.evaluate_run({"table4c_coverage_over_time": spec}, run_dir=run_dir, data_dir=world["stage"],
+                               out_dir=world["results"].parent / "ev-planted" / "evals/digits/uniform/seed42",
+                               results=world["results"].parent / "ev-planted")
+    finally:
+        for f in planted.rglob("*"):
+            f.chmod(0o644)
+        shutil.rmtree(planted)
+
+
+def test_an_edited_run_file_is_refused_before_anything_is_evaluated(evaluated, tmp_path):
+    """The key holds the run files' sha256 from the run's manifest: a run file that no longer matches stops the job."""
+    world = evaluated
+    run = tmp_path / "results" / "x" / "runs" / "digits" / "uniform" / "seed42"
+    shutil.copytree(world["results"] / "runs" / "digits" / "uniform" / "seed42", run, symlinks=False)
+    (run / "participation.parquet").chmod(0o644)
+    (run / "participation.parquet").write_bytes(b"not the ledger")
+    with pytest.raises(IntegrityError, match="participation.parquet"):
+        store.evaluate_run({"table4c_coverage_over_time": _spec(world, "table4c_coverage_over_time")},
+                           run_dir=run, data_dir=world["stage"], out_dir=tmp_path / "results/x/evals/digits/uniform/seed42",
+                           results=tmp_path / "results" / "x")
+    assert not (tmp_path / "results" / ".store" / "evals").exists() or not any(
+        (tmp_path / "results" / ".store" / "evals").iterdir())
+
+
+def test_gc_keeps_linked_evaluations_and_lists_them_once_no_folder_links_them(evaluated):
+    world = evaluated
+    other = world["results"].parent / "ev-gc"
+    _evaluate(world, other, names=("table4c_coverage_over_time",), last_rounds=2 + 7)
+    mine = {(Path(eval_dir(other, "digits", m, 42)) / "table4c_coverage_over_time" / EVAL_FILE).resolve().parent
+            for m in METHODS}
+    found = store.collect(world["results"].parent)
+    assert not mine & set(found.unreferenced)
+    shutil.rmtree(other)
+    found = store.collect(world["results"].parent)
+    assert mine <= set(found.unreferenced)
+    store.collect(world["results"].parent, delete=True)
+    assert not any(p.exists() for p in mine)
+    assert _entries(world)  # the results folder's own evaluations are kept
+
+
+def test_only_code_an_evaluation_imports_is_part_of_its_digest(tmp_path):
+    """Table 4c's evaluation imports the coverage replay and the models, not the findings: an edit of a finding
+    keeps its digest (nothing re-evaluates), an edit of the slicing code moves it."""
+    shutil.copytree(REPO / "src" / "hasfl", tmp_path / "src" / "hasfl", ignore=shutil.ignore_patterns("__pycache__"))
+    fn = PER_RUN["table4c_coverage_over_time"].per_run
+    before = evaluation_code_digest(fn, tmp_path)
+    assert before == evaluation_code_digest(fn, REPO)
+    kernel = tmp_path / "src" / "hasfl" / "analysis" / "findings" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# an edit\n")
+    assert evaluation_code_digest(fn, tmp_path) == before
+    slicing = tmp_path / "src" / "hasfl" / "models" / "slicing.py"
+    slicing.write_text(slicing.read_text() + "\n# an edit\n")
+    assert evaluation_code_digest(fn, tmp_path) != before
+    with pytest.raises(HasflError, match="no source file"):
+        evaluation_code_digest("hasfl.analysis.no_such_module:f", tmp_path)
+
+
+def test_gather_refuses_two_folders_of_one_run_and_a_path_that_is_no_run_folder(tmp_path):
+    with pytest.raises(ValueError, match="two evaluations folders of run digits/uniform/42"):
+        gather_rows([tmp_path / "a/evals/digits/uniform/seed42", tmp_path / "b/evals/digits/uniform/seed42"], "t")
+    with pytest.raises(ValueError, match="is not a run's evaluations folder"):
+        gather_rows([tmp_path / "runs/digits/uniform/seed42"], "t")
