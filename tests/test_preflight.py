@@ -142,3 +142,59 @@ def test_the_preflight_prices_only_what_is_not_finished(quick_config) -> None:
     assert sum(part["per_dataset_job_hours"].values()) == pytest.approx(part["train_job_hours"])
     block = preflight.render(quick_config, part, rates, preflight.hardware(), 2, "cpu")
     assert f"{len(runs)} finished runs and {len(data)} data-stage folders reused, not priced" in block
+
+
+@pytest.mark.parametrize(("model", "shape", "classes"), [
+    ({"arch": "cnn", "channels": [32, 32, 64, 64, 128, 128], "pool_after": [1, 3], "pool_out": 4, "hidden": 256},
+     (1, 28, 28), 10),
+    ({"arch": "lstm", "embed_dim": 8, "hidden": 32, "layers": 2}, (80,), 80),
+])
+def test_the_parameter_count_is_the_models_own(model, shape, classes) -> None:
+    family = family_from_config(model, shape, classes)
+    want = sum(p.numel() for p in family.build(1.0).parameters())
+    assert preflight.parameter_count(model, shape, classes) == want
+
+
+def _coverage_rung():
+    return load_config([REPO / "presets" / "medium.yaml", REPO / "presets" / "medium-coverage.yaml"])
+
+
+def test_each_evaluation_is_priced_by_the_forward_passes_its_table_makes() -> None:
+    """Issue 47: one full-width forward over the test set is the unit; the batch-norm sensitivity makes four (and a
+    statistics pass), Table 4b three for a capped run and none for an uncapped one, FedEcover's sub-models one per
+    participant, Table 4c's replay grows with the rounds."""
+    cfg = _coverage_rung()
+    model = cfg["dataset_params"]["fashion_mnist"]["model"]
+    facts = preflight._facts("fashion_mnist", cfg["dataset_params"]["fashion_mnist"], None)
+    one = facts["test"] * preflight.forward_macs(model, facts["shape"], facts["classes"], 1.0) / (RATES["cnn_gmacs"] * 1e9)
+    uniform = preflight.evaluation_seconds(cfg, "fashion_mnist", "uniform", RATES)
+    heterofl = preflight.evaluation_seconds(cfg, "fashion_mnist", "heterofl", RATES)
+    fedecover = preflight.evaluation_seconds(cfg, "fashion_mnist", "fedecover", RATES)
+    rolling = preflight.evaluation_seconds(cfg, "fashion_mnist", "uniform_rolling", RATES)
+    assert 4 * one < uniform["bn_sensitivity"] < 4.5 * one
+    assert 2 * one < uniform["table4b_stale_coordinates"] < 3 * one and heterofl["table4b_stale_coordinates"] == 0
+    assert "table4b_stale_coordinates" not in rolling  # not nested: the table does not read it
+    widths = sorted({t for _, t in preflight._method_widths("fedecover", cfg, preflight._capacities(cfg))})
+    mean = sum(widths) / len(widths)
+    each = facts["test"] * preflight.forward_macs(model, facts["shape"], facts["classes"], mean) / (RATES["cnn_gmacs"]
+                                                                                                   * 1e9)
+    assert fedecover["submodel_accuracy"] == pytest.approx(cfg["federation"]["clients_per_round"] * each, rel=1e-9)
+    assert rolling["submodel_accuracy"] < fedecover["submodel_accuracy"] / 2  # one per width, not per participant
+    longer = load_config([REPO / "presets" / "medium.yaml", REPO / "presets" / "medium-coverage.yaml"],
+                         overrides=["federation.rounds=200"])
+    assert preflight.evaluation_seconds(longer, "fashion_mnist", "uniform", RATES)["table4c_coverage_over_time"] == (
+        pytest.approx(2 * uniform["table4c_coverage_over_time"]))
+    quick = load_config(REPO / "presets" / "quick.yaml")
+    assert preflight.evaluation_seconds(quick, "shakespeare", "hasfl", RATES)["bn_sensitivity"] == 0.0  # no BN
+
+
+def test_the_estimate_prices_the_evaluate_jobs_of_the_runs_it_trains(quick_config) -> None:
+    base = preflight.estimate(quick_config, 2, RATES, machine_cores=2)
+    assert base["eval_jobs"] == 54 and base["eval_job_hours"] > 0
+    assert base["analysis_wall_hours"] >= base["eval_job_hours"] / 2
+    reused = {"runs": {(d, m, s) for d in quick_config["datasets"] for m in quick_config["methods"]
+                       for s in quick_config["seeds"] if m != "fedavg"}}
+    part = preflight.estimate(quick_config, 2, RATES, machine_cores=2, finished=reused)
+    assert part["eval_jobs"] == 6 and part["eval_job_hours"] < base["eval_job_hours"]
+    text = preflight.render(quick_config, base, RATES, {"cpu": "x", "cores": 2, "gpus": []}, 2, "cpu")
+    assert "analysis: about" in text and "54 evaluate jobs" in text

@@ -102,6 +102,9 @@ class MethodInfo:
               track_running_stats=False)`` for the global model), ``resnet_client.py:55``; the statistics
               recompute in ``resnet_test.py:80`` is commented out (/work/shared/notes/fedrolex-official.md D4).
               uniform_rolling follows FedRolex (its rolling family; it has no official counterpart).
+        own_units: each participant of a round holds units of its own (FedEcover's sampled windows), so its
+            sub-models differ even at one width; the pre-flight prices one sub-model evaluation per participant
+            (:func:`hasfl.dag.preflight.evaluation_seconds`). Training never reads it.
     """
 
     build: str | Callable[..., Any]
@@ -116,6 +119,7 @@ class MethodInfo:
     marker: str | None = None
     shown_in: tuple[str, ...] = ()
     eval_bn: str = "per_width"
+    own_units: bool = False
 
     def __post_init__(self) -> None:
         if self.cost not in COST_RULES:
@@ -169,7 +173,7 @@ METHODS: dict[str, MethodInfo] = {
     # default --norm-type sbn is BatchNorm2d(track_running_stats=False): test-batch statistics (junesnow86/FedEcover
     # @b23b572, modules/args_parser.py:85-88, modules/models/resnet.py:123-126, main.py:216-218)
     "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
-                            marker="p", shown_in=("table4_coverage",), eval_bn="batch"),
+                            marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
 }
 
 

@@ -3,16 +3,10 @@
 # entry of the run store of its own (hasfl.dag.store.evaluate_run) linked into evals/<dataset>/<method>/seed<s>/<table>/;
 # the table's own rule (analysis.smk) gathers the rows.
 
-from hasfl.analysis.artifacts import ARTIFACTS, artifact_methods, table_datasets
+from hasfl.analysis.artifacts import ARTIFACTS, run_tables
 from hasfl.analysis.evaluations import EVALS, PER_RUN_PARAMS, eval_dir
 
 PER_RUN = {name: art for name, art in ARTIFACTS.items() if art.per_run}
-
-
-def per_run_methods(art):
-    """The methods whose runs table ``art`` reads (as artifact_inputs narrows them)."""
-    methods = config["methods"] if art.all_methods else artifact_methods(art)
-    return [m for m in methods if not art.nested_only or METHODS[m].nested]
 
 
 def eval_files(art, datasets, methods):
@@ -26,16 +20,6 @@ def eval_files(art, datasets, methods):
     ]
 
 
-def run_tables(dataset, method):
-    """The per-run tables that read a run of ``method`` on ``dataset``, in registry order."""
-    return [
-        name
-        for name, art in PER_RUN.items()
-        if dataset in table_datasets(art, config["datasets"])
-        and method in per_run_methods(art)
-    ]
-
-
 def _data_files(art):
     return ["manifest.json"] + (
         ["partition.parquet", "clients.parquet"] if art.data_tables else []
@@ -45,7 +29,7 @@ def _data_files(art):
 def eval_inputs(wc):
     """The run files its tables' entries name, the run's manifest, its data stage's manifest (and tables when an
     entry reads them) and the raw files (when one evaluates models)."""
-    arts = [PER_RUN[n] for n in run_tables(wc.dataset, wc.method)]
+    arts = [PER_RUN[n] for n in run_tables(wc.dataset, wc.method, config["datasets"], config["methods"])]
     run = f"{RESULTS}/runs/{wc.dataset}/{wc.method}/seed{wc.seed}"
     stage = f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}"
     names = sorted({f for art in arts for f in art.run_files})
@@ -91,7 +75,7 @@ def eval_tables(wc):
                 "data_files": _data_files(PER_RUN[name]),
                 "params": _narrowed(PER_RUN[name], wc.dataset),
             }
-            for name in run_tables(wc.dataset, wc.method)
+            for name in run_tables(wc.dataset, wc.method, config["datasets"], config["methods"])
         }
     )
 

@@ -34,8 +34,8 @@ from hasfl.device import cpu_model, devices, resolve
 from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["cached_measurement", "device_of", "estimate", "forward_macs", "hardware", "render",
-           "reused", "runs_jobs", "seed_hours", "throughput"]
+__all__ = ["cached_measurement", "device_of", "estimate", "evaluation_seconds", "forward_macs", "hardware",
+           "parameter_count", "render", "reused", "runs_jobs", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 #: Used when the calibration cannot run (no torch, a failure): this project's 2-core AMD EPYC VM,
@@ -124,6 +124,95 @@ def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]
     return [(p if p == top else q, p if p == top else q) for p, q in zip(pmax, eq6, strict=True)]
 
 
+#: Seconds of one evaluate job besides its evaluations (a process forked from the warm worker, Snakemake's
+#: bookkeeping, reading the run, loading the dataset): the quick preset's 54 jobs, 2026-12-04 (issue 47).
+EVAL_JOB_S = 1.5
+#: Seconds of Table 4c's coverage replay per participant-round and parameter coordinate (one participant's window
+#: added to the round's counts, the round's minimum and uncovered count): the coverage rung's 25 runs took 208 s
+#: for 1,000 participant-rounds of an 0.81 M-parameter CNN each (docs/analysis-cost.md).
+REPLAY_S = 1.0e-8
+#: Seconds of each gather, figure, findings and report job of the analysis (about 25 per preset).
+ANALYSIS_JOB_S = 3.0
+
+
+def parameter_count(model: Mapping[str, Any], shape: Sequence[int], classes: int) -> int:
+    """Parameters of the full model of config block ``model`` (weights, biases, batch-norm affines)."""
+    if model["arch"] == "lstm":
+        h, fan_in = int(model["hidden"]), int(model["embed_dim"])
+        total = int(classes) * fan_in  # the embedding (one row per character)
+        for _ in range(int(model["layers"])):
+            total += 4 * h * (fan_in + h) + 8 * h
+            fan_in = h
+        return total + h * int(classes) + int(classes)
+    c_in, total = int(shape[0]), 0
+    for c in map(int, model["channels"]):
+        total += c_in * c * 9 + 3 * c  # weights, bias, batch-norm weight and bias
+        c_in = c
+    hidden, pool = int(model["hidden"]), int(model["pool_out"])
+    return total + c_in * pool * pool * hidden + hidden + hidden * int(classes) + int(classes)
+
+
+def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rates: Mapping[str, Any],
+                       facts: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Seconds of one run's evaluate job (:mod:`hasfl.analysis.evaluations`) on a machine of ``rates``, per table
+    that reads the run (:func:`hasfl.analysis.artifacts.run_tables`) and ``"job"`` (:data:`EVAL_JOB_S`): forward
+    passes over the test set and over the capable clients' train rows, priced at the calibrated rate as training's
+    evaluations are (right to about 2x, as the training estimate).
+
+    * ``bn_sensitivity`` (a CNN): the full model under each batch-norm mode (four; one when it keeps no running
+      statistics) and the ``static`` mode's statistics pass over the train rows of the clients allowed width 1;
+    * ``submodel_accuracy``: one evaluation per distinct width the method's participants train (per participant
+      when each holds units of its own, :attr:`hasfl.registry.MethodInfo.own_units`), and under the ``static`` rule
+      a statistics pass per width;
+    * ``table4b_stale_coordinates`` (a run capped below width 1): the full model twice and the sub-model once;
+    * ``table4c_coverage_over_time``: the coverage replay (:data:`REPLAY_S` per participant-round and parameter).
+    """
+    from hasfl.analysis.artifacts import run_tables
+
+    dp = config["dataset_params"][dataset]
+    facts = facts or _facts(dataset, dp, None)
+    model, fed = dp["model"], config["federation"]
+    rate = float(rates["lstm_gmacs" if model["arch"] == "lstm" else "cnn_gmacs"]) * 1e9
+    test, train = int(facts["test"]), int(facts["train"])
+    pmax = _capacities(config)
+
+    def forward(q: float, n: float) -> float:
+        s = n * forward_macs(model, facts["shape"], facts["classes"], q) / rate
+        if model["arch"] == "lstm":  # the recurrence, per 2,048-sample batch, step and layer (as training's)
+            s += (math.ceil(n / 2048) * facts["shape"][0] * int(model["layers"])
+                  * float(rates.get("lstm_timestep_s", 0.0)) / 3.0)
+        return s
+
+    def capable(q: float) -> float:
+        return train * sum(1 for p in pmax if p >= q - 1e-9) / len(pmax)
+
+    widths = sorted({round(t, 6) for _, t in _method_widths(method, config, pmax)})
+    info = METHODS[method]
+    out: dict[str, float] = {"job": EVAL_JOB_S}
+    for table in run_tables(dataset, method, config["datasets"], config["methods"]):
+        if table == "bn_sensitivity":
+            if model["arch"] != "cnn":
+                out[table] = 0.0
+                continue
+            modes = 1 if model.get("bn_stats") == "batch" else 4
+            out[table] = modes * forward(1.0, test) + (forward(1.0, capable(1.0)) if modes > 1 else 0.0)
+        elif table == "submodel_accuracy":
+            if info.own_units:
+                subs = [sum(widths) / len(widths)] * int(fed["clients_per_round"])
+            else:
+                subs = widths[: int(fed["clients_per_round"])]
+            out[table] = sum(forward(q, test) for q in subs)
+            if info.eval_bn == "static":
+                out[table] += sum(forward(q, capable(q)) for q in subs)
+        elif table == "table4b_stale_coordinates":
+            top = max(widths)
+            out[table] = 2 * forward(1.0, test) + forward(top, test) if top < 1.0 else 0.0
+        elif table == "table4c_coverage_over_time":
+            out[table] = (int(fed["rounds"]) * int(fed["clients_per_round"]) * REPLAY_S
+                          * parameter_count(model, facts["shape"], facts["classes"]))
+    return out
+
+
 def seed_hours(config: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Job-hours of one seed of each dataset x method of ``config`` on the reference machine
     (:data:`FALLBACK`, one core): what findings.json prices the seeds an inconclusive unit needs at, the
@@ -152,6 +241,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     fed = config["federation"]
     pmax = _capacities(config)
     per_dataset = {}
+    eval_cost: dict[str, dict[str, float]] = {}
     for d in config["datasets"]:
         dp = config["dataset_params"][d]
         facts = _facts(d, dp, (manifests or {}).get(d))
@@ -165,6 +255,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             eval_s += (evals * math.ceil(facts["test"] / 2048) * facts["shape"][0] * int(model["layers"])
                        * float(rates.get("lstm_timestep_s", 0.0)) / 3.0)
         methods = {}
+        eval_cost[d] = {m: sum(evaluation_seconds(config, d, m, rates, facts).values()) for m in config["methods"]}
         for m in config["methods"]:
             widths = _method_widths(m, config, pmax)
             macs = sum(forward_macs(model, facts["shape"], facts["classes"], q) for _, q in widths) / len(widths)
@@ -178,23 +269,29 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     todo = [(d, m, int(sd)) for d in config["datasets"] for m in config["methods"] for sd in config["seeds"]
             if (d, m, int(sd)) not in done_runs]
     train_s = sum(per_dataset[d][m] for d, m, _s in todo)
+    # the evaluate job of every run trained now (a reused run's evaluations are linked from the store)
+    eval_s = sum(eval_cost[d][m] for d, m, _s in todo)
     n_train = len(todo)
     n_data = sum(1 for d in config["datasets"] for sd in config["seeds"] if (d, int(sd)) not in done_data)
     slots = max(1, int(cores) // int(config["threads_per_job"]))
     parallel = max(1, min(slots, int(machine_cores or cores) // int(config["threads_per_job"])))
     longest = max((per_dataset[d][m] for d, m, _s in todo), default=0.0)
     # jobs run side by side: the wall is the total over the slots, but never below the longest job;
-    # a few seconds per data-stage and analysis job
-    wall = max(train_s / parallel, longest) + 3.0 * (n_data + 25) / min(parallel, 2)
+    # a few seconds per data-stage and analysis job, and the evaluate jobs over the slots
+    analysis_s = eval_s / parallel + ANALYSIS_JOB_S * 25 / min(parallel, 2)
+    wall = max(train_s / parallel, longest) + ANALYSIS_JOB_S * n_data / min(parallel, 2) + analysis_s
     device_hours = None
     if packing is not None:
         at_once = max(1, min(slots, packing.slots))
         gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
         device_hours = train_s / gain / 3600.0
-        wall = max(train_s / gain / len(packing.gpus), longest) + 3.0 * (n_data + 25) / min(at_once, 2)
+        analysis_s = eval_s / parallel + ANALYSIS_JOB_S * 25 / min(parallel, 2)  # on the CPU cores
+        wall = (max(train_s / gain / len(packing.gpus), longest) + ANALYSIS_JOB_S * n_data / min(at_once, 2)
+                + analysis_s)
     return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,
             "reused_runs": len(config["datasets"]) * len(config["methods"]) * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
             "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
+            "eval_jobs": n_train, "eval_job_hours": eval_s / 3600.0, "analysis_wall_hours": analysis_s / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
             "per_dataset_job_hours": {d: sum(per_dataset[dd][m] for dd, m, _s in todo if dd == d) / 3600.0
                                       for d in per_dataset},
@@ -251,6 +348,8 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         f"  training: about {_hours(est['train_job_hours'])} of job time ("
         + ", ".join(f"{d} {_hours(h)}" for d, h in est["per_dataset_job_hours"].items())
         + f"); longest job {_hours(est['longest_job_hours'])}",
+        f"  analysis: about {_hours(est['eval_job_hours'])} of job time in {est['eval_jobs']} evaluate jobs (one per "
+        f"run trained now), about {_hours(est['analysis_wall_hours'])} of wall time with the tables",
         f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",

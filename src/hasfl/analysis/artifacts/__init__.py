@@ -43,6 +43,7 @@ __all__ = [
     "figure_entry",
     "figure_caption",
     "natural_partition",
+    "run_tables",
     "table_caption",
     "table_datasets",
     "table_entry",
@@ -76,6 +77,20 @@ def table_datasets(spec: Artifact, datasets: Sequence[str]) -> list[str]:
         return list(datasets)
     natural = spec.datasets == "text"
     return [d for d in datasets if natural_partition(d) == natural]
+
+
+def run_tables(dataset: str, method: str, datasets: Sequence[str], methods: Sequence[str]) -> list[str]:
+    """The tables with a per-run evaluation (:attr:`Artifact.per_run`) that read the run of ``method`` on ``dataset``
+    in a preset of ``datasets`` x ``methods``, in registry order: the evaluate job of that run (rule ``evaluate``) and
+    the pre-flight's price of it."""
+    out = []
+    for name, art in ARTIFACTS.items():
+        if not art.per_run or dataset not in table_datasets(art, datasets) or method not in methods:
+            continue
+        readers = methods if art.all_methods else artifact_methods(art)
+        if method in readers and (not art.nested_only or (method in METHODS and METHODS[method].nested)):
+            out.append(name)
+    return out
 
 
 def table_methods(spec: Artifact, methods: Sequence[str]) -> list[str]:
