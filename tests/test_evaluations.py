@@ -238,3 +238,23 @@ def test_gather_refuses_two_folders_of_one_run_and_a_path_that_is_no_run_folder(
         gather_rows([tmp_path / "a/evals/digits/uniform/seed42", tmp_path / "b/evals/digits/uniform/seed42"], "t")
     with pytest.raises(ValueError, match="is not a run's evaluations folder"):
         gather_rows([tmp_path / "runs/digits/uniform/seed42"], "t")
+
+
+def test_hasfl_verify_checks_every_evaluation_folder(evaluated):
+    """An evaluation is a finished folder like a run's: verify_results counts it and names one whose file changed."""
+    from hasfl.integrity import verify_results
+
+    world = evaluated
+    counts = verify_results(world["results"])
+    assert counts["evals"] == sum(len(_methods(n)) for n in PER_RUN) and counts["unfinished"] == 0
+    rows = Path(eval_dir(world["results"], "digits", "uniform", 42)) / "table4c_coverage_over_time" / EVAL_FILE
+    entry_file = rows.resolve()
+    saved = entry_file.read_bytes()
+    entry_file.chmod(0o644)
+    entry_file.write_bytes(saved + b"x")
+    try:
+        with pytest.raises(IntegrityError, match="table4c_coverage_over_time"):
+            verify_results(world["results"])
+    finally:
+        entry_file.write_bytes(saved)
+        entry_file.chmod(0o444)

@@ -95,8 +95,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
                           "expected e.g. results/quick")
     counts = verify_results(args.results)
-    print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders match their "
-          f"manifests ({counts['unfinished']} unfinished folders without a manifest)")
+    evals = f", {counts['evals']} run evaluations" if "evals" in counts else ""
+    print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders{evals} match "
+          f"their manifests ({counts['unfinished']} unfinished folders without a manifest)")
     from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest
 
     found = audit(None, args.results)

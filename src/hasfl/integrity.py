@@ -229,7 +229,7 @@ def folder_problems(folder: Path) -> list[str]:
 
 def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None,
                    skip: Sequence[str] = ()) -> dict[str, int]:
-    """Check every finished data-stage and run folder under ``results`` (``<results_dir>/<name>``) but those of
+    """Check every finished data-stage, run and evaluation folder under ``results`` (``<results_dir>/<name>``) but those of
     ``skip`` (relative paths: folders whose store links are being repaired, :func:`hasfl.dag.store.repair_links`).
 
     ``expected_runs`` maps a run folder (relative to ``results``, e.g. ``runs/digits/hasfl/seed42``)
@@ -237,8 +237,12 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     :class:`IntegrityError` (it would otherwise be mixed into the analysis). Returns counts.
     """
     counts = {"data": 0, "runs": 0, "unfinished": 0}
-    for kind, pattern in (("data", "data/*/seed*"), ("runs", "runs/*/*/seed*")):
-        for folder in sorted(results.glob(pattern)):
+    patterns = [("data", "data/*/seed*"), ("runs", "runs/*/*/seed*")]
+    if (results / "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), one folder per table
+        counts["evals"] = 0
+        patterns.append(("evals", "evals/*/*/seed*/*"))
+    for kind, pattern in patterns:
+        for folder in sorted(f for f in results.glob(pattern) if f.is_dir()):  # not Snakemake's .snakemake_timestamp
             if folder.relative_to(results).as_posix() in skip:
                 continue
             manifest = verify_folder(folder)
