@@ -258,3 +258,35 @@ def test_hasfl_verify_checks_every_evaluation_folder(evaluated):
     finally:
         entry_file.write_bytes(saved)
         entry_file.chmod(0o444)
+
+
+def test_a_model_of_the_same_content_is_evaluated_once_per_test_set_and_batch(digits_family, digits):
+    """One run's tables evaluate some models alike (the full model under the run's rule in the batch-norm sensitivity
+    and Table 4b): the second is read from the first's count; any change of a weight, a buffer, the batch-norm setting
+    or the batch size is evaluated again."""
+    import torch
+
+    from hasfl.analysis import stale
+    from hasfl.models.bn import batch_statistics
+
+    family = digits_family
+    model = family.build(1.0)
+    forwards = {"n": 0}
+    model.register_forward_hook(lambda *_: forwards.__setitem__("n", forwards["n"] + 1))
+    first = stale.evaluate_accuracy(model, digits.bundle, 512)
+    n = forwards["n"]
+    assert n > 0
+    twin = family.build(1.0)
+    twin.load_state_dict(model.state_dict())
+    twin.register_forward_hook(lambda *_: forwards.__setitem__("n", forwards["n"] + 1))
+    assert stale.evaluate_accuracy(twin, digits.bundle, 512) == first and forwards["n"] == n
+    stale.evaluate_accuracy(twin, digits.bundle, 256)
+    assert forwards["n"] > n
+    n = forwards["n"]
+    with torch.no_grad():
+        next(twin.parameters()).view(-1)[0] += 1e-3
+    stale.evaluate_accuracy(twin, digits.bundle, 512)
+    assert forwards["n"] > n
+    n = forwards["n"]
+    stale.evaluate_accuracy(batch_statistics(model), digits.bundle, 512)
+    assert forwards["n"] > n
