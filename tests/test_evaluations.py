@@ -9,6 +9,7 @@ clients; Uniform: capped at width 0.5) trained by the store's own job functions 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -310,3 +311,20 @@ def test_the_channels_last_evaluation_counts_as_the_standard_layout(digits_famil
         stale._COUNTS.clear()
         assert stale.evaluate_accuracy(mod, digits.bundle, 128) == fast
         monkeypatch.setattr(stale, "CHANNELS_LAST", True)
+
+
+def test_each_evaluation_keeps_its_own_seconds_and_the_summary_gives_the_analysis_share(evaluated):
+    """Each entry holds its measured seconds (timings.json, not part of the result); the pages' summary adds them up
+    beside the training's job-hours."""
+    from hasfl.analysis.provenance import evaluation_cpu_hours, summary_block
+
+    world = evaluated
+    hours, n = evaluation_cpu_hours(world["results"])
+    assert n == sum(len(_methods(t)) for t in PER_RUN) and hours is not None and 0 < hours < 1
+    for folder in Path(world["results"], "evals").glob("*/*/seed*/*"):
+        assert (folder / "timings.json").is_file() and "timings.json" not in json.loads(
+            (folder / "manifest.json").read_text())["files"]
+    text = "\n".join(summary_block([], "snakemake all", 2, 1.0, evaluations=(0.25, 10)))
+    assert "1 CPU job-hours of training measured" in text
+    assert "(one per run and table that evaluates a model or replays a run: 10) took 0.25 CPU job-hours, 20% of the two" in text
+    assert "evaluations" not in "\n".join(summary_block([], "snakemake all", 2, 1.0))

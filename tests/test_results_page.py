@@ -351,7 +351,7 @@ def test_results_page_states_provenance_and_commands(tmp_path) -> None:
     for heading in ("Scope of reproducibility", "Methodology", "Results", "What was easy", "What was difficult",
                     "Communication with original authors"):
         assert f"### {heading}" in page, heading
-    assert "6 training runs, 0.6 CPU job-hours measured" in page
+    assert "6 training runs, 0.6 CPU job-hours of training measured" in page
 
 
 def test_results_page_refuses_config_files_of_another_folder(tmp_path) -> None:

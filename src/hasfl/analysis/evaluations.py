@@ -1,4 +1,4 @@
-"""Run-level evaluations (issue 47): what a table computes from one run alone -- its final model under each
+"""Run-level evaluations: what a table computes from one run alone -- its final model under each
 batch-norm mode, its sub-models' accuracies, its stale coordinates, its coverage replay -- as one job per run and
 table, kept in the run store beside the run and linked into each results folder; the table's own job only gathers.
 

@@ -367,6 +367,19 @@ def total_cpu_hours(results: Path, manifest: Mapping[str, Any]) -> float | None:
     return None if not secs or not all(isinstance(s, (int, float)) for s in secs) else sum(secs) / 3600.0
 
 
+def evaluation_cpu_hours(results: Path) -> tuple[float | None, int]:
+    """The measured CPU job-hours of the run evaluations the results folder links (each entry's ``timings.json``,
+    ``total_s``: :mod:`hasfl.analysis.evaluations`) and how many there are; None when one lacks its timings."""
+    folders = [f for f in sorted(results.glob("evals/*/*/seed*/*")) if f.is_dir()]
+    secs = []
+    for folder in folders:
+        try:
+            secs.append(float(json.loads((folder / "timings.json").read_text())["total_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, len(folders)
+    return (sum(secs) / 3600.0 if secs else None), len(folders)
+
+
 def reproduce_rows(results: Path, findings: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any],
                    configfiles: Sequence[str], methods: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     """Per finding: its command, the runs it reads and their measured CPU job-hours."""
@@ -422,7 +435,8 @@ def reproduce_lines(rows: Sequence[Mapping[str, Any]], kernels: str | None = Non
 
 
 def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: int,
-                  cpu_hours: float | None, level: str = "##") -> list[str]:
+                  cpu_hours: float | None, level: str = "##",
+                  evaluations: tuple[float | None, int] = (None, 0)) -> list[str]:
     """The ML Reproducibility Challenge's summary: six headings, facts rendered from the findings."""
     counts = verdict_counts(findings)
     kinds: dict[str, int] = {}
@@ -432,6 +446,14 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
     datasets = sorted({str(u.get("unit")).split("/")[0] for f in findings for u in f.get("units") or []})
     tally = ", ".join(f"{counts[v]} {v}" for v in SHOWN_VERDICTS if counts.get(v))
     cost = "--" if cpu_hours is None else f"{cpu_hours:.3g}"
+    eval_hours, n_evals = evaluations
+    analysis = ""
+    if n_evals:
+        share = ("" if eval_hours is None or cpu_hours is None else
+                 f", {100.0 * eval_hours / (eval_hours + cpu_hours):.3g}% of the two")
+        analysis = (f" The analysis's run evaluations (one per run and table that evaluates a model or replays a "
+                    f"run: {n_evals}) took {'--' if eval_hours is None else f'{eval_hours:.3g}'} CPU job-hours"
+                    f"{share}; the tables that gather them, a few seconds each.")
     sub = level + "#"
     return [f"{level} Reproducibility summary", "",
             f"{sub} Scope of reproducibility", "",
@@ -440,7 +462,8 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
             "(section Findings).", "",
             f"{sub} Methodology", "",
             f"Every method retrained from the data by one DAG: `{command}`; {n_runs} training runs, {cost} CPU "
-            "job-hours measured. Each claim is a test with a margin and a three-valued verdict (rules under Findings).",
+            f"job-hours of training measured.{analysis} Each claim is a test with a margin and a three-valued verdict "
+            "(rules under Findings).",
             "",
             f"{sub} Results", "",
             f"Verdicts: {tally or 'none'} (every finding of the findings table counted once: they add up to "
@@ -476,5 +499,6 @@ def report_lines(results: Path, config_summary: Mapping[str, Any], findings: Seq
     command = dag_command(configfiles)
     rows = reproduce_rows(results, findings, manifest, configfiles, methods)
     prov = provenance(results, manifest)
-    return [*summary_block(findings, command, prov["n_runs"], total_cpu_hours(results, manifest)),
+    return [*summary_block(findings, command, prov["n_runs"], total_cpu_hours(results, manifest),
+                           evaluations=evaluation_cpu_hours(results)),
             *reproduce_lines(rows), *provenance_lines(prov)]

@@ -38,6 +38,7 @@ from hasfl.analysis.provenance import (
     check_configfiles,
     code_sentence,
     dag_command,
+    evaluation_cpu_hours,
     provenance,
     provenance_lines,
     reproduce_lines,
@@ -406,7 +407,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
              "`report.md` in the results folder has everything."
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
                 "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
-    lines += summary_block(findings, dag, prov["n_runs"], all_hours)
+    lines += summary_block(findings, dag, prov["n_runs"], all_hours, evaluations=evaluation_cpu_hours(results))
     lines += failed_lines(findings, name)
     if notes:
         lines += ["## Reading", "", notes.strip(), ""]

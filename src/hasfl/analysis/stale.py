@@ -129,7 +129,7 @@ def reset_state(final: Mapping[str, Tensor], init: Mapping[str, Tensor], masks: 
 
 #: Correct counts already computed in this process, per test set (the bundle) and per model content and batch size
 #: (:func:`model_signature`): one run's tables evaluate some models alike (the full model under the run's own rule in
-#: the batch-norm sensitivity and in Table 4b, a width-1 sub-model), and each is computed once (issue 47).
+#: the batch-norm sensitivity and in Table 4b, a width-1 sub-model), and each is computed once.
 #: Image models are evaluated in the channels-last layout (a copy of the model; 1.4x faster on this 2-core CPU for the
 #: coverage rung's CNN, docs/performance.md).
 CHANNELS_LAST = True

@@ -37,6 +37,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -374,6 +375,7 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
     from hasfl.analysis.evaluations import EVAL_FILE, evaluate_job
     from hasfl.analysis.jobs import fixed_threads
     from hasfl.integrity import write_run_manifest
+    from hasfl.io import write_json
 
     run_dir, data_dir, out_dir = Path(run_dir), Path(data_dir), Path(out_dir)
     names = sorted({n for spec in tables.values() for n in spec["run_files"]})
@@ -392,9 +394,12 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
                                        data_manifest, spec["data_files"])
 
         def evaluate(staging: Path, spec: Mapping[str, Any] = spec, identity: dict[str, Any] = identity) -> None:
+            start = time.perf_counter()
             evaluate_job(spec["function"], [str(run_dir / n) for n in spec["run_files"]], [str(data_dir / MANIFEST)],
                          spec["params"], staging / EVAL_FILE,
                          [str(data_dir / n) for n in spec["data_files"] if n != MANIFEST], cache)
+            # its own seconds (not part of the result: unchecked, as a run's), for the pages' analysis share
+            write_json(staging / "timings.json", {"total_s": time.perf_counter() - start})
             write_run_manifest(staging, [EVAL_FILE], identity)
 
         _place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest)
