@@ -6,11 +6,15 @@ Layout (``<results_dir>`` is the config key; a preset's folder is ``<results_dir
     <results_dir>/.store/runs/<key>/{rounds,clients,participation}.parquet, *.pt, run.json, timings.json, manifest.json
     <results_dir>/<name>/data/<dataset>/seed<s>/<file>          -> relative symbolic link into .store/data/<key>/
     <results_dir>/<name>/runs/<dataset>/<method>/seed<s>/<file> -> relative symbolic link into .store/runs/<key>/
+    <results_dir>/.store/evals/<key>/rows.parquet, timings.json, manifest.json   (a run's rows of one table)
+    <results_dir>/<name>/evals/<dataset>/<method>/seed<s>/<table>/<file> -> relative symbolic link into .store/evals/<key>/
 
 * **Key.** A data stage's key is the digest of its identity (:func:`hasfl.dag.identity.data_identity`: dataset, seed,
   config slice, raw-file sha256, data-stage code). A run's key (:func:`run_key`) is the digest of everything its
   bytes depend on that is known before it trains: its config slice, the key and table sha256 of the data stage it
-  reads, its training code, the run whose budget it matches and the device class. Same key, same entry: a variant,
+  reads, its training code, the run whose budget it matches and the device class. A run evaluation's key
+  (:func:`evaluation_identity`) is the digest of the sha256 of the run and data-stage files it reads, the table's
+  config values and the code its module imports. Same key, same entry: a variant,
   a seed overlay or an estimator overlay that asks for a run of a key some folder already finished links it.
 * **Write-once, verified on entry.** A job trains into ``<key>.partial/`` (a killed job resumes from the checkpoint
   there, whichever folder asked first), and the finished folder is renamed to ``<key>/`` in one step; files are
