@@ -328,3 +328,22 @@ def test_each_evaluation_keeps_its_own_seconds_and_the_summary_gives_the_analysi
     assert "1 CPU job-hours of training measured" in text
     assert "(one per run and table that evaluates a model or replays a run: 10) took 0.25 CPU job-hours, 20% of the two" in text
     assert "evaluations" not in "\n".join(summary_block([], "snakemake all", 2, 1.0))
+
+
+def test_a_folder_whose_evaluation_entry_is_gone_is_evaluated_again(evaluated):
+    """A store entry removed while a folder links it (gc --delete, by hand): the run's whole evaluations folder (the
+    evaluate job's one output) goes, so the job runs again; the other tables' links were only links."""
+    world = evaluated
+    other = world["results"].parent / "ev-gone"
+    _evaluate(world, other, names=("table4c_coverage_over_time", "bn_sensitivity"), last_rounds=4)
+    run_evals = Path(eval_dir(other, "digits", "uniform", 42))
+    (run_evals / ".snakemake_timestamp").write_text("")
+    entry = (run_evals / "table4c_coverage_over_time" / EVAL_FILE).resolve().parent
+    for f in entry.rglob("*"):
+        f.chmod(0o644)
+    shutil.rmtree(entry)
+    plan = store.repair_links(other, apply=False)
+    assert "evals/digits/uniform/seed42/table4c_coverage_over_time" in plan.dropped and run_evals.is_dir()
+    store.repair_links(other, apply=True)
+    assert not run_evals.exists() and Path(eval_dir(other, "digits", "heterofl", 42)).is_dir()
+    shutil.rmtree(other)

@@ -574,7 +574,23 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
             for f in folder.iterdir():
                 if f.is_symlink():
                     f.unlink()
+            if rel.startswith("evals/"):
+                _drop_evaluations(folder.parent)
     return Repair(tuple(relinked), tuple(dropped))
+
+
+def _drop_evaluations(run_evals: Path) -> None:
+    """Remove a run's evaluations folder (``evals/<dataset>/<method>/seed<s>``: the evaluate job's one output, a
+    folder Snakemake takes as made while it exists) once one of its tables lost its entry, so that the job runs again
+    and links or recomputes every table's entry. Only links, empty folders and Snakemake's timestamp are there; a
+    real file is left where it is (and the folder with it)."""
+    for f in sorted(run_evals.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if f.is_symlink() or f.name == ".snakemake_timestamp":
+            f.unlink()
+        elif f.is_dir() and not any(f.iterdir()):
+            f.rmdir()
+    if not any(run_evals.iterdir()):
+        run_evals.rmdir()
 
 
 def _real_files(folder: Path) -> bool:
