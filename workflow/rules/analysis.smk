@@ -153,7 +153,9 @@ def artifact_inputs(art):
     inputs = {}
     if art.run_files or art.kind == "figure":
         inputs["verified"] = VERIFIED
-    if art.per_run:  # each run evaluated by a job of its own (rule evaluate): the table gathers
+    if (
+        art.per_run
+    ):  # each run evaluated by a job of its own (rule evaluate): the table gathers
         inputs["evals"] = eval_files(art, datasets, methods)
     elif art.run_files:
         inputs["runs"] = run_files(datasets, methods, art.run_files)

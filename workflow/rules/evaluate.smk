@@ -29,14 +29,20 @@ def _data_files(art):
 def eval_inputs(wc):
     """The run files its tables' entries name, the run's manifest, its data stage's manifest (and tables when an
     entry reads them) and the raw files (when one evaluates models)."""
-    arts = [PER_RUN[n] for n in run_tables(wc.dataset, wc.method, config["datasets"], config["methods"])]
+    arts = [
+        PER_RUN[n]
+        for n in run_tables(
+            wc.dataset, wc.method, config["datasets"], config["methods"]
+        )
+    ]
     run = f"{RESULTS}/runs/{wc.dataset}/{wc.method}/seed{wc.seed}"
     stage = f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}"
     names = sorted({f for art in arts for f in art.run_files})
     inputs = {
         "run": [f"{run}/manifest.json"] + [f"{run}/{f}" for f in names],
         "stage": [
-            f"{stage}/{f}" for f in sorted({f for art in arts for f in _data_files(art)})
+            f"{stage}/{f}"
+            for f in sorted({f for art in arts for f in _data_files(art)})
         ],
     }
     if any(art.raw for art in arts):
@@ -75,7 +81,9 @@ def eval_tables(wc):
                 "data_files": _data_files(PER_RUN[name]),
                 "params": _narrowed(PER_RUN[name], wc.dataset),
             }
-            for name in run_tables(wc.dataset, wc.method, config["datasets"], config["methods"])
+            for name in run_tables(
+                wc.dataset, wc.method, config["datasets"], config["methods"]
+            )
         }
     )
 
