@@ -3,8 +3,8 @@
 # entry of the run store of its own (hasfl.dag.store.evaluate_run) linked into evals/<dataset>/<method>/seed<s>/<table>/;
 # the table's own rule (analysis.smk) gathers the rows.
 
-from hasfl.analysis.artifacts import ARTIFACTS, run_tables
-from hasfl.analysis.evaluations import EVALS, PER_RUN_PARAMS, eval_dir
+from hasfl.analysis.artifacts import ARTIFACTS
+from hasfl.analysis.evaluations import EVALS, eval_dir, evaluation_specs
 
 PER_RUN = {name: art for name, art in ARTIFACTS.items() if art.per_run}
 
@@ -20,72 +20,33 @@ def eval_files(art, datasets, methods):
     ]
 
 
-def _data_files(art):
-    return ["manifest.json"] + (
-        ["partition.parquet", "clients.parquet"] if art.data_tables else []
-    )
-
-
 def eval_inputs(wc):
-    """The run files its tables' entries name, the run's manifest, its data stage's manifest (and tables when an
-    entry reads them) and the raw files (when one evaluates models)."""
-    arts = [
-        PER_RUN[n]
-        for n in run_tables(
-            wc.dataset, wc.method, config["datasets"], config["methods"]
-        )
-    ]
+    """The run files its tables read, the run's manifest, its data stage's manifest (and tables when a table reads
+    them) and the raw files (when one evaluates models)."""
+    specs = evaluation_specs(config, wc.dataset, wc.method, SESSION.eval_code)
     run = f"{RESULTS}/runs/{wc.dataset}/{wc.method}/seed{wc.seed}"
     stage = f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}"
-    names = sorted({f for art in arts for f in art.run_files})
     inputs = {
-        "run": [f"{run}/manifest.json"] + [f"{run}/{f}" for f in names],
+        "run": [f"{run}/manifest.json"]
+        + [
+            f"{run}/{f}"
+            for f in sorted({f for s in specs.values() for f in s["run_files"]})
+        ],
         "stage": [
             f"{stage}/{f}"
-            for f in sorted({f for art in arts for f in _data_files(art)})
+            for f in sorted({f for s in specs.values() for f in s["data_files"]})
         ],
     }
-    if any(art.raw for art in arts):
+    if any(PER_RUN[name].raw for name in specs):
         inputs["raw"] = raw_files(
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]
         )
     return inputs
 
 
-def _narrowed(art, dataset):
-    """The table's config values a per-run evaluation takes, narrowed to the run's dataset."""
-    out = {}
-    for key in art.params:
-        if key not in PER_RUN_PARAMS:
-            continue
-        value = PARAMS[key]
-        if key == "models":
-            value = {dataset: value[dataset]}
-        elif key == "data":
-            value = {
-                "data_dir": value["data_dir"],
-                "dataset_params": {dataset: value["dataset_params"][dataset]},
-            }
-        out[key] = value
-    return out
-
-
 def eval_tables(wc):
     """What the job evaluates, per table: its function, code digest, files and config values."""
-    return canonical(
-        {
-            name: {
-                "function": PER_RUN[name].per_run,
-                "code": SESSION.eval_code(PER_RUN[name].per_run),
-                "run_files": list(PER_RUN[name].run_files),
-                "data_files": _data_files(PER_RUN[name]),
-                "params": _narrowed(PER_RUN[name], wc.dataset),
-            }
-            for name in run_tables(
-                wc.dataset, wc.method, config["datasets"], config["methods"]
-            )
-        }
-    )
+    return evaluation_specs(config, wc.dataset, wc.method, SESSION.eval_code)
 
 
 rule evaluate:

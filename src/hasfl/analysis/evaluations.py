@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EVAL_FILE", "EVALS", "PER_RUN_PARAMS", "RunInputs", "eval_dir", "evaluate_job", "evaluate_runs",
-           "gather_rows", "run_inputs"]
+           "evaluation_specs", "gather_rows", "per_run_params", "run_inputs"]
 
 PathLike = str | Path
 #: The folder of the evaluations in a results folder (``<results>/evals/<dataset>/<method>/seed<s>/<table>/``).
@@ -50,6 +50,47 @@ def eval_dir(results: PathLike, dataset: str, method: str, seed: int) -> str:
     """The folder of run ``dataset/method/seed<seed>``'s evaluations in the results folder ``results`` (one folder per
     table in it, each linked to its store entry)."""
     return f"{results}/{EVALS}/{dataset}/{method}/seed{int(seed)}"
+
+
+def per_run_params(config: Mapping[str, Any], params: Iterable[str], dataset: str) -> dict[str, Any]:
+    """The config values of :data:`PER_RUN_PARAMS` among a table's ``params`` (its entry's), narrowed to ``dataset``:
+    ``models`` its model block, ``data`` where the raw files lie and its ``dataset_params`` block, ``atol`` the
+    threshold ``f5_atol``, ``last_rounds`` the table setting ``table4c_last_rounds`` (:mod:`hasfl.analysis.specs`);
+    canonical (sorted keys, plain JSON values)."""
+    import json
+    import os
+
+    from hasfl.analysis.specs import resolve_table_settings, resolve_thresholds
+
+    block = config.get("analysis") or {}
+    values = {
+        "models": lambda: {dataset: dict(config["dataset_params"][dataset]["model"])},
+        "data": lambda: {"data_dir": os.path.normpath(str(config["data_dir"])),
+                         "dataset_params": {dataset: dict(config["dataset_params"][dataset])}},
+        "atol": lambda: resolve_thresholds(block)["f5_atol"],
+        "last_rounds": lambda: resolve_table_settings(block)["table4c_last_rounds"],
+    }
+    out = {k: values[k]() for k in params if k in PER_RUN_PARAMS}
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def evaluation_specs(config: Mapping[str, Any], dataset: str, method: str,
+                     code_of: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """What the evaluate job of a run of ``method`` on ``dataset`` evaluates, per table that reads the run
+    (:func:`hasfl.analysis.artifacts.run_tables`, registry order): its per-run function, its code digest
+    (``code_of(function)``), the run files and data-stage files it reads and its config values
+    (:func:`per_run_params`). The rule's param and the run store's prediction read this one spec."""
+    from hasfl.analysis.artifacts import ARTIFACTS, run_tables
+
+    out = {}
+    for name in run_tables(dataset, method, config["datasets"], config["methods"]):
+        art = ARTIFACTS[name]
+        assert art.per_run is not None
+        out[name] = {"function": art.per_run, "code": code_of(art.per_run), "run_files": list(art.run_files),
+                     "data_files": ["manifest.json", *(("partition.parquet", "clients.parquet") if art.data_tables
+                                                       else ())],
+                     "params": per_run_params(config, art.params, dataset)}
+    return out
 
 
 @dataclass

@@ -223,16 +223,17 @@ class Session:
         hw = preflight.hardware()
         device = preflight.device_of(config, hw)
         linked = store.in_store(config, results, data_code=self.data_code, train_code=self.train_code,
-                                device_class="cpu" if device == "cpu" else None)
+                                device_class="cpu" if device == "cpu" else None, eval_code=self.eval_code)
         if preflight.runs_jobs(sys.argv[1:]):
             try:  # a store that cannot be written is named before any job, unless every job only links
                 store.check_store(config, results, linked=linked, rerun=self.reruns)
             except IntegrityError as exc:
                 stop(exc)
         if linked:
-            n_runs = sum(1 for f in linked if f.startswith("runs/"))
-            print(f"hasfl store: {n_runs} runs and {len(linked) - n_runs} data stages of this preset are finished "
-                  f"in the run store {store.store_of(results)}: linked, not recomputed", file=sys.stderr)
+            n = {kind: sum(1 for f in linked if f.startswith(kind + "/")) for kind in ("runs", "data", "evals")}
+            evals = f" and {n['evals']} run evaluations" if n["evals"] else ""
+            print(f"hasfl store: {n['runs']} runs, {n['data']} data stages{evals} of this preset are finished in the "
+                  f"run store {store.store_of(results)}: linked, not recomputed", file=sys.stderr)
         if wf.local_exec and device == "cuda":
             # K jobs per GPU (config gpu); calibrated once per device, not in a dry run
             self.plan = hasfl_gpu.plan(config, hw["gpus"], results, preflight.CACHE,

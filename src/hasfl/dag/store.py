@@ -411,11 +411,13 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
 
 # ------------------------------------------------------------------------------------------------ prediction
 def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Any,
-             device_class: str | None) -> list[str]:
+             device_class: str | None, eval_code: Callable[[str], str] | None = None) -> list[str]:
     """The preset's data-stage and run folders (relative to ``results``) that are not finished in ``results`` but
     whose entry is finished in the store: their jobs only link (the pre-flight does not price them). Reads manifests
     only (the job checks every file). ``train_code(method, dataset)``: the training-code digest; ``device_class``:
-    what a job here would record (None: unknown before a job runs, so no run is predicted)."""
+    what a job here would record (None: unknown before a job runs, so no run is predicted). With ``eval_code`` (the
+    evaluation code digest of a per-run function), also the run evaluations (``evals/<d>/<m>/seed<s>/<table>``) of
+    runs finished in ``results`` or in the store that are not finished in ``results`` but in the store."""
     from hasfl.config import data_config
     from hasfl.dag.identity import data_identity, run_slice
     from hasfl.registry import METHODS
@@ -427,6 +429,8 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     found: list[str] = []
     keys: dict[str, str] = {}  # data folder -> data_source of its identity
     tables: dict[str, dict[str, str]] = {}
+    stages: dict[str, Mapping[str, Any]] = {}  # data folder -> the manifest of its entry
+    finished_runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its entry
     data, runs = preset_jobs(config)
     for d, sd in data:
         rel = f"data/{d}/seed{sd}"
@@ -436,6 +440,7 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
             continue
         keys[rel] = data_source(identity)
         tables[rel] = tables_of(manifest)
+        stages[rel] = manifest
         if not (results / rel / MANIFEST).is_file():
             found.append(rel)
     if device_class is None:
@@ -453,6 +458,7 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
         manifest = _manifest_of(entry)
         if manifest is None:
             continue
+        finished_runs[rel] = manifest
         try:
             budgets[rel] = {"method": m, "avg_p": float(json.loads((entry / "run.json").read_text())["avg_p"]),
                             "identity": (manifest.get("identity") or {}).get("digest")}
@@ -460,6 +466,32 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
             pass
         if not (results / rel / MANIFEST).is_file():
             found.append(rel)
+    if eval_code is not None:
+        found += _evaluations_in_store(config, results, store, stages, finished_runs, eval_code)
+    return found
+
+
+def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path, stages: Mapping[str, Any],
+                          runs: Mapping[str, Any], eval_code: Callable[[str], str]) -> list[str]:
+    """The run evaluations of the preset whose entry the store holds and ``results`` does not (:func:`in_store`): of
+    every run finished in the store (``runs``: folder -> its entry's manifest) or in ``results``, with its data
+    stage's manifest (``stages``, else the folder's)."""
+    from hasfl.analysis.evaluations import EVALS, evaluation_specs
+
+    found = []
+    for d, m, sd in preset_jobs(config)[1]:
+        rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        run = runs.get(rel) or _manifest_of(results / rel)
+        stage = stages.get(data_rel) or _manifest_of(results / data_rel)
+        if run is None or stage is None:
+            continue
+        for table, spec in evaluation_specs(config, d, m, eval_code).items():
+            where = f"{EVALS}/{d}/{m}/seed{sd}/{table}"
+            identity = evaluation_identity(table, spec["code"], spec["params"], run, spec["run_files"], stage,
+                                           spec["data_files"])
+            if (entry_of(store, "evals", digest(identity)) / MANIFEST).is_file() and not (
+                    results / where / MANIFEST).is_file():
+                found.append(where)
     return found
 
 
