@@ -347,3 +347,14 @@ def test_a_folder_whose_evaluation_entry_is_gone_is_evaluated_again(evaluated):
     store.repair_links(other, apply=True)
     assert not run_evals.exists() and Path(eval_dir(other, "digits", "heterofl", 42)).is_dir()
     shutil.rmtree(other)
+
+
+def test_the_preflight_reads_which_evaluations_are_finished_by_this_code(evaluated):
+    """finished_evaluations: the preset's evaluation folders with a manifest whose code is this checkout's; another
+    code digest (an edit the evaluation imports) makes none of them finished."""
+    world = evaluated
+    cfg = {**world["cfg"], "seeds": [42]}
+    done = store.finished_evaluations(cfg, world["results"], lambda f: evaluation_code_digest(f, REPO))
+    assert sorted(done) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
+    assert store.finished_evaluations(cfg, world["results"], lambda f: "another") == []
+    assert len(store.finished_evaluations(cfg, world["results"])) == len(done)

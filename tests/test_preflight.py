@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hasfl.analysis.artifacts import run_tables
 from hasfl.dag import preflight
 from hasfl.config import load_config
 from hasfl.models import family_from_config
@@ -192,9 +193,14 @@ def test_the_estimate_prices_the_evaluate_jobs_of_the_runs_it_trains(quick_confi
     base = preflight.estimate(quick_config, 2, RATES, machine_cores=2)
     assert base["eval_jobs"] == 54 and base["eval_job_hours"] > 0
     assert base["analysis_wall_hours"] >= base["eval_job_hours"] / 2
-    reused = {"runs": {(d, m, s) for d in quick_config["datasets"] for m in quick_config["methods"]
-                       for s in quick_config["seeds"] if m != "fedavg"}}
-    part = preflight.estimate(quick_config, 2, RATES, machine_cores=2, finished=reused)
-    assert part["eval_jobs"] == 6 and part["eval_job_hours"] < base["eval_job_hours"]
+    runs = {(d, m, s) for d in quick_config["datasets"] for m in quick_config["methods"] for s in quick_config["seeds"]}
+    trained = preflight.estimate(quick_config, 2, RATES, machine_cores=2, finished={"runs": runs})
+    assert trained["eval_jobs"] == 54 and trained["eval_job_hours"] == base["eval_job_hours"]  # runs, not evaluations
+    evals = preflight.reused([f"evals/{d}/{m}/seed{s}/{t}" for d, m, s in runs if m != "fedavg"
+                              for t in run_tables(d, m, quick_config["datasets"], quick_config["methods"])]
+                             + [f"evals/{d}/fedavg/seed{s}/bn_sensitivity" for d in quick_config["datasets"]
+                                for s in quick_config["seeds"]])
+    part = preflight.estimate(quick_config, 2, RATES, machine_cores=2, finished={"runs": runs, **evals})
+    assert part["eval_jobs"] == 6 and part["eval_job_hours"] < base["eval_job_hours"] / 9
     text = preflight.render(quick_config, base, RATES, {"cpu": "x", "cores": 2, "gpus": []}, 2, "cpu")
     assert "analysis: about" in text and "54 evaluate jobs" in text

@@ -255,7 +255,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             eval_s += (evals * math.ceil(facts["test"] / 2048) * facts["shape"][0] * int(model["layers"])
                        * float(rates.get("lstm_timestep_s", 0.0)) / 3.0)
         methods = {}
-        eval_cost[d] = {m: sum(evaluation_seconds(config, d, m, rates, facts).values()) for m in config["methods"]}
+        eval_cost[d] = {m: evaluation_seconds(config, d, m, rates, facts) for m in config["methods"]}
         for m in config["methods"]:
             widths = _method_widths(m, config, pmax)
             macs = sum(forward_macs(model, facts["shape"], facts["classes"], q) for _, q in widths) / len(widths)
@@ -269,8 +269,17 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     todo = [(d, m, int(sd)) for d in config["datasets"] for m in config["methods"] for sd in config["seeds"]
             if (d, m, int(sd)) not in done_runs]
     train_s = sum(per_dataset[d][m] for d, m, _s in todo)
-    # the evaluate job of every run trained now (a reused run's evaluations are linked from the store)
-    eval_s = sum(eval_cost[d][m] for d, m, _s in todo)
+    # the evaluate job of every run whose evaluations are not all finished (in the folder or the store): the
+    # tables not finished, and the job's own cost
+    done_evals = set((finished or {}).get("evals", ()))
+    eval_s, n_eval = 0.0, 0
+    for d in config["datasets"]:
+        for m in config["methods"]:
+            for sd in map(int, config["seeds"]):
+                left = [t for t in eval_cost[d][m] if t != "job" and (d, m, sd, t) not in done_evals]
+                if left:
+                    eval_s += eval_cost[d][m]["job"] + sum(eval_cost[d][m][t] for t in left)
+                    n_eval += 1
     n_train = len(todo)
     n_data = sum(1 for d in config["datasets"] for sd in config["seeds"] if (d, int(sd)) not in done_data)
     slots = max(1, int(cores) // int(config["threads_per_job"]))
@@ -291,7 +300,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,
             "reused_runs": len(config["datasets"]) * len(config["methods"]) * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
             "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
-            "eval_jobs": n_train, "eval_job_hours": eval_s / 3600.0, "analysis_wall_hours": analysis_s / 3600.0,
+            "eval_jobs": n_eval, "eval_job_hours": eval_s / 3600.0, "analysis_wall_hours": analysis_s / 3600.0,
             "slots": slots, "longest_job_hours": longest / 3600.0,
             "per_dataset_job_hours": {d: sum(per_dataset[dd][m] for dd, m, _s in todo if dd == d) / 3600.0
                                       for d in per_dataset},
@@ -349,7 +358,8 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         + ", ".join(f"{d} {_hours(h)}" for d, h in est["per_dataset_job_hours"].items())
         + f"); longest job {_hours(est['longest_job_hours'])}",
         f"  analysis: about {_hours(est['eval_job_hours'])} of job time in {est['eval_jobs']} evaluate jobs (one per "
-        f"run trained now), about {_hours(est['analysis_wall_hours'])} of wall time with the tables",
+        f"run whose evaluations neither the folder nor the run store holds), about "
+        f"{_hours(est['analysis_wall_hours'])} of wall time with the tables",
         f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
@@ -369,15 +379,18 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
 
 def reused(current: Iterable[str]) -> dict[str, set[Any]]:
     """The jobs a DAG run reuses, from the folders :func:`hasfl.dag.identity.audit` found current (``runs/<d>/<m>/
-    seed<s>``, ``data/<d>/seed<s>``): ``{"runs": {(d, m, s)}, "data": {(d, s)}}``."""
-    runs, data = set(), set()
+    seed<s>``, ``data/<d>/seed<s>``) and the run evaluations finished in the folder or the store
+    (``evals/<d>/<m>/seed<s>/<table>``): ``{"runs": {(d, m, s)}, "data": {(d, s)}, "evals": {(d, m, s, table)}}``."""
+    runs, data, evals = set(), set(), set()
     for rel in current:
         parts = rel.split("/")
         if parts[0] == "runs" and len(parts) == 4:
             runs.add((parts[1], parts[2], int(parts[3].removeprefix("seed"))))
         elif parts[0] == "data" and len(parts) == 3:
             data.add((parts[1], int(parts[2].removeprefix("seed"))))
-    return {"runs": runs, "data": data}
+        elif parts[0] == "evals" and len(parts) == 5:
+            evals.add((parts[1], parts[2], int(parts[3].removeprefix("seed")), parts[4]))
+    return {"runs": runs, "data": data, "evals": evals}
 
 
 def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:

@@ -245,7 +245,9 @@ class Session:
             for m in sorted((results / "data" / d).glob("seed*/manifest.json"))[:1]}
         try:
             block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
-                                                  preflight.reused([*current, *linked]), local=bool(wf.local_exec),
+                                                  preflight.reused([*current, *linked,
+                                                                    *store.finished_evaluations(config, results, self.eval_code)]),
+                                                  local=bool(wf.local_exec),
                                                   hw=hw, packing=self.plan)
         except HasflError as exc:
             stop(exc)

@@ -53,7 +53,7 @@ from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError,
                              verify_folder)
 
 __all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
-           "entry_of", "evaluate_run", "evaluation_identity", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
+           "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
            "train_run"]
 
 #: The store's folder under ``results_dir``.
@@ -493,6 +493,27 @@ def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path,
                     results / where / MANIFEST).is_file():
                 found.append(where)
     return found
+
+
+def finished_evaluations(config: Mapping[str, Any], results: str | Path,
+                         eval_code: Callable[[str], str] | None = None) -> list[str]:
+    """The run evaluations of the preset finished in ``results`` (``evals/<d>/<m>/seed<s>/<table>`` with a manifest;
+    with ``eval_code``, only those computed by the evaluation code of this checkout): what the pre-flight does not
+    price again."""
+    from hasfl.analysis.artifacts import ARTIFACTS, run_tables
+    from hasfl.analysis.evaluations import EVALS
+
+    results = Path(results)
+    out = []
+    for d, m, sd in preset_jobs(config)[1]:
+        for t in run_tables(d, m, config["datasets"], config["methods"]):
+            manifest = _manifest_of(results / EVALS / d / m / f"seed{sd}" / t)
+            function = ARTIFACTS[t].per_run
+            if manifest is None or (eval_code is not None and function is not None
+                                    and (manifest.get("identity") or {}).get("code") != eval_code(function)):
+                continue
+            out.append(f"{EVALS}/{d}/{m}/seed{sd}/{t}")
+    return out
 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
