@@ -57,6 +57,9 @@ rule evaluate:
         directory(f"{RESULTS}/{EVALS}/{{dataset}}/{{method}}/seed{{seed}}"),
     log:
         f"{RESULTS}/logs/evaluate/{{dataset}}/{{method}}/seed{{seed}}.log",
+    # before the training jobs still waiting: a run is evaluated as soon as it ends, so that from an empty folder
+    # the analysis left after the last training job is that run's evaluations and the gathers
+    priority: 10
     resources:
         mem_mb=lambda wc: {"emnist": 8000}.get(wc.dataset, 2000),
         runtime=lambda wc: 30 if config["name"] != "paper" else 4 * 60,
