@@ -293,26 +293,6 @@ def test_a_model_of_the_same_content_is_evaluated_once_per_test_set_and_batch(di
     assert forwards["n"] > n
 
 
-def test_the_channels_last_evaluation_counts_as_the_standard_layout(digits_family, digits, monkeypatch):
-    """Image models are evaluated in the channels-last layout (a copy: the caller's model keeps its layout); the counts
-    equal the standard layout's, under running and under test-batch statistics."""
-    import torch
-
-    from hasfl.analysis import stale
-    from hasfl.models.bn import batch_statistics
-
-    torch.manual_seed(3)
-    model = digits_family.build(1.0)
-    for mod in (model, batch_statistics(digits_family.build(1.0))):
-        stale._COUNTS.clear()
-        fast = stale.evaluate_accuracy(mod, digits.bundle, 128)
-        assert all(p.is_contiguous() for p in mod.parameters())
-        monkeypatch.setattr(stale, "CHANNELS_LAST", False)
-        stale._COUNTS.clear()
-        assert stale.evaluate_accuracy(mod, digits.bundle, 128) == fast
-        monkeypatch.setattr(stale, "CHANNELS_LAST", True)
-
-
 def test_each_evaluation_keeps_its_own_seconds_and_the_summary_gives_the_analysis_share(evaluated):
     """Each entry holds its measured seconds (timings.json, not part of the result); the pages' summary adds them up
     beside the training's job-hours."""

@@ -28,7 +28,6 @@ analysis never imports the training engine.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 import weakref
@@ -130,9 +129,6 @@ def reset_state(final: Mapping[str, Tensor], init: Mapping[str, Tensor], masks: 
 #: Correct counts already computed in this process, per test set (the bundle) and per model content and batch size
 #: (:func:`model_signature`): one run's tables evaluate some models alike (the full model under the run's own rule in
 #: the batch-norm sensitivity and in Table 4b, a width-1 sub-model), and each is computed once.
-#: Image models are evaluated in the channels-last layout (a copy of the model; 1.4x faster on this 2-core CPU for the
-#: coverage rung's CNN, docs/performance.md).
-CHANNELS_LAST = True
 _COUNTS: dict[int, tuple[weakref.ref[Any], dict[tuple[str, int], int]]] = {}
 
 
@@ -164,12 +160,8 @@ def evaluate_accuracy(model: nn.Module, bundle: DatasetBundle, batch_size: int =
     key = (model_signature(model), int(batch_size))
     if key not in seen:
         correct = 0
-        net, layout = model, torch.contiguous_format
         for s in range(0, n, batch_size):
-            x = bundle.inputs(bundle.test_x[s:s + batch_size])
-            if s == 0 and x.dim() == 4 and CHANNELS_LAST:
-                net, layout = copy.deepcopy(model).to(memory_format=torch.channels_last), torch.channels_last
-            logits = net(x.contiguous(memory_format=layout))
+            logits = model(bundle.inputs(bundle.test_x[s:s + batch_size]))
             correct += int((logits.argmax(1) == bundle.test_y[s:s + batch_size]).sum())
         seen[key] = correct
     return seen[key] / n
