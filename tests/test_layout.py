@@ -9,13 +9,14 @@ parses the Snakefile with a ``torch`` that cannot be imported.
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from hasfl.dag.identity import imported_modules
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -28,28 +29,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path, name: str) -> set[str]:
-    """hasfl modules imported anywhere in ``path`` (module ``name``)."""
-    out: set[str] = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                mod = ".".join([*base, node.module] if node.module else base)
-            else:
-                mod = node.module or ""
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)  # `from hasfl.fl import engine`
-    return {m for m in out if m == "hasfl" or m.startswith("hasfl.")}
-
-
 @pytest.fixture(scope="module")
 def graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in SRC.joinpath("hasfl").rglob("*.py")}
-    raw = {name: _imports(path, name) for name, path in modules.items()}
+    raw = {name: imported_modules(path, name) for name, path in modules.items()}
     # keep edges to real modules (`from hasfl.fl.engine import run_federation` -> hasfl.fl.engine)
     return {name: {m for m in deps if m in modules and m != name} for name, deps in raw.items()}
 

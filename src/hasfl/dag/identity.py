@@ -45,7 +45,7 @@ from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
 
 __all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest", "preset_jobs",
            "analysis_identity", "audit", "canonical", "checkout_root", "data_code_digest", "data_identity",
-           "data_slice", "digest", "evaluation_code_digest", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
+           "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
            "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
@@ -203,9 +203,10 @@ def _module_file(package_root: Path, module: str) -> Path | None:
     return None
 
 
-def _module_imports(path: Path, name: str) -> set[str]:
-    """The ``hasfl`` modules ``path`` (module ``name``) imports anywhere, lazy imports inside functions included, and
-    the packages holding each (importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__``)."""
+def imported_modules(path: Path, name: str) -> set[str]:
+    """The ``hasfl`` modules the source file ``path`` (module ``name``) imports anywhere, lazy imports inside functions
+    included; ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a module). The import graph of the code digests
+    here and of the layering test (tests/test_layout.py)."""
     import ast
 
     out: set[str] = set()
@@ -221,7 +222,13 @@ def _module_imports(path: Path, name: str) -> set[str]:
                 mod = node.module or ""
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names)  # `from hasfl.analysis import stale`
-    mods = {m for m in out if m == "hasfl" or m.startswith("hasfl.")}
+    return {m for m in out if m == "hasfl" or m.startswith("hasfl.")}
+
+
+def _module_imports(path: Path, name: str) -> set[str]:
+    """:func:`imported_modules` and the packages holding each (importing ``a.b.c`` runs ``a/__init__`` and
+    ``a/b/__init__``)."""
+    mods = imported_modules(path, name)
     return mods | {".".join(m.split(".")[:i]) for m in mods for i in range(1, m.count(".") + 1)}
 
 
