@@ -32,6 +32,7 @@ from typing import Any
 from hasfl.io import InputFileError, sha256_file, write_json
 
 __all__ = [
+    "FOLDER_PATTERNS",
     "MANIFEST",
     "NOT_WRITABLE",
     "TRAINING_CODE",
@@ -43,6 +44,7 @@ __all__ = [
     "owning_results",
     "refuse_results_folder",
     "refuse_store_path",
+    "result_folders",
     "read_manifest",
     "run_identity",
     "stale_part",
@@ -227,6 +229,17 @@ def folder_problems(folder: Path) -> list[str]:
     return problems
 
 
+#: Where a results folder keeps its finished outputs, by kind: data stages, runs and the runs' evaluations (one folder
+#: per run and table, :mod:`hasfl.analysis.evaluations`).
+FOLDER_PATTERNS = {"data": "data/*/seed*", "runs": "runs/*/*/seed*", "evals": "evals/*/*/seed*/*"}
+
+
+def result_folders(results: Path, kind: str) -> list[Path]:
+    """The folders of ``kind`` (:data:`FOLDER_PATTERNS`) under ``results``, sorted; files there (Snakemake's
+    ``.snakemake_timestamp`` in a run's evaluations folder) are none."""
+    return sorted(f for f in Path(results).glob(FOLDER_PATTERNS[kind]) if f.is_dir())
+
+
 def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None,
                    skip: Sequence[str] = ()) -> dict[str, int]:
     """Check every finished data-stage, run and evaluation folder under ``results`` (``<results_dir>/<name>``) but those of
@@ -237,12 +250,12 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     :class:`IntegrityError` (it would otherwise be mixed into the analysis). Returns counts.
     """
     counts = {"data": 0, "runs": 0, "unfinished": 0}
-    patterns = [("data", "data/*/seed*"), ("runs", "runs/*/*/seed*")]
+    kinds = ["data", "runs"]
     if (results / "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), one folder per table
         counts["evals"] = 0
-        patterns.append(("evals", "evals/*/*/seed*/*"))
-    for kind, pattern in patterns:
-        for folder in sorted(f for f in results.glob(pattern) if f.is_dir()):  # not Snakemake's .snakemake_timestamp
+        kinds.append("evals")
+    for kind in kinds:
+        for folder in result_folders(results, kind):
             if folder.relative_to(results).as_posix() in skip:
                 continue
             manifest = verify_folder(folder)

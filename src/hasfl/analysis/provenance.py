@@ -34,6 +34,7 @@ from typing import Any
 from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
 from hasfl.config import ABSENT, dotted_differences
 from hasfl.errors import HasflError
+from hasfl.integrity import result_folders
 
 __all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
            "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block", "report_lines",
@@ -370,7 +371,7 @@ def total_cpu_hours(results: Path, manifest: Mapping[str, Any]) -> float | None:
 def evaluation_cpu_hours(results: Path) -> tuple[float | None, int]:
     """The measured CPU job-hours of the run evaluations the results folder links (each entry's ``timings.json``,
     ``total_s``: :mod:`hasfl.analysis.evaluations`) and how many there are; None when one lacks its timings."""
-    folders = [f for f in sorted(results.glob("evals/*/*/seed*/*")) if f.is_dir()]
+    folders = result_folders(results, "evals")
     secs = []
     for folder in folders:
         try:

@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.dag.identity import digest, preset_jobs
+from hasfl.dag.identity import canonical, digest, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
-                             verify_folder)
+                             result_folders, verify_folder)
 
 __all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
            "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
@@ -357,13 +357,13 @@ def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_ma
     file it reads (from the run's manifest), and of its data stage what the run takes from it besides the tables
     (:func:`data_source`: dataset, seed, config slice, raw-file sha256) and the sha256 of the data-stage tables it
     reads."""
-    cfg = {k: v for k, v in dict(params).items()}
+    cfg = dict(params)
     if isinstance(cfg.get("data"), Mapping):
         cfg["data"] = {k: v for k, v in dict(cfg["data"]).items() if k != "data_dir"}
     listed = run_manifest.get("files") or {}
     stage = data_manifest.get("files") or {}
     ident = data_manifest.get("identity")
-    return {"table": table, "code": code, "params": json.loads(json.dumps(cfg, sort_keys=True, default=str)),
+    return {"table": table, "code": code, "params": canonical(cfg),
             "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
             "data": {"source": None if ident is None else data_source(ident),
                      "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
@@ -596,7 +596,7 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
     results = Path(results)
     store = store_of(results)
     relinked, dropped = [], []
-    folders = [*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*"), *results.glob("evals/*/*/seed*/*")]
+    folders = [f for kind in ("data", "runs", "evals") for f in result_folders(results, kind)]
     if not store.is_dir():
         linked = [f for f in folders if f.is_dir() and any(p.is_symlink() for p in f.iterdir())]
         if linked:
