@@ -28,6 +28,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/identity.smk"
+include: "workflow/rules/link.smk"
 
 
 onstart:

@@ -38,11 +38,28 @@ def _bytes(folder: Path) -> dict[str, str]:
             and f.parts[-2] not in ("figures",)}
 
 
-def _trained(results: Path, dataset: str = "digits", seed: int = 42) -> dict[str, bool]:
-    """Method -> whether its last train job trained (False: it linked a finished store entry)."""
+def _trained(results: Path, dataset: str = "digits", seed: int = 42, *, job: str = "train") -> dict[str, bool]:
+    """Method -> whether its last ``job`` (``train``, ``evaluate``) computed (False: it linked finished store entries:
+    a job of the link rule, ``logs/link/runs|evals``, or one of ``job`` that found its entries finished)."""
+    linked, done = {"train": ("runs", "is finished (every file checked); linked"), "evaluate": ("evals", " written")}[job]
     out = {}
-    for log in sorted((results / "logs" / "train" / dataset).glob(f"*/seed{seed}.log")):
-        out[log.parent.name] = "is finished (every file checked); linked" not in log.read_text()
+    for log in sorted((results / "logs" / "link" / linked / dataset).glob(f"*/seed{seed}.log")):
+        assert "is finished (every file checked); linked" in log.read_text() and " written" not in log.read_text()
+        out[log.parent.name] = False
+    for log in sorted((results / "logs" / job / dataset).glob(f"*/seed{seed}.log")):
+        text = log.read_text()
+        out[log.parent.name] = (done not in text) if job == "train" else (done in text)
+    return out
+
+
+def _tree(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every path under ``root`` (links not followed): its kind, link target or sha256, mode and time."""
+    out: dict[str, tuple[object, ...]] = {}
+    for f in sorted(root.rglob("*")):
+        st = f.lstat()
+        what = (os.readlink(f) if f.is_symlink() else
+                hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "dir")
+        out[f.relative_to(root).as_posix()] = (what, st.st_mode, st.st_mtime_ns)
     return out
 
 
@@ -75,10 +92,18 @@ def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, tin
     before = _bytes(work / "results/tiny")
     times = {f: f.lstat().st_mtime_ns for f in (work / "results/tiny").rglob("*") if f.is_symlink()}
     variant = tiny_preset(work, "variant", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v", method_params=MU)
+    tree = _tree(work / "results")
     plan = snakemake.dag(variant, workdir=work, target="runs", extra=("-n",))
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert ("hasfl store: 2 runs, 1 data stages and 7 run evaluations of this preset are finished in the run store"
             in plan.stderr), plan.stderr[-2000:]  # the evaluations: hasfl 4 tables, fedavg 3 (not in submodel_accuracy)
+    # issue 46: the job table says what will happen (what the store holds is linked by jobs of their own rules)...
+    assert snakemake.job_counts(plan.stdout + plan.stderr) == {"link_data": 1, "link_run": 2, "train": 1, "runs": 1}
+    whole = snakemake.dag(variant, workdir=work, extra=("-n",))
+    counts = snakemake.job_counts(whole.stdout + whole.stderr)
+    assert (counts["link_evaluation"], counts["evaluate"], counts["train"]) == (2, 1, 1), counts
+    # ... and a dry run changes no byte, link, mode or time under the results root (the store included)
+    assert _tree(work / "results") == tree
     res = snakemake.dag(variant, workdir=work, target="runs")
     assert res.returncode == 0, res.stderr[-4000:]
     assert _trained(work / "results/tiny-v") == {"fedavg": False, "fedprox": True, "hasfl": False}
@@ -97,9 +122,7 @@ def test_a_variant_evaluates_only_its_new_run_and_links_the_shared_runs_evaluati
     wrote; the variant's evaluate jobs link them, and only its new run is evaluated."""
     res = snakemake.dag(work / "variant.yaml", workdir=work)
     assert res.returncode == 0, res.stderr[-4000:]
-    logs = sorted((work / "results/tiny-v/logs/evaluate/digits").glob("*/seed42.log"))
-    computed = {log.parent.name: " written" in log.read_text() for log in logs}
-    assert computed == {"fedavg": False, "fedprox": True, "hasfl": False}
+    assert _trained(work / "results/tiny-v", job="evaluate") == {"fedavg": False, "fedprox": True, "hasfl": False}
     for m in BASE:
         for table in ("bn_sensitivity", "table4c_coverage_over_time"):
             rows = f"evals/digits/{m}/seed42/{table}/rows.parquet"

@@ -199,3 +199,45 @@ def test_gc_leaves_an_entry_a_job_holds_and_keeps_a_killed_jobs_checkpoint(tmp_p
     assert not held.exists() and ckpt.is_dir()
     collect(tmp_path / "results", delete=True, partial=True)
     assert not ckpt.exists() and entry.is_dir() and (folder / "clients.parquet").read_text() == "clients.parquet"
+
+
+def test_a_planned_link_whose_entry_is_gone_by_the_job_is_made_and_said(tmp_path, caplog):
+    """Issue 46 point 4: a link rule's job (workflow/rules/link.smk) runs the same job function as its twin with
+    ``link=True``. An entry the build found finished but that is gone when the job runs (deleted in between) is made
+    all the same (never a wrong or missing result), and the log says the plan was a link."""
+    results = tmp_path / "results" / "quick"
+    results.mkdir(parents=True)
+    dc, ident = _digits(0.3, tmp_path)
+    out = results / "data/digits/seed42"
+    with caplog.at_level("WARNING", logger="hasfl"):
+        stage_data(dc, 42, out, ident, results, link=True)
+    assert (out / "manifest.json").resolve().parent == entry_of(store_of(results), "data", data_key(ident)).resolve()
+    assert any("planned a link" in r.getMessage() and data_key(ident)[:16] in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    again = tmp_path / "variant" / "data/digits/seed42"
+    with caplog.at_level("WARNING", logger="hasfl"):
+        stage_data(dc, 42, again, ident, results, link=True)  # finished now: linked, nothing said
+    assert not [r for r in caplog.records if "planned a link" in r.getMessage()]
+    assert (again / "manifest.json").resolve() == (out / "manifest.json").resolve()
+
+
+def test_a_run_job_refuses_code_other_than_the_code_the_dag_planned_with(tmp_path):
+    """Issue 46 point 3: the run job receives its training-code digest from the rule (the session's, from the
+    Snakefile's checkout). A job whose installed package is other code (a checkout beside a wheel, an edit after the
+    plan) is refused naming both digests, before it trains or links anything."""
+    from hasfl.dag.identity import data_slice, run_slice
+    from hasfl.dag.store import train_run
+    from hasfl.integrity import training_code_digest
+
+    cfg = load_config(REPO / "presets" / "quick.yaml")
+    results = tmp_path / "results" / "quick"
+    results.mkdir(parents=True)
+    dc, ident = _digits(0.3, tmp_path)
+    stage = results / "data/digits/seed42"
+    stage_data(dc, 42, stage, ident, results)
+    out = results / "runs/digits/fedavg/seed42"
+    with pytest.raises(IntegrityError, match="not the code the DAG planned") as err:
+        train_run(run_slice(cfg, "digits", "fedavg", 42), data_slice(cfg, "digits"), out, data_dir=stage,
+                  results=results, code="0" * 64)
+    assert training_code_digest("fedavg", "digits")[:12] in str(err.value) and "000000000000" in str(err.value)
+    assert not out.exists() and not (store_of(results) / "runs").exists()

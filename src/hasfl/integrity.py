@@ -451,13 +451,16 @@ def device_mix(classes: Mapping[str, Sequence[str]]) -> str | None:
             "own results_dir / name")
 
 
-def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str) -> None:
+def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,
+                    code: Mapping[str, str] | None = None) -> None:
     """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its
     manifest, was trained with the config slice the preset expects (``expected``: folder ->
-    run_config) and with the installed training code, and all were trained on one device class
+    run_config) and with the training code the DAG planned with (``code``: ``"<dataset>/<method>"`` -> digest, the
+    rule's params from the session; without it, the installed package's), and all were trained on one device class
     (:func:`device_mix`). Writes ``out_json`` (folder -> identity)."""
     expected = {Path(k).as_posix(): v for k, v in expected.items()}
-    codes: dict[tuple[str, str], str] = {}
+    codes: dict[tuple[str, str], str] = {
+        (m, d): str(c) for dm, c in (code or {}).items() for d, m in [str(dm).split("/", 1)]}
     identities = {}
     classes: dict[str, list[str]] = {}
     for folder in map(Path, run_dirs):
@@ -477,7 +480,7 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
                 f"folder to train it again with the preset's configuration")
         if stale == "code":
             raise IntegrityError(
-                f"run folder '{folder}' was trained by other training code than the installed one (code digest "
+                f"run folder '{folder}' was trained by other training code than this DAG's (code digest "
                 f"{str(identity.get('code'))[:12]}... vs {code[:12]}...); rerun it (snakemake --forcerun train) or "
                 "restore the code it was trained with")
         identities[folder.as_posix()] = identity.get("digest")

@@ -3,6 +3,7 @@
 # Everything here is torch-free: parsing the Snakefile imports no torch (tests/test_layout.py).
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from hasfl.dag.identity import data_slice, run_slice
 from hasfl.registry import (

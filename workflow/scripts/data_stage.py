@@ -9,9 +9,10 @@ from hasfl.dag.worker import call
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 data_cfg = {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]}
-seed = int(sm.wildcards.seed)
 out = Path(sm.output.manifest).parent
+seed = int(out.name[len("seed"):])  # <dataset>/seed<s>: rule data_stage's or link_data's folder
 call("hasfl.dag.store:stage_data",
      {"data_cfg": data_cfg, "seed": seed, "out_dir": str(out), "results": str(out.parents[2]),
-      "identity": data_identity(data_cfg, seed, sm.params.code)},
+      "identity": data_identity(data_cfg, seed, sm.params.code),
+      "link": sm.rule.startswith("link_")},  # rule link_data (workflow/rules/link.smk)
      sm.log[0])

@@ -9,5 +9,6 @@ sm = snakemake  # noqa: F821 (injected by Snakemake)
 out = Path(sm.output[0])
 call("hasfl.dag.store:evaluate_run",
      {"tables": dict(sm.params.tables), "run_dir": str(Path(sm.input.run[0]).parent),
-      "data_dir": str(Path(sm.input.stage[0]).parent), "out_dir": str(out), "results": str(out.parents[3])},
+      "data_dir": str(Path(sm.input.stage[0]).parent), "out_dir": str(out), "results": str(out.parents[3]),
+      "link": sm.rule.startswith("link_")},
      sm.log[0])

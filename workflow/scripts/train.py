@@ -16,13 +16,15 @@ from hasfl.dag.worker import call
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 budget_run = sm.input.get("budget_run")
 out = Path(sm.output.run).parent
-with job_slot() as slot:  # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.dag.gpu)
+link = sm.rule.startswith("link_")  # rule link_run (workflow/rules/link.smk): no GPU slot
+# on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.dag.gpu)
+with job_slot({} if link else None) as slot:
     if slot:
         print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
     call("hasfl.dag.store:train_run",
          {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
-          "out_dir": str(out), "results": str(out.parents[3]),
+          "out_dir": str(out), "results": str(out.parents[3]), "link": link,
           "data_dir": str(Path(sm.input.partition).parent),
           "hasfl_run": None if budget_run is None else str(budget_run),
-          "checkpoint_every": int(sm.config["execution"]["checkpoint_every"])},
+          "checkpoint_every": int(sm.config["execution"]["checkpoint_every"]), "code": sm.params.code},
          sm.log[0])

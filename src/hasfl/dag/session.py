@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -93,6 +94,9 @@ class Session:
         self.reruns: dict[str, tuple[str, str]] = {}  # folder -> (token, why)
         self.plan: Any = None
         self.refusal: str | None = None
+        #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
+        #: their jobs are the link rules' (workflow/rules/link.smk), so the job table says what will happen
+        self.linked: set[str] = set()
         self._train_code: dict[tuple[str, str], str] = {}
         self._eval_code: dict[str, str] = {}
         self._lock = ResultsLock(Path(self.results))
@@ -136,6 +140,16 @@ class Session:
     def rerun_why(self, folder: str) -> str:
         """Why ``folder`` is rerun (the token's content)."""
         return self.reruns.get(folder, (None, "unknown"))[1]
+
+    def link_pattern(self, kind: str) -> str:
+        """The regex of the folders of ``kind`` (``data``, ``runs``, ``evals``; without the kind) whose job only links
+        a finished store entry: the link rules' wildcard constraint. In a job's own Snakemake process (a cluster job:
+        no session) any folder of the kind, so the job's rule is found; a rule order prefers the link rule only where
+        the main process planned one."""
+        if not self.main:
+            return r"[^/]+(/[^/]+)?/seed\d+"
+        folders = sorted(f.split("/", 1)[1] for f in self.linked if f.split("/", 1)[0] == kind)
+        return "|".join(re.escape(f) for f in folders) or "(?!)"  # (?!) matches nothing
 
     def gpu_slot(self) -> int:
         """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.dag.gpu`), else 0."""
@@ -229,6 +243,7 @@ class Session:
                 store.check_store(config, results, linked=linked, rerun=self.reruns)
             except IntegrityError as exc:
                 stop(exc)
+        self.linked = self._link_jobs(linked)
         if linked:
             n = {kind: sum(1 for f in linked if f.startswith(kind + "/")) for kind in ("runs", "data", "evals")}
             evals = f" and {n['evals']} run evaluations" if n["evals"] else ""
@@ -256,6 +271,26 @@ class Session:
             stop(f"not starting: {self.refusal}")
         if self.refusal:  # a dry run goes on (on_start stops a run the command line did not show)
             print(f"  a run would not start: {self.refusal}", file=sys.stderr)
+
+    def _link_jobs(self, linked: list[str]) -> set[str]:
+        """The job folders of ``linked`` (:func:`hasfl.dag.store.in_store`'s folders) whose job only links: a data
+        stage or run the store holds; a run's evaluations when the store holds every table's and neither the run nor
+        its data stage is rerun (the evaluate job's keys read their files)."""
+        from hasfl.analysis.evaluations import EVALS, evaluation_specs
+
+        jobs = {f for f in linked if not f.startswith(EVALS + "/")}
+        tables: dict[str, set[str]] = {}
+        for f in linked:
+            if f.startswith(EVALS + "/"):
+                run, table = f.rsplit("/", 1)
+                tables.setdefault(run, set()).add(table)
+        for run, held in tables.items():
+            _, d, m, seed = run.split("/")
+            if f"runs/{d}/{m}/{seed}" in self.reruns or f"data/{d}/{seed}" in self.reruns:
+                continue
+            if held >= set(evaluation_specs(self.config, d, m, self.eval_code)):
+                jobs.add(run)
+        return jobs
 
     # ------------------------------------------------------------------------------------------- around the jobs
     def _lock_and_adopt(self) -> None:

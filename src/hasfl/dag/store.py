@@ -278,9 +278,11 @@ def check_key(entry: Path, manifest: Mapping[str, Any], key: str, key_of: Callab
 
 
 def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
-           key_of: Callable[[Mapping[str, Any]], str]) -> Path:
+           key_of: Callable[[Mapping[str, Any]], str], *, link: bool = False) -> Path:
     """The entry of ``key`` (made by ``make(staging)`` unless finished already), linked into ``out_dir``; a finished
-    entry is linked only when its manifest identity hashes to ``key`` (``key_of``: :func:`check_key`)."""
+    entry is linked only when its manifest identity hashes to ``key`` (``key_of``: :func:`check_key`). ``link``: the
+    build planned a link (a link rule's job, workflow/rules/link.smk); an entry not finished by now is made all the
+    same, and the log says so."""
     entry = entry_of(store, kind, key)
     staging = entry.with_name(key + ".partial")
     with entry_lock(entry):
@@ -290,6 +292,9 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
             check_key(entry, done, key, key_of)
             log.info("store: %s entry %s is finished (every file checked); linked, not recomputed", kind, key[:16])
         else:
+            if link:
+                log.warning("store: the build planned a link, but %s entry %s is not finished now (deleted since?): "
+                            "it is made here", kind, key[:16])
             if entry.exists():  # an entry without its manifest is not one: the rename is the last step
                 raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
             _refuse_broken(staging)
@@ -314,20 +319,23 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
 
 
 def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, identity: Mapping[str, Any],
-               results: str | Path) -> None:
+               results: str | Path, link: bool = False) -> None:
     """The data_stage job: the entry of ``identity``'s key in the store of ``results`` (the results folder; written by
     :func:`hasfl.data.stage.stage_job` unless finished), linked into ``out_dir``."""
     from hasfl.data.stage import stage_job
 
     _place(store_of(results), "data", data_key(identity), Path(out_dir),
-           lambda staging: stage_job(data_cfg, int(seed), staging, identity), data_key)
+           lambda staging: stage_job(data_cfg, int(seed), staging, identity), data_key, link=link)
 
 
 def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *, data_dir: str | Path,
-              results: str | Path, hasfl_run: str | Path | None = None, checkpoint_every: int = 0) -> None:
+              results: str | Path, hasfl_run: str | Path | None = None, checkpoint_every: int = 0,
+              link: bool = False, code: str | None = None) -> None:
     """The train job: the entry of the run's key in the store of ``results`` (the results folder; trained by
     :func:`hasfl.fl.train.train_job` into ``<key>.partial`` unless finished), linked into ``out_dir``. ``data_dir``:
-    the data-stage folder it reads."""
+    the data-stage folder it reads. ``code``: the training-code digest the DAG planned the run with (the rule's
+    params: the Snakefile's checkout); a job that would run other code (an installed package that is not that
+    checkout) is refused before it trains. ``link``: the job of rule ``link_run`` (:func:`_place`)."""
     from hasfl.fl.train import run_parts
 
     data_manifest = read_manifest(Path(data_dir))
@@ -335,6 +343,12 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
     identity = data_manifest.get("identity")
     parts = run_parts(run_cfg, tables_of(data_manifest), hasfl_run)  # the job receives what the key is made of
+    if code is not None and parts.code != code:
+        raise IntegrityError(
+            f"the training code this job runs (the installed hasfl package, digest {parts.code[:12]}...) is not the "
+            f"code the DAG planned '{out_dir}' with (its Snakefile's checkout, {str(code)[:12]}...): the run would be "
+            "recorded under the wrong code. Install that checkout (pip install -e .) or run the installed package's "
+            "own Snakefile")
     source = None if identity is None else data_source(identity)
     key = run_key(run_cfg, data_stage=source, inputs=parts.inputs, code=parts.code, budget=parts.budget,
                   device_class=parts.device_class)
@@ -345,7 +359,7 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
                   checkpoint_every=int(checkpoint_every), parts=parts)
 
-    _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: run_key_of(ident, source))
+    _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: run_key_of(ident, source), link=link)
 
 
 def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
@@ -370,7 +384,7 @@ def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_ma
 
 
 def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path, data_dir: str | Path,
-                 out_dir: str | Path, results: str | Path) -> None:
+                 out_dir: str | Path, results: str | Path, link: bool = False) -> None:
     """The evaluate job of one run: for each table of ``tables`` (name -> ``function`` (``"module:function"``),
     ``code`` (its digest), ``run_files``, ``data_files`` and ``params``), the entry of its key
     (:func:`evaluation_identity`) in the store of ``results``, computed unless finished, linked into
@@ -406,7 +420,7 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
             write_json(staging / "timings.json", {"total_s": time.perf_counter() - start})
             write_run_manifest(staging, [EVAL_FILE], identity)
 
-        _place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest)
+        _place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest, link=link)
 
 
 # ------------------------------------------------------------------------------------------------ prediction
