@@ -55,6 +55,7 @@ def _room(module: str, room: str) -> bool:
 RULES = [
     # (who, may not reach, why)
     ("hasfl.registry", "hasfl", "the registry is the bottom: it imports nothing of ours"),
+    ("hasfl.layout", "hasfl", "where outputs lie is a bottom room: it imports nothing of ours"),
     ("hasfl.config", "hasfl.fl", "config never imports the engine"),
     ("hasfl.config", "hasfl.data", "config is validated without loaders"),
     ("hasfl.analysis", "hasfl.fl", "analysis never imports training internals"),
@@ -77,7 +78,7 @@ def test_layering(graph, who, forbidden, why) -> None:
         if not _room(module, who):
             continue
         reached = {m for m in _closure(graph, module) if _room(m, forbidden) and not _room(m, who)}
-        if who == "hasfl.registry":
+        if who in ("hasfl.registry", "hasfl.layout"):
             reached = _closure(graph, module)
         if reached:
             bad[module] = sorted(reached)
@@ -122,3 +123,16 @@ def test_tests_take_shared_helpers_as_fixtures() -> None:
     offenders = [p.name for p in (REPO / "tests").glob("test_*.py") if p.name != Path(__file__).name
                  and ("from conftest import" in p.read_text() or "import conftest" in p.read_text())]
     assert not offenders, offenders
+
+
+def test_finished_folders_are_listed_in_one_module_outside_the_analysis() -> None:
+    """Issue 46 point 1: outside the analysis package, no module globs a results folder's data-stage, run or
+    evaluation folders itself; hasfl.layout lists them (result_folders, finished_folders)."""
+    import re
+
+    pattern = re.compile(r"""glob\(\s*f?["'](?:\*/)*(?:data|runs|evals|seed)""")
+    found = [f"{p.relative_to(SRC)}:{n}" for p in sorted(SRC.joinpath("hasfl").rglob("*.py"))
+             if "analysis" not in p.parts and p.name != "layout.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found
+    assert pattern.search('for f in results.glob("runs/*/*/seed*"):')  # the check can fail

@@ -56,6 +56,7 @@ from hasfl.analysis.provenance import ProvenanceError, check_configfiles, proven
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
 from hasfl.export import sibling, swap_in
+from hasfl.layout import finished_folders, result_folders
 from hasfl.integrity import MANIFEST, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
 __all__ = ["CrateError", "CrateSummary", "CrateWarning", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
@@ -181,8 +182,7 @@ def _in_crate(path: Path, repo: Path = REPO_ROOT) -> str:
 
 def _run_folders(results: Path) -> list[str]:
     """The finished run folders of ``results`` (a manifest), relative to it, sorted."""
-    return [f.relative_to(results).as_posix() for f in sorted(results.glob("runs/*/*/seed*"))
-            if (f / MANIFEST).is_file()]
+    return [f.relative_to(results).as_posix() for f in finished_folders(results, "runs")]
 
 
 def _other_code(results: Path, analysis: dict[str, Any], repo: Path) -> list[str]:
@@ -194,7 +194,7 @@ def _other_code(results: Path, analysis: dict[str, Any], repo: Path) -> list[str
     lines = [f"{rel} training code: recorded {rec[:12]}..., this checkout {cur[:12]}..."
              for rel, rec, cur in training_code_check(results, _run_folders(results), repo / "src" / "hasfl").differing]
     data_code = None
-    for folder in sorted(results.glob("data/*/seed*")):
+    for folder in result_folders(results, "data"):
         recorded = ((read_manifest(folder) or {}).get("identity") or {}).get("code")
         if recorded:
             data_code = data_code or data_code_digest(repo / "src" / "hasfl")
@@ -229,7 +229,7 @@ def _expected(results: Path, analysis: dict[str, Any]) -> tuple[dict[str, tuple[
     expected = {rel: (str(entry["sha256"]), ANALYSIS_MANIFEST) for rel, entry in analysis["files"].items()}
     manifests: dict[str, Any] = {ANALYSIS_MANIFEST: analysis}
     runs = analysis.get("runs") or {}
-    for folder in sorted([*results.glob("data/*/seed*"), *results.glob("runs/*/*/seed*")]):
+    for folder in sorted([*result_folders(results, "data"), *result_folders(results, "runs")]):
         manifest = read_manifest(folder)
         if manifest is None:
             continue
@@ -351,8 +351,7 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
         if not (results / name).is_dir():
             continue
         parts = []
-        pattern = "*/*/seed*" if name == "runs" else "*/seed*"
-        for folder in sorted((results / name).glob(pattern)):
+        for folder in result_folders(results, name):
             manifest = read_manifest(folder)
             if manifest is None:
                 continue
@@ -380,8 +379,7 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
                 props["identifier"] = facts["analysis_identity"]
             results_entities.append(crate.add_file(dest_path=name, properties=props))
 
-    starts = [(f / MANIFEST).stat().st_mtime for f in sorted(results.glob("data/*/seed*"))
-              if (f / MANIFEST).is_file()]
+    starts = [(f / MANIFEST).stat().st_mtime for f in finished_folders(results, "data")]
     end = (results / ANALYSIS_MANIFEST).stat().st_mtime
     if code.runs == code.unrecorded:
         code_note = "the runs record no training-code digest"

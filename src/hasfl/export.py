@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from hasfl.errors import HasflError
+from hasfl.layout import finished_folders
 
 __all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events", "sibling",
            "swap_in"]
@@ -55,9 +56,8 @@ def _writer(folder: Path) -> Any:
 
 
 def _runs(results: Path) -> Iterator[tuple[str, str, str, Path]]:
-    for run in sorted((results / "runs").glob("*/*/seed*")):
-        if (run / "manifest.json").is_file():
-            yield run.parent.parent.name, run.parent.name, run.name, run
+    for run in finished_folders(results, "runs"):
+        yield run.parent.parent.name, run.parent.name, run.name, run
 
 
 def _read(path: Path) -> pd.DataFrame:

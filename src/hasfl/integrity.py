@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hasfl.layout import FOLDER_PATTERNS, MANIFEST, result_folders
 from hasfl.io import InputFileError, sha256_file, write_json
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "write_run_manifest",
 ]
 
-MANIFEST = "manifest.json"
 PACKAGE = Path(__file__).resolve().parent
 #: The engine code every training run's bytes depend on (relative to the ``hasfl`` package): the
 #: loaders, the models and the federated engine, without the method modules of
@@ -227,17 +227,6 @@ def folder_problems(folder: Path) -> list[str]:
         elif not isinstance(entry, Mapping) or sha256_file(path) != entry.get("sha256"):
             problems.append(f"modified: {name} sha256 differs from its manifest")
     return problems
-
-
-#: Where a results folder keeps its finished outputs, by kind: data stages, runs and the runs' evaluations (one folder
-#: per run and table, :mod:`hasfl.analysis.evaluations`).
-FOLDER_PATTERNS = {"data": "data/*/seed*", "runs": "runs/*/*/seed*", "evals": "evals/*/*/seed*/*"}
-
-
-def result_folders(results: Path, kind: str) -> list[Path]:
-    """The folders of ``kind`` (:data:`FOLDER_PATTERNS`) under ``results``, sorted; files there (Snakemake's
-    ``.snakemake_timestamp`` in a run's evaluations folder) are none."""
-    return sorted(f for f in Path(results).glob(FOLDER_PATTERNS[kind]) if f.is_dir())
 
 
 def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]] | None = None,

@@ -59,7 +59,7 @@ FIGS = f"{RESULTS}/figures"
 def run_files(datasets, methods, files):
     """Run files of datasets x (methods the preset runs) x seeds."""
     return [
-        f"{RESULTS}/runs/{d}/{m}/seed{s}/{f}"
+        f"{RESULTS}/{run_folder(d, m, s)}/{f}"
         for d in datasets
         for m in methods
         if m in config["methods"]
@@ -71,7 +71,7 @@ def run_files(datasets, methods, files):
 def data_files(datasets, name, seeds=None):
     """Data-stage files ``name`` of datasets x seeds (all seeds by default)."""
     return [
-        f"{RESULTS}/data/{d}/seed{s}/{name}"
+        f"{RESULTS}/{data_folder(d, s)}/{name}"
         for d in datasets
         for s in (seeds or config["seeds"])
     ]
@@ -242,7 +242,7 @@ def analysis_outputs():
 def run_dirs():
     """Every run folder of the preset."""
     return [
-        f"{RESULTS}/runs/{d}/{m}/seed{s}"
+        f"{RESULTS}/{run_folder(d, m, s)}"
         for d in config["datasets"]
         for m in config["methods"]
         for s in config["seeds"]
@@ -277,7 +277,7 @@ rule verify_runs:
             for m in config["methods"]
         },
         expected={
-            f"{RESULTS}/runs/{d}/{m}/seed{s}": run_slice(config, d, m, int(s))
+            f"{RESULTS}/{run_folder(d, m, s)}": run_slice(config, d, m, int(s))
             for d in config["datasets"]
             for m in config["methods"]
             for s in config["seeds"]

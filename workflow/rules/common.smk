@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from hasfl.dag.identity import data_slice, run_slice
+from hasfl.layout import data_folder, eval_folder, run_folder
 from hasfl.registry import (
     DATA_FILES,
     DATASETS,
@@ -28,13 +29,16 @@ wildcard_constraints:
 # Files of one training run (hasfl.registry.RUN_FILES) by the name the train rule's
 # output uses for each: rounds, clients, init, final, run, timings.
 TRAIN_FILES = {Path(f).stem: f for f in RUN_FILES}
-RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}"
+# Where outputs lie (hasfl.layout): the rules' wildcard patterns of a data stage, a run and a run's evaluations.
+DATA_WC = f"{RESULTS}/{data_folder('{dataset}', '{seed}')}"
+RUN_DIR = f"{RESULTS}/{run_folder('{dataset}', '{method}', '{seed}')}"
+EVAL_WC = f"{RESULTS}/{eval_folder('{dataset}', '{method}', '{seed}')}"
 
 
 def data_outputs():
     """Every data-stage file of the preset: datasets x seeds."""
     return expand(
-        f"{RESULTS}/data/{{dataset}}/seed{{seed}}/{{file}}",
+        f"{DATA_WC}/{{file}}",
         dataset=config["datasets"],
         seed=config["seeds"],
         file=DATA_FILES,
@@ -44,7 +48,7 @@ def data_outputs():
 def train_outputs():
     """Every training run's run.json: methods x datasets x seeds."""
     return expand(
-        f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/run.json",
+        f"{RUN_DIR}/run.json",
         dataset=config["datasets"],
         method=config["methods"],
         seed=config["seeds"],

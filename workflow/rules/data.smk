@@ -46,13 +46,11 @@ rule data_stage:
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]
         ),
         preset_raw=preset_raw_files(),
-        rerun=lambda wc: rerun_input(f"data/{wc.dataset}/seed{wc.seed}").get(
-            "rerun", []
-        ),
+        rerun=lambda wc: rerun_input(data_folder(wc.dataset, wc.seed)).get("rerun", []),
     output:
-        partition=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/partition.parquet",
-        clients=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/clients.parquet",
-        manifest=f"{RESULTS}/data/{{dataset}}/seed{{seed}}/manifest.json",
+        partition=f"{DATA_WC}/partition.parquet",
+        clients=f"{DATA_WC}/clients.parquet",
+        manifest=f"{DATA_WC}/manifest.json",
     log:
         f"{RESULTS}/logs/data/{{dataset}}/seed{{seed}}.log",
     threads: 1

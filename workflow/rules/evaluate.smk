@@ -24,8 +24,8 @@ def eval_inputs(wc):
     """The run files its tables read, the run's manifest, its data stage's manifest (and tables when a table reads
     them) and the raw files (when one evaluates models)."""
     specs = evaluation_specs(config, wc.dataset, wc.method, SESSION.eval_code)
-    run = f"{RESULTS}/runs/{wc.dataset}/{wc.method}/seed{wc.seed}"
-    stage = f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}"
+    run = f"{RESULTS}/{run_folder(wc.dataset, wc.method, wc.seed)}"
+    stage = f"{RESULTS}/{data_folder(wc.dataset, wc.seed)}"
     inputs = {
         "run": [f"{run}/manifest.json"]
         + [
@@ -54,7 +54,7 @@ rule evaluate:
     input:
         unpack(eval_inputs),
     output:
-        directory(f"{RESULTS}/{EVALS}/{{dataset}}/{{method}}/seed{{seed}}"),
+        directory(EVAL_WC),
     log:
         f"{RESULTS}/logs/evaluate/{{dataset}}/{{method}}/seed{{seed}}.log",
     # before the training jobs still waiting: a run is evaluated as soon as it ends, so that from an empty folder

@@ -5,15 +5,15 @@ def train_inputs(wc):
     """The data-stage tables of the job's dataset x seed, plus, for a random-budget control,
     the finished run whose budget it matches (hasfl.registry.MethodInfo.budget_of)."""
     inputs = {
-        "partition": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/partition.parquet",
-        "clients": f"{RESULTS}/data/{wc.dataset}/seed{wc.seed}/clients.parquet",
+        "partition": f"{RESULTS}/{data_folder(wc.dataset, wc.seed)}/partition.parquet",
+        "clients": f"{RESULTS}/{data_folder(wc.dataset, wc.seed)}/clients.parquet",
         "raw": raw_files(wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]),
     }
-    inputs.update(rerun_input(f"runs/{wc.dataset}/{wc.method}/seed{wc.seed}"))
+    inputs.update(rerun_input(run_folder(wc.dataset, wc.method, wc.seed)))
     budget_of = METHODS[wc.method].budget_of
     if budget_of is not None:
         inputs["budget_run"] = (
-            f"{RESULTS}/runs/{wc.dataset}/{budget_of}/seed{wc.seed}/run.json"
+            f"{RESULTS}/{run_folder(wc.dataset, budget_of, wc.seed)}/run.json"
         )
     return inputs
 

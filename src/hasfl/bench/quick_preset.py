@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.config import REPO_ROOT, load_config
+from hasfl.layout import result_folders
 
 from .harness import loadavg, rnd
 
@@ -95,7 +96,7 @@ def quick_preset_report(results: Path, cores: int, wall_s: float | None = None,
                         log: dict[str, Any] | None = None, log_dir: Path | None = None,
                         wall_source: str = "given with --quick-wall-s") -> dict[str, Any]:
     """Wall time and outside-engine share of the finished quick-preset run in ``results``."""
-    files = sorted(results.glob("runs/*/*/seed*/timings.json"))
+    files = [f / "timings.json" for f in result_folders(results, "runs") if (f / "timings.json").is_file()]
     if not files:
         return {"status": "not measured", "reason": f"no {results}/runs/*/*/seed*/timings.json"}
     tim = [json.loads(f.read_text()) for f in files]

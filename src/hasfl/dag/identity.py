@@ -353,12 +353,11 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
     if config is not None:
         return preset_jobs(config)
 
-    def seed(folder: Path) -> int | None:
-        tail = folder.name.removeprefix("seed")
-        return int(tail) if tail.isdigit() else None
-    data = [(f.parent.name, seed(f)) for f in sorted(results.glob("data/*/seed*")) if seed(f) is not None]
-    runs = [(f.parent.parent.name, f.parent.name, seed(f)) for f in sorted(results.glob("runs/*/*/seed*"))
-            if seed(f) is not None and f.parent.name in METHODS]
+    from hasfl.layout import result_folders, seed_of
+
+    data = [(f.parent.name, seed_of(f)) for f in result_folders(results, "data") if seed_of(f) is not None]
+    runs = [(f.parent.parent.name, f.parent.name, seed_of(f)) for f in result_folders(results, "runs")
+            if seed_of(f) is not None and f.parent.name in METHODS]
     return data, runs  # type: ignore[return-value]
 
 

@@ -43,6 +43,7 @@ from hasfl.dag.identity import (analysis_code_digest, audit, checkout_root, data
                                  writable_results)
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
+from hasfl.layout import MANIFEST, finished_folders
 from hasfl.logs import cap_console, console_width
 
 __all__ = ["Session", "base_config", "stop"]
@@ -256,8 +257,8 @@ class Session:
             if self.plan is not None and "gpu_slot" not in wf.global_resources:
                 wf.register_resource("gpu_slot", self.plan.slots)
         manifests: Mapping[str, Any] = {
-            d: json.loads(m.read_text()) for d in config["datasets"]
-            for m in sorted((results / "data" / d).glob("seed*/manifest.json"))[:1]}
+            f.parent.name: json.loads((f / MANIFEST).read_text()) for f in reversed(finished_folders(results, "data"))
+            if f.parent.name in config["datasets"]}  # each dataset's first seed
         try:
             block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
                                                   preflight.reused([*current, *linked,

@@ -50,7 +50,8 @@ from typing import Any
 
 from hasfl.dag.identity import canonical, digest, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
-                             result_folders, verify_folder)
+                             verify_folder)
+from hasfl.layout import result_folders
 
 __all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
            "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
@@ -736,7 +737,7 @@ def adopt(results: str | Path) -> dict[str, int]:
     store = store_of(results)
     counts = {"data": 0, "runs": 0, "left": 0}
     data_keys: dict[str, str | None] = {}
-    for folder in sorted(results.glob("data/*/seed*")):
+    for folder in result_folders(results, "data"):
         manifest = verify_folder(folder) if _real_files(folder) else read_manifest(folder)
         if manifest is None:
             continue
@@ -748,7 +749,7 @@ def adopt(results: str | Path) -> dict[str, int]:
             counts["data"] += 1
     tables = {rel: {n: str(f.get("sha256")) for n, f in (read_manifest(results / rel) or {}).get("files", {}).items()}
               for rel in data_keys}
-    for folder in sorted(results.glob("runs/*/*/seed*")):
+    for folder in result_folders(results, "runs"):
         if not _real_files(folder):
             continue
         manifest = verify_folder(folder)

@@ -1,0 +1,54 @@
+"""Where a results folder keeps its finished outputs (issue 46 point 1): the folder of a data stage, a run and a run's
+evaluations, relative to the results folder (``<results_dir>/<name>``), and the one walker that lists them. The rules
+(workflow/rules/common.smk), the session, the store, ``verify``, ``adopt``, ``gc``, the crate and the exporters list
+finished folders here.
+
+Torch-free; imports nothing of ours (tests/test_layout.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["FOLDER_PATTERNS", "MANIFEST", "data_folder", "eval_folder", "finished_folders", "result_folders",
+           "run_folder", "seed_of"]
+
+#: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
+MANIFEST = "manifest.json"
+
+#: Where a results folder keeps its finished outputs, by kind: data stages, runs and the runs' evaluations (one folder
+#: per run and table, :mod:`hasfl.analysis.evaluations`).
+FOLDER_PATTERNS = {"data": "data/*/seed*", "runs": "runs/*/*/seed*", "evals": "evals/*/*/seed*/*"}
+
+
+def data_folder(dataset: str, seed: int | str) -> str:
+    """The data-stage folder of ``dataset`` x ``seed`` (``data/<dataset>/seed<s>``); with ``"{dataset}"`` and
+    ``"{seed}"``, the rules' wildcard pattern."""
+    return f"data/{dataset}/seed{seed}"
+
+
+def run_folder(dataset: str, method: str, seed: int | str) -> str:
+    """The run folder of ``method`` on ``dataset`` x ``seed`` (``runs/<dataset>/<method>/seed<s>``)."""
+    return f"runs/{dataset}/{method}/seed{seed}"
+
+
+def eval_folder(dataset: str, method: str, seed: int | str) -> str:
+    """The folder of one run's evaluations (``evals/<dataset>/<method>/seed<s>``; one sub-folder per table)."""
+    return f"evals/{dataset}/{method}/seed{seed}"
+
+
+def seed_of(folder: Path) -> int | None:
+    """The seed a folder's name ``seed<s>`` names, None if it names none."""
+    tail = folder.name.removeprefix("seed")
+    return int(tail) if tail.isdigit() and tail != folder.name else None
+
+
+def result_folders(results: str | Path, kind: str) -> list[Path]:
+    """The folders of ``kind`` (:data:`FOLDER_PATTERNS`) under ``results``, sorted; files there (Snakemake's
+    ``.snakemake_timestamp`` in a run's evaluations folder) are none."""
+    return sorted(f for f in Path(results).glob(FOLDER_PATTERNS[kind]) if f.is_dir())
+
+
+def finished_folders(results: str | Path, kind: str) -> list[Path]:
+    """The folders of ``kind`` under ``results`` that hold a :data:`MANIFEST` (finished), sorted."""
+    return [f for f in result_folders(results, kind) if (f / MANIFEST).is_file()]
