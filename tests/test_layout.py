@@ -136,3 +136,17 @@ def test_finished_folders_are_listed_in_one_module_outside_the_analysis() -> Non
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
     assert pattern.search('for f in results.glob("runs/*/*/seed*"):')  # the check can fail
+
+
+def test_the_analysis_names_evaluation_folders_as_the_layout_does(tmp_path) -> None:
+    """The analysis keeps its own spelling of a run's evaluations folder (``hasfl.analysis.evaluations.eval_dir``: an
+    edit there changes every run's evaluation key); it must be the layout's (``hasfl.layout.eval_folder``), which the
+    rules, the store and the walkers use."""
+    from hasfl.analysis.evaluations import EVALS, eval_dir
+    from hasfl.layout import FOLDER_PATTERNS, eval_folder, result_folders
+
+    assert str(eval_dir("R", "digits", "hasfl", 42)) == f"R/{eval_folder('digits', 'hasfl', 42)}"
+    assert FOLDER_PATTERNS["evals"].split("/")[0] == EVALS
+    table = tmp_path / eval_folder("digits", "hasfl", 42) / "bn_sensitivity"
+    table.mkdir(parents=True)
+    assert result_folders(tmp_path, "evals") == [table]
