@@ -56,14 +56,14 @@ def test_estimate_scales_with_rounds_cores_and_rates() -> None:
 def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
     monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": []})
     monkeypatch.setattr(preflight, "throughput", lambda device, threads, hw: dict(RATES))
-    block, reason = preflight.check(load_config(), 4)
+    block, reason = preflight.check(load_config(), 4, measure=False)
     assert "pre-flight: preset 'paper'" in block and reason is not None and "execution={max_cpu_wall_hours: 0}" in reason
-    _, reason = preflight.check(load_config(overrides=["execution.max_cpu_wall_hours=0"]), 4)
+    _, reason = preflight.check(load_config(overrides=["execution.max_cpu_wall_hours=0"]), 4, measure=False)
     assert reason is None  # deliberately allowed
-    _, reason = preflight.check(load_config(REPO / "presets" / "quick.yaml"), 2)
+    _, reason = preflight.check(load_config(REPO / "presets" / "quick.yaml"), 2, measure=False)
     assert reason is None
     monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": ["GPU 0: H200"]})
-    _, reason = preflight.check(load_config(), 4)  # device auto -> cuda: a GPU machine is where it belongs
+    _, reason = preflight.check(load_config(), 4, measure=False)  # device auto -> cuda: a GPU machine is where it belongs
     assert reason is None
 
 
@@ -204,3 +204,50 @@ def test_the_estimate_prices_the_evaluate_jobs_of_the_runs_it_trains(quick_confi
     assert part["eval_jobs"] == 6 and part["eval_job_hours"] < base["eval_job_hours"] / 9
     text = preflight.render(quick_config, base, RATES, {"cpu": "x", "cores": 2, "gpus": []}, 2, "cpu")
     assert "analysis: about" in text and "54 evaluate jobs" in text
+
+
+def test_measured_forward_seconds_price_the_evaluations_and_widths_interpolate() -> None:
+    """Issue 47: with a model's forward seconds measured (hasfl.bench.calibrate.forward_seconds) each evaluation is
+    priced from them -- test-set passes from ``eval``, the static statistics pass from ``stats`` -- not from the
+    training rate; between measured widths the seconds interpolate linearly, below the narrowest they are its."""
+    cfg = _coverage_rung()
+    facts = preflight._facts("fashion_mnist", cfg["dataset_params"]["fashion_mnist"], None)
+    speeds = {"eval": {"1.0": 1e-3, "0.5": 4e-4, "0.25": 1e-4, "0.125": 5e-5, "0.0625": 4e-5},
+              "stats": {"1.0": 2e-3, "0.5": 8e-4, "0.25": 2e-4, "0.125": 1e-4, "0.0625": 8e-5}}
+    assert preflight._per_sample(speeds["eval"], 0.75) == pytest.approx(7e-4)
+    assert preflight._per_sample(speeds["eval"], 0.01) == 4e-5 and preflight._per_sample(speeds["eval"], 1.0) == 1e-3
+    uniform = preflight.evaluation_seconds(cfg, "fashion_mnist", "uniform", RATES, facts, speeds)
+    pmax = preflight._capacities(cfg)
+    capable = facts["train"] * sum(1 for p in pmax if p >= 1.0) / len(pmax)
+    assert uniform["bn_sensitivity"] == pytest.approx(4 * facts["test"] * 1e-3 + capable * 2e-3)
+    top = max(t for _, t in preflight._method_widths("uniform", cfg, pmax))
+    assert uniform["table4b_stale_coordinates"] == pytest.approx(
+        2 * facts["test"] * 1e-3 + facts["test"] * preflight._per_sample(speeds["eval"], top))
+    by_macs = preflight.evaluation_seconds(cfg, "fashion_mnist", "uniform", RATES, facts)
+    assert by_macs["bn_sensitivity"] != uniform["bn_sensitivity"]
+    assert by_macs["table4c_coverage_over_time"] == uniform["table4c_coverage_over_time"]  # the replay: not a forward
+    est = preflight.estimate(cfg, 2, RATES, machine_cores=2, speeds={"fashion_mnist": speeds})
+    assert est["measured"] == ["fashion_mnist"] and est["unmeasured"] == [d for d in cfg["datasets"]
+                                                                          if d != "fashion_mnist"]
+    text = preflight.render(cfg, est, RATES, {"cpu": "x", "cores": 2, "gpus": []}, 2, "cpu")
+    assert "forward passes measured here for fashion_mnist" in text
+
+
+def test_forward_seconds_are_measured_once_per_model_and_never_in_a_dry_run(tmp_path, monkeypatch) -> None:
+    """The pre-flight's forward measurement runs ``python -m hasfl.bench.calibrate --forward`` for each dataset's
+    model (real torch, the quick preset's digits CNN), caches it per machine and model, and a dry run
+    (``measure=False``) reads the cache only."""
+    monkeypatch.setattr(preflight, "CACHE", tmp_path)
+    quick = load_config(REPO / "presets" / "quick.yaml", overrides=["datasets=[digits]"])
+    hw = {"cpu": "test cpu", "cores": 2, "gpus": []}
+    assert preflight.forward_speeds(quick, "cpu", 1, hw, measure=False) == {}
+    assert not list(tmp_path.iterdir())
+    got = preflight.forward_speeds(quick, "cpu", 1, hw)["digits"]
+    assert set(got["eval"]) == set(got["stats"]) == {"1.0", "0.5", "0.25", "0.125", "0.0625"}
+    assert all(0 < s < 0.01 for kind in ("eval", "stats") for s in got[kind].values())
+    assert got["stats_batch"] == quick["dataset_params"]["digits"]["optim"]["batch_size"]
+    assert len(list(tmp_path.glob("forward-*.json"))) == 1
+    assert preflight.forward_speeds(quick, "cpu", 1, hw, measure=False)["digits"]["eval"] == got["eval"]
+    wider = load_config(REPO / "presets" / "quick.yaml", overrides=["datasets=[digits]",
+                                                                      "dataset_params.digits.model.hidden=256"])
+    assert preflight.forward_speeds(wider, "cpu", 1, hw, measure=False) == {}  # another model: not this answer

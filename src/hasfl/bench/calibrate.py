@@ -14,6 +14,12 @@ on one thread, the way one Snakemake job runs:
 
 ``python -m hasfl.bench.calibrate --json`` prints them; the pre-flight runs it once per machine
 (about 5 s with the torch import) and caches the answer.
+
+``python -m hasfl.bench.calibrate --forward SPEC`` (:func:`forward_seconds`) measures what the analysis's evaluate
+jobs pay per sample for one model of a preset, at each of :data:`FORWARD_WIDTHS`: its forward passes are priced from
+these, not from the training rate (issue 47: at the presets' small CNNs a forward in batches of 512 runs at a
+quarter of the training rate -- activations that leave the caches, per-batch dispatch -- and the static batch-norm
+pass runs in the local batch size). The pre-flight caches one answer per machine and model.
 """
 
 from __future__ import annotations
@@ -31,9 +37,15 @@ from hasfl.bench.harness import cpu_model
 from hasfl.data.base import DatasetBundle
 from hasfl.fl.client import ClientData, LocalSGD, OptimConfig
 from hasfl.fl.runtime import Numerics, resolve_device
-from hasfl.models import build_family
+from hasfl.models import build_family, family_from_config
 
-__all__ = ["calibrate"]
+__all__ = ["FORWARD_WIDTHS", "calibrate", "forward_seconds"]
+
+#: The widths each model's evaluation forward is measured at (:func:`forward_seconds`); the pre-flight interpolates
+#: between them and uses the narrowest below it.
+FORWARD_WIDTHS = (1.0, 0.5, 0.25, 0.125, 0.0625)
+#: The test-set batch of the analysis's evaluations (:func:`hasfl.analysis.stale.evaluate_accuracy`'s default).
+EVAL_BATCH = 512
 
 
 def _bundle(shape: tuple[int, ...], classes: int, n: int, text: bool, device: torch.device) -> DatasetBundle:
@@ -95,12 +107,69 @@ def calibrate(device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
             "cnn_gmacs": rate(cnn_s, cnn_macs), "lstm_gmacs": 1.0 / per_flop / 1e9, "lstm_timestep_s": timestep}
 
 
+
+
+def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, batch: int,
+                    device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
+    """Seconds per sample of the analysis's two kinds of forward pass of the config block ``model`` (data of
+    ``shape`` / ``classes``), at each width of :data:`FORWARD_WIDTHS`:
+
+    * ``eval``: eval mode without autograd in batches of :data:`EVAL_BATCH` (a test-set evaluation,
+      :func:`hasfl.analysis.stale.evaluate_accuracy`);
+    * ``stats`` (CNNs): training mode without autograd in batches of ``batch``, the local batch size (the static
+      batch-norm statistics pass, :func:`hasfl.analysis.bn_sensitivity.static_statistics`).
+
+    Random inputs of the model's shape: the time of a forward pass does not depend on the values."""
+
+    torch.set_num_threads(threads)
+    device = resolve_device(device_name)
+    family = family_from_config(model, tuple(shape), int(classes))
+    g = torch.Generator().manual_seed(0)
+    text = model["arch"] == "lstm"
+
+    def inputs(n: int) -> torch.Tensor:
+        if text:
+            return torch.randint(0, int(classes), (n, *shape), generator=g).to(device)
+        return torch.randn((n, *shape), generator=g).to(device)
+
+    def timed(net: torch.nn.Module, x: torch.Tensor, repeats: int) -> float:
+        """Median seconds per sample of ``repeats`` forward passes of ``x``, after one of its first 8 samples."""
+        net(x[:8])
+        times = []
+        for _ in range(repeats):
+            tic = time.perf_counter()
+            net(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - tic)
+        return sorted(times)[len(times) // 2] / len(x)
+
+    out: dict[str, Any] = {"eval": {}, "stats": {}}
+    big, small = inputs(EVAL_BATCH), inputs(max(2, int(batch)))
+    for q in FORWARD_WIDTHS:
+        net = family.build(q).to(device)
+        with torch.inference_mode():
+            out["eval"][str(q)] = timed(net.eval(), big, 1)
+        if not text:
+            with torch.no_grad():
+                out["stats"][str(q)] = timed(net.train(), small, 5)
+    return {"device": str(device), "threads": threads, "torch": torch.__version__, "eval_batch": EVAL_BATCH,
+            "stats_batch": max(2, int(batch)), **out}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hasfl.bench.calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print JSON (the default)")
+    parser.add_argument("--forward", metavar="SPEC", help="JSON {model, shape, classes, batch}: the analysis's "
+                        "forward seconds per sample of that model (forward_seconds) instead")
     args = parser.parse_args(argv)
+    if args.forward:
+        spec = json.loads(args.forward)
+        print(json.dumps(forward_seconds(spec["model"], spec["shape"], spec["classes"], spec["batch"], args.device,
+                                         args.threads)))
+        return 0
     print(json.dumps(calibrate(args.device, args.threads)))
     return 0
 

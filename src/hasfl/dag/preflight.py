@@ -34,8 +34,8 @@ from hasfl.device import cpu_model, devices, resolve
 from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
 
-__all__ = ["cached_measurement", "device_of", "estimate", "evaluation_seconds", "forward_macs", "hardware",
-           "parameter_count", "render", "reused", "runs_jobs", "seed_hours", "throughput"]
+__all__ = ["analysis_jobs", "cached_measurement", "device_of", "estimate", "evaluation_seconds", "forward_macs",
+           "forward_speeds", "hardware", "parameter_count", "render", "reused", "runs_jobs", "seed_hours", "throughput"]
 
 CALIBRATION = 2  # the calibration's version: a new one measures again
 #: Used when the calibration cannot run (no torch, a failure): this project's 2-core AMD EPYC VM,
@@ -135,6 +135,14 @@ REPLAY_S = 1.0e-8
 ANALYSIS_JOB_S = 3.0
 
 
+def analysis_jobs() -> int:
+    """The analysis's gather jobs: one per table and figure of the registry (:data:`hasfl.analysis.artifacts.
+    ARTIFACTS`), the findings, the report and the analysis manifest."""
+    from hasfl.analysis.artifacts import ARTIFACTS
+
+    return len(ARTIFACTS) + 3
+
+
 def parameter_count(model: Mapping[str, Any], shape: Sequence[int], classes: int) -> int:
     """Parameters of the full model of config block ``model`` (weights, biases, batch-norm affines)."""
     if model["arch"] == "lstm":
@@ -152,12 +160,27 @@ def parameter_count(model: Mapping[str, Any], shape: Sequence[int], classes: int
     return total + c_in * pool * pool * hidden + hidden + hidden * int(classes) + int(classes)
 
 
+def _per_sample(measured: Mapping[str, float], q: float) -> float:
+    """Seconds per sample at width ``q`` from a forward measurement's widths (:data:`hasfl.bench.calibrate.
+    FORWARD_WIDTHS`): linear between the two measured widths around ``q``, the narrowest's below it."""
+    points = sorted((float(w), float(s)) for w, s in measured.items())
+    if q <= points[0][0]:
+        return points[0][1]
+    for (w0, s0), (w1, s1) in zip(points, points[1:]):
+        if q <= w1:
+            return s0 + (s1 - s0) * (q - w0) / (w1 - w0)
+    return points[-1][1]
+
+
 def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rates: Mapping[str, Any],
-                       facts: Mapping[str, Any] | None = None) -> dict[str, float]:
+                       facts: Mapping[str, Any] | None = None,
+                       speeds: Mapping[str, Any] | None = None) -> dict[str, float]:
     """Seconds of one run's evaluate job (:mod:`hasfl.analysis.evaluations`) on a machine of ``rates``, per table
     that reads the run (:func:`hasfl.analysis.artifacts.run_tables`) and ``"job"`` (:data:`EVAL_JOB_S`): forward
-    passes over the test set and over the capable clients' train rows, priced at the calibrated rate as training's
-    evaluations are (right to about 2x, as the training estimate).
+    passes over the test set and over the capable clients' train rows, priced from ``speeds`` -- this model's
+    forward seconds per sample measured on this machine (:func:`forward_speeds`) -- or, without, by their MACs at
+    the calibrated training rate (which under-prices the small CNNs' evaluations about 4x: issue 47); right to
+    about 2x, as the training estimate.
 
     * ``bn_sensitivity`` (a CNN): the full model under each batch-norm mode (four; one when it keeps no running
       statistics) and the ``static`` mode's statistics pass over the train rows of the clients allowed width 1;
@@ -176,7 +199,9 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
     test, train = int(facts["test"]), int(facts["train"])
     pmax = _capacities(config)
 
-    def forward(q: float, n: float) -> float:
+    def forward(q: float, n: float, kind: str = "eval") -> float:
+        if speeds is not None and speeds.get(kind):
+            return n * _per_sample(speeds[kind], q)
         s = n * forward_macs(model, facts["shape"], facts["classes"], q) / rate
         if model["arch"] == "lstm":  # the recurrence, per 2,048-sample batch, step and layer (as training's)
             s += (math.ceil(n / 2048) * facts["shape"][0] * int(model["layers"])
@@ -195,7 +220,7 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
                 out[table] = 0.0
                 continue
             modes = 1 if model.get("bn_stats") == "batch" else 4
-            out[table] = modes * forward(1.0, test) + (forward(1.0, capable(1.0)) if modes > 1 else 0.0)
+            out[table] = modes * forward(1.0, test) + (forward(1.0, capable(1.0), "stats") if modes > 1 else 0.0)
         elif table == "submodel_accuracy":
             if info.own_units:
                 subs = [sum(widths) / len(widths)] * int(fed["clients_per_round"])
@@ -203,7 +228,7 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
                 subs = widths[: int(fed["clients_per_round"])]
             out[table] = sum(forward(q, test) for q in subs)
             if info.eval_bn == "static":
-                out[table] += sum(forward(q, capable(q)) for q in subs)
+                out[table] += sum(forward(q, capable(q), "stats") for q in subs)
         elif table == "table4b_stale_coordinates":
             top = max(widths)
             out[table] = 2 * forward(1.0, test) + forward(top, test) if top < 1.0 else 0.0
@@ -229,13 +254,15 @@ def _capacities(config: Mapping[str, Any]) -> list[float]:
 
 def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
              manifests: Mapping[str, Mapping[str, Any]] | None = None, machine_cores: int | None = None,
-             finished: Mapping[str, Any] | None = None, packing: Any = None) -> dict[str, Any]:
+             finished: Mapping[str, Any] | None = None, packing: Any = None,
+             speeds: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
     ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
     (:func:`reused`): the runs and data-stage folders that are reused, left out of the price.
     ``packing`` (:class:`hasfl.dag.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
     device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
-    K is not calibrated), and the wall the device-hours over the GPUs."""
+    K is not calibrated), and the wall the device-hours over the GPUs. ``speeds`` (:func:`forward_speeds`): each
+    dataset's measured forward seconds, which price the evaluate jobs (:func:`evaluation_seconds`)."""
     done_runs = set((finished or {}).get("runs", ()))
     done_data = set((finished or {}).get("data", ()))
     fed = config["federation"]
@@ -255,7 +282,7 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             eval_s += (evals * math.ceil(facts["test"] / 2048) * facts["shape"][0] * int(model["layers"])
                        * float(rates.get("lstm_timestep_s", 0.0)) / 3.0)
         methods = {}
-        eval_cost[d] = {m: evaluation_seconds(config, d, m, rates, facts) for m in config["methods"]}
+        eval_cost[d] = {m: evaluation_seconds(config, d, m, rates, facts, (speeds or {}).get(d)) for m in config["methods"]}
         for m in config["methods"]:
             widths = _method_widths(m, config, pmax)
             macs = sum(forward_macs(model, facts["shape"], facts["classes"], q) for _, q in widths) / len(widths)
@@ -285,22 +312,25 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     slots = max(1, int(cores) // int(config["threads_per_job"]))
     parallel = max(1, min(slots, int(machine_cores or cores) // int(config["threads_per_job"])))
     longest = max((per_dataset[d][m] for d, m, _s in todo), default=0.0)
+    n_analysis = analysis_jobs()
     # jobs run side by side: the wall is the total over the slots, but never below the longest job;
     # a few seconds per data-stage and analysis job, and the evaluate jobs over the slots
-    analysis_s = eval_s / parallel + ANALYSIS_JOB_S * 25 / min(parallel, 2)
+    analysis_s = eval_s / parallel + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)
     wall = max(train_s / parallel, longest) + ANALYSIS_JOB_S * n_data / min(parallel, 2) + analysis_s
     device_hours = None
     if packing is not None:
         at_once = max(1, min(slots, packing.slots))
         gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
         device_hours = train_s / gain / 3600.0
-        analysis_s = eval_s / parallel + ANALYSIS_JOB_S * 25 / min(parallel, 2)  # on the CPU cores
+        analysis_s = eval_s / parallel + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)  # on the CPU cores
         wall = (max(train_s / gain / len(packing.gpus), longest) + ANALYSIS_JOB_S * n_data / min(at_once, 2)
                 + analysis_s)
     return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,
             "reused_runs": len(config["datasets"]) * len(config["methods"]) * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
             "train_job_hours": train_s / 3600.0, "wall_hours": wall / 3600.0,
             "eval_jobs": n_eval, "eval_job_hours": eval_s / 3600.0, "analysis_wall_hours": analysis_s / 3600.0,
+            "measured": [d for d in config["datasets"] if d in (speeds or {})],
+            "unmeasured": [d for d in config["datasets"] if d not in (speeds or {})],
             "slots": slots, "longest_job_hours": longest / 3600.0,
             "per_dataset_job_hours": {d: sum(per_dataset[dd][m] for dd, m, _s in todo if dd == d) / 3600.0
                                       for d in per_dataset},
@@ -336,6 +366,34 @@ def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, An
     return dict(FALLBACK) if rates is None else {**rates, "source": "measured now"}
 
 
+#: The forward measurement's version (:func:`forward_speeds`): a new one measures again.
+FORWARD = 1
+
+
+def forward_speeds(config: Mapping[str, Any], device: str, threads: int, hw: Mapping[str, Any],
+                   manifests: Mapping[str, Mapping[str, Any]] | None = None,
+                   measure: bool = True) -> dict[str, dict[str, Any]]:
+    """Each dataset's forward seconds per sample of its model on this machine (:func:`hasfl.bench.calibrate.
+    forward_seconds`, a few seconds per model), cached per machine and model; measured only when ``measure`` (a
+    build, not a dry run, which prices from the cache or the MACs). A dataset missing from the answer is priced by
+    its MACs."""
+    out: dict[str, dict[str, Any]] = {}
+    for d in config["datasets"]:
+        dp = config["dataset_params"][d]
+        facts = _facts(d, dp, (manifests or {}).get(d))
+        spec = {"model": dict(dp["model"]), "shape": list(facts["shape"]), "classes": int(facts["classes"]),
+                "batch": int(dp["optim"]["batch_size"])}
+        key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), FORWARD, spec],
+                                        sort_keys=True).encode()).hexdigest()
+        path = CACHE / f"forward-{key[:16]}.json"
+        cmd = [sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads", str(threads),
+               "--forward", json.dumps(spec)]
+        got = cached_measurement(path, cmd if measure else None, timeout_s=300)
+        if got is not None:
+            out[d] = {**got, "source": str(path)}
+    return out
+
+
 def _hours(h: float) -> str:
     if h < 1.0:
         return f"{h * 60:.0f} min"
@@ -359,7 +417,11 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         + f"); longest job {_hours(est['longest_job_hours'])}",
         f"  analysis: about {_hours(est['eval_job_hours'])} of job time in {est['eval_jobs']} evaluate jobs (one per "
         f"run whose evaluations neither the folder nor the run store holds), about "
-        f"{_hours(est['analysis_wall_hours'])} of wall time with the tables",
+        f"{_hours(est['analysis_wall_hours'])} of wall time with the tables; "
+        + (f"forward passes measured here for {', '.join(est['measured'])}" if est.get("measured") else "")
+        + ("; " if est.get("measured") and est.get("unmeasured") else "")
+        + (f"{', '.join(est['unmeasured'])} priced by MACs (measured at the first build, seconds)"
+           if est.get("unmeasured") else ""),
         f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
@@ -402,11 +464,12 @@ def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:
 
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
           finished: Mapping[str, Any] | None = None, local: bool = True, hw: Mapping[str, Any] | None = None,
-          packing: Any = None) -> tuple[str, str | None]:
+          packing: Any = None, measure: bool = True) -> tuple[str, str | None]:
     """The pre-flight block and, when the run should not start here, the reason (else None); ``finished``
     (:func:`reused`): what is reused and so not priced. ``local``: the jobs run on this machine
     (not a SLURM cluster's nodes), so ``device: cuda`` needs a GPU here. ``packing``: the GPU plan
-    (:func:`hasfl.dag.gpu.plan`) the jobs run under."""
+    (:func:`hasfl.dag.gpu.plan`) the jobs run under. ``measure``: the models' forward passes may be measured now
+    (:func:`forward_speeds`; off in a dry run)."""
     hw = hw or hardware()
     device = config["device"]
     if device == "cuda" and local and not hw["gpus"]:
@@ -417,10 +480,17 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
                 "(--profile profiles/slurm)")
     device = device_of(config, hw)
     rates = throughput(device, int(config["threads_per_job"]), hw)
-    est = estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished,
-                   packing if device == "cuda" else None)
-    block = render(config, est, rates, hw, cores, device, packing if device == "cuda" else None)
     limit = float(config["execution"]["max_cpu_wall_hours"])
+
+    def priced(speeds: Mapping[str, Any] | None) -> dict[str, Any]:
+        return estimate(config, cores, rates, manifests, hw["cores"] if device == "cpu" else None, finished,
+                        packing if device == "cuda" else None, speeds)
+
+    est = priced(forward_speeds(config, device, int(config["threads_per_job"]), hw, manifests, measure=False))
+    if est["unmeasured"] and measure and not (device == "cpu" and limit > 0 and est["wall_hours"] > limit):
+        # a run that starts: its models' forward passes measured now (a run refused by its MACs alone is not)
+        est = priced(forward_speeds(config, device, int(config["threads_per_job"]), hw, manifests, measure=True))
+    block = render(config, est, rates, hw, cores, device, packing if device == "cuda" else None)
     if device == "cpu" and limit > 0 and est["wall_hours"] > limit:
         return block, (f"the estimated {_hours(est['wall_hours'])} exceed config key execution.max_cpu_wall_hours = {limit:g} "
                        f"on a machine without a GPU; preset '{config['name']}' is meant for a GPU machine or a SLURM "

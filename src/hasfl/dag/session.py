@@ -264,7 +264,8 @@ class Session:
                                                   preflight.reused([*current, *linked,
                                                                     *store.finished_evaluations(config, results, self.eval_code)]),
                                                   local=bool(wf.local_exec),
-                                                  hw=hw, packing=self.plan)
+                                                  hw=hw, packing=self.plan,
+                                                  measure=preflight.runs_jobs(sys.argv[1:]))
         except HasflError as exc:
             stop(exc)
         print(block, file=sys.stderr)
