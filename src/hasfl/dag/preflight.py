@@ -125,14 +125,19 @@ def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]
 
 
 #: Seconds of one evaluate job besides its evaluations (a process forked from the warm worker, Snakemake's
-#: bookkeeping, reading the run, loading the dataset): the quick preset's 54 jobs, 2026-12-04 (issue 47).
-EVAL_JOB_S = 1.5
+#: bookkeeping, reading the run, loading the dataset): the quick preset's 54 jobs from an empty analysis on an idle
+#: 2-core machine took 19 s of wall at 2 at a time, 21.5 s of it evaluating (the entries' timings.json), 2026-12-05
+#: (issue 47; 0.25 s on the AMD EPYC VM the day before).
+EVAL_JOB_S = 0.3
 #: Seconds of Table 4c's coverage replay per participant-round and parameter coordinate (one participant's window
 #: added to the round's counts, the round's minimum and uncovered count): the coverage rung's 25 runs took 208 s
 #: for 1,000 participant-rounds of an 0.81 M-parameter CNN each (docs/analysis-cost.md).
 REPLAY_S = 1.0e-8
-#: Seconds of each gather, figure, findings and report job of the analysis (about 25 per preset).
-ANALYSIS_JOB_S = 3.0
+#: Seconds of each gather, figure, findings and report job of the analysis (:func:`analysis_jobs`): the quick
+#: preset's 28 took 13 s of wall at 2 at a time on the same idle machine, 2026-12-05 (issue 47).
+ANALYSIS_JOB_S = 1.0
+#: Seconds of one data-stage job (loading the raw dataset, partitioning, writing the tables).
+DATA_JOB_S = 3.0
 
 
 def analysis_jobs() -> int:
@@ -316,14 +321,14 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     # jobs run side by side: the wall is the total over the slots, but never below the longest job;
     # a few seconds per data-stage and analysis job, and the evaluate jobs over the slots
     analysis_s = eval_s / parallel + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)
-    wall = max(train_s / parallel, longest) + ANALYSIS_JOB_S * n_data / min(parallel, 2) + analysis_s
+    wall = max(train_s / parallel, longest) + DATA_JOB_S * n_data / min(parallel, 2) + analysis_s
     device_hours = None
     if packing is not None:
         at_once = max(1, min(slots, packing.slots))
         gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
         device_hours = train_s / gain / 3600.0
         analysis_s = eval_s / parallel + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)  # on the CPU cores
-        wall = (max(train_s / gain / len(packing.gpus), longest) + ANALYSIS_JOB_S * n_data / min(at_once, 2)
+        wall = (max(train_s / gain / len(packing.gpus), longest) + DATA_JOB_S * n_data / min(at_once, 2)
                 + analysis_s)
     return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,
             "reused_runs": len(config["datasets"]) * len(config["methods"]) * seeds - n_train, "reused_data": len(config["datasets"]) * seeds - n_data,
