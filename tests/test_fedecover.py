@@ -8,6 +8,7 @@ reports Zhou et al.'s minimum coverage index and the spread of the units' traini
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,8 @@ from hasfl.analysis.tables import table4c_coverage_over_time as T4C
 from hasfl.models.cyclic import CyclicSampler, cycle_order, replay
 from hasfl.models.slicing import SliceRule, Window, gather, runs, scatter_add_, width
 from hasfl.registry import METHODS
+
+REPO = Path(__file__).resolve().parents[1]
 
 SIZES = (4, 7, 8, 16, 33)
 WIDTHS = (0.25, 0.5, 0.75, 1.0)
@@ -287,3 +290,42 @@ def test_table4c_minimum_coverage_index_and_unit_counts_on_a_fabricated_ledger(s
     assert T4C.row_windows(small_cnn, sampled, 5) == [want[3], want[1], want[0], want[2]]
     with pytest.raises(ValueError, match="draw number"):
         T4C.row_windows(small_cnn, sampled.assign(window_shift=[0, 1, 2, 4]), 5)
+
+
+# --------------------------------------------------------------------------- the official server's mean (issue 48)
+def test_participants_weighting_is_the_official_equal_weight_mean(engine_cfg, federate) -> None:
+    """``weighting: participants`` gives every participant holding a coordinate weight 1 (the official server's
+    mean, ``modules/servers/base.py:161-162``), ``samples`` (the default) weight n_i; the two runs differ, the
+    draws and widths do not; an unknown weighting is refused naming the key."""
+    from hasfl.fl.methods.fedecover import CountWeighted
+
+    cfg = engine_cfg(rounds=3, warmup=0)
+    base = federate(cfg, "fedecover")
+    cfg["method_params"]["fedecover"] = {**cfg["method_params"]["fedecover"], "weighting": "participants"}
+    equal = federate(cfg, "fedecover")
+    assert equal.participation[["client_id", "p", "window_shift"]].equals(
+        base.participation[["client_id", "p", "window_shift"]])
+    assert any(not torch.equal(equal.final_state[k], v) for k, v in base.final_state.items())
+    assert CountWeighted().client_weight(57) == 1.0
+    cfg["method_params"]["fedecover"]["weighting"] = "clients"
+    with pytest.raises(ValueError, match="method_params.fedecover.weighting is 'clients'"):
+        federate(cfg, "fedecover")
+
+
+def test_the_official_overlay_runs_fedecover_at_each_clients_capacity() -> None:
+    """presets/medium-coverage-fedecover-official.yaml: p = 1.0 (p_i = pmax_i, full-capacity clients train the
+    whole model) and the equal-weight mean; the other methods' config slices are the coverage rung's, so the
+    store links their runs."""
+    from hasfl.config import load_config, run_config
+    from hasfl.fl.policies import UniformPolicy
+
+    presets = REPO / "presets"
+    rung = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml"])
+    official = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml",
+                            presets / "medium-coverage-fedecover-official.yaml"])
+    assert official["method_params"]["fedecover"] == {"p": 1.0, "weighting": "participants"}
+    for m in ("heterofl", "fedrolex"):
+        assert run_config(official, "fashion_mnist", m, 42) == run_config(rung, "fashion_mnist", m, 42)
+    pmax = np.array([0.25, 0.5, 0.75, 1.0])
+    assert UniformPolicy(pmax, 1.0).initial().tolist() == pmax.tolist()  # each its own capacity
+    assert UniformPolicy(pmax, rung["method_params"]["fedecover"]["p"]).initial().max() == 0.5
