@@ -27,6 +27,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
@@ -358,11 +359,16 @@ def _torch_version() -> str:
         return "none"
 
 
+def _measurement_path(kind: str, hw: Mapping[str, Any], device: str, threads: int, *what: Any) -> Path:
+    """Where a measurement of ``kind`` on this machine (CPU, GPUs, device, threads, torch) of ``what`` is cached."""
+    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), *what],
+                                    sort_keys=True).encode()).hexdigest()
+    return CACHE / f"{kind}-{key[:16]}.json"
+
+
 def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, Any]:
     """This machine's throughput for ``device`` (``cpu``/``cuda``): cached, else measured once."""
-    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), CALIBRATION]).encode(
-    )).hexdigest()
-    path = CACHE / f"throughput-{key[:16]}.json"
+    path = _measurement_path("throughput", hw, device, threads, CALIBRATION)
     cached = cached_measurement(path)
     if cached is not None:
         return {**cached, "source": str(path)}
@@ -388,9 +394,7 @@ def forward_speeds(config: Mapping[str, Any], device: str, threads: int, hw: Map
         facts = _facts(d, dp, (manifests or {}).get(d))
         spec = {"model": dict(dp["model"]), "shape": list(facts["shape"]), "classes": int(facts["classes"]),
                 "batch": int(dp["optim"]["batch_size"])}
-        key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), FORWARD, spec],
-                                        sort_keys=True).encode()).hexdigest()
-        path = CACHE / f"forward-{key[:16]}.json"
+        path = _measurement_path("forward", hw, device, threads, FORWARD, spec)
         cmd = [sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads", str(threads),
                "--forward", json.dumps(spec)]
         got = cached_measurement(path, cmd if measure else None, timeout_s=300)
