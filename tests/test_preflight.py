@@ -251,3 +251,14 @@ def test_forward_seconds_are_measured_once_per_model_and_never_in_a_dry_run(tmp_
     wider = load_config(REPO / "presets" / "quick.yaml", overrides=["datasets=[digits]",
                                                                       "dataset_params.digits.model.hidden=256"])
     assert preflight.forward_speeds(wider, "cpu", 1, hw, measure=False) == {}  # another model: not this answer
+
+
+def test_the_forward_measurement_uses_the_analysis_evaluation_batch() -> None:
+    """hasfl.bench.calibrate.EVAL_BATCH is the batch the analysis's test-set evaluations run in
+    (hasfl.analysis.stale.evaluate_accuracy's default): a change there must move the measurement with it."""
+    import inspect
+
+    from hasfl.analysis.stale import evaluate_accuracy
+    from hasfl.bench.calibrate import EVAL_BATCH
+
+    assert inspect.signature(evaluate_accuracy).parameters["batch_size"].default == EVAL_BATCH

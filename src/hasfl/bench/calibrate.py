@@ -107,8 +107,6 @@ def calibrate(device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
             "cnn_gmacs": rate(cnn_s, cnn_macs), "lstm_gmacs": 1.0 / per_flop / 1e9, "lstm_timestep_s": timestep}
 
 
-
-
 def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, batch: int,
                     device_name: str = "auto", threads: int = 1) -> dict[str, Any]:
     """Seconds per sample of the analysis's two kinds of forward pass of the config block ``model`` (data of
@@ -120,7 +118,6 @@ def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, b
       batch-norm statistics pass, :func:`hasfl.analysis.bn_sensitivity.static_statistics`).
 
     Random inputs of the model's shape: the time of a forward pass does not depend on the values."""
-
     torch.set_num_threads(threads)
     device = resolve_device(device_name)
     family = family_from_config(model, tuple(shape), int(classes))
@@ -145,7 +142,8 @@ def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, b
         return sorted(times)[len(times) // 2] / len(x)
 
     out: dict[str, Any] = {"eval": {}, "stats": {}}
-    big, small = inputs(EVAL_BATCH), inputs(max(2, int(batch)))
+    stats_batch = max(2, int(batch))  # batch norm cannot normalise one sample in training mode
+    big, small = inputs(EVAL_BATCH), inputs(stats_batch)
     for q in FORWARD_WIDTHS:
         net = family.build(q).to(device)
         with torch.inference_mode():
@@ -154,7 +152,7 @@ def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, b
             with torch.no_grad():
                 out["stats"][str(q)] = timed(net.train(), small, 5)
     return {"device": str(device), "threads": threads, "torch": torch.__version__, "eval_batch": EVAL_BATCH,
-            "stats_batch": max(2, int(batch)), **out}
+            "stats_batch": stats_batch, **out}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
