@@ -5,7 +5,7 @@
 #
 # Everything around the rules is one object, hasfl.dag.session.Session: it validates the config
 # (workflow/schemas/config.schema.json plus cross-key rules), checks every finished folder against its
-# manifest, reruns what is not what this preset would make (hasfl.dag.identity.audit), counts what the run
+# manifest, reruns what is not what this preset would make (hasfl.dag.outputs.audit), counts what the run
 # store holds (hasfl.dag.store), prints the pre-flight and plans the GPU packing; a run (not a dry run)
 # takes the results lock and adopts a folder written before the store; onstart starts MPS and the warm worker.
 

@@ -20,7 +20,8 @@ import torch
 
 from hasfl import device
 from hasfl.config import load_config, run_config
-from hasfl.integrity import IntegrityError, run_identity, training_code_digest, verify_runs_job, write_run_manifest
+from hasfl.dag.outputs import verify_runs_job
+from hasfl.integrity import IntegrityError, run_identity, training_code_digest, write_run_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 LISTED = ("GPU 0: NVIDIA H200 (UUID: GPU-a)",)

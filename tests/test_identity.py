@@ -216,6 +216,25 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, snakemake, job_counts
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
 
+# --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------
+def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake, job_counts, tmp_path) -> None:
+    """Before: with ``device: auto`` on a machine without a GPU, ``cuda_deterministic: false`` retrained every run
+    (byte-identical: CUDA's algorithms never touch a CPU run) and reran the analysis; now the slice the jobs receive,
+    the store keys, the gate and the analysis identity are keyed on the device class, and nothing is planned."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU machine device: auto trains on CUDA, where the value changes the bytes")
+    overlay = yaml.safe_load(world["overlay"].read_text())
+    assert overlay.get("device", "auto") == "auto"
+    overlay["cuda_deterministic"] = False
+    (tmp_path / "nondeterministic.yaml").write_text(yaml.safe_dump(overlay))
+    res, jobs = _plan(snakemake, job_counts, tmp_path / "nondeterministic.yaml")
+    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+    # the same value forced to the GPU rule (device: cuda) is another run: refused here for want of a GPU, so the
+    # difference is checked on the record itself (tests/test_outputs.py)
+
+
 # --- 12 (and 1's config rule). named before the pre-flight, never a traceback ------------------------------
 @pytest.mark.parametrize(("change", "message"), [
     ({"seeds": [2**63]}, "config key 'seeds[0]': must be <= 4294967295"),
@@ -268,7 +287,7 @@ def test_12_seeds_on_the_command_line_are_integers(world, snakemake, job_counts)
 
 def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> None:
     """hasfl.dag.identity.audit without a preset: a run moved into another method's folder is named."""
-    from hasfl.dag.identity import audit
+    from hasfl.dag.outputs import audit
 
     copy = tmp_path / "moved"
     shutil.copytree(world["results"], copy)

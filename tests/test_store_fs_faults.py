@@ -22,7 +22,8 @@ import pytest
 
 from hasfl.config import data_config, load_config
 from hasfl.dag.identity import data_identity
-from hasfl.dag.store import adopt, collect, data_key, entry_of, stage_data, store_of
+from hasfl.dag.outputs import data_key
+from hasfl.dag.store import adopt, collect, entry_of, stage_data, store_of
 from hasfl.errors import HasflError
 from hasfl.integrity import ResultsLock, verify_folder, write_run_manifest
 

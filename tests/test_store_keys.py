@@ -12,7 +12,8 @@ import pytest
 
 from hasfl.config import data_config, load_config
 from hasfl.dag.identity import data_identity
-from hasfl.dag.store import check_key, data_key, data_source, entry_of, run_key, run_key_of, stage_data, store_of
+from hasfl.dag.outputs import RunRecord, data_key, data_source
+from hasfl.dag.store import check_key, entry_of, stage_data, store_of
 from hasfl.integrity import IntegrityError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,14 +54,13 @@ def test_a_run_entry_is_checked_against_its_key_with_the_jobs_data_stage():
     identity = {"config": {"method": "hasfl", "seed": 42}, "inputs": {"partition.parquet": "a", "clients.parquet": "b"},
                 "code": "c", "budget": None, "device_class": "cpu"}
     source = data_source({"dataset": "digits", "seed": 42, "config": {}, "raw": {}, "code": "x"})
-    key = run_key(identity["config"], data_stage=source, inputs=identity["inputs"], code="c", budget=None,
-                  device_class="cpu")
-    check_key(Path("e"), {"identity": identity}, key, lambda i: run_key_of(i, source))
+    key = RunRecord(identity["config"], "c", "cpu", source, identity["inputs"]).key()
+    check_key(Path("e"), {"identity": identity}, key, lambda i: RunRecord.recorded(i, source).key())
     other = {**identity, "config": {"method": "hasfl", "seed": 43}}
     with pytest.raises(IntegrityError, match="hashes to"):
-        check_key(Path("e"), {"identity": other}, key, lambda i: run_key_of(i, source))
+        check_key(Path("e"), {"identity": other}, key, lambda i: RunRecord.recorded(i, source).key())
     with pytest.raises(IntegrityError, match="no identity"):
-        check_key(Path("e"), {}, key, lambda i: run_key_of(i, source))
+        check_key(Path("e"), {}, key, lambda i: RunRecord.recorded(i, source).key())
 
 
 def test_equal_numbers_give_equal_keys():

@@ -98,7 +98,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     evals = f", {counts['evals']} run evaluations" if "evals" in counts else ""
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders{evals} match "
           f"their manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.dag.identity import analysis_code_digest, audit, checkout_root, data_code_digest
+    from hasfl.dag.identity import analysis_code_digest, checkout_root, data_code_digest
+    from hasfl.dag.outputs import audit
 
     found = audit(None, args.results)
     scope = "the sha256 chain data stage -> run -> budget run"

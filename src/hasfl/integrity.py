@@ -48,7 +48,6 @@ __all__ = [
     "result_folders",
     "read_manifest",
     "run_identity",
-    "stale_part",
     "training_code_digest",
     "verify_folder",
     "verify_results",
@@ -416,17 +415,6 @@ def refuse_results_folder(path: str | Path, what: str) -> None:
                              "writing there would change a checked result; choose another path")
 
 
-def stale_part(identity: Mapping[str, Any], config_slice: Mapping[str, Any], code: str) -> str | None:
-    """What makes a finished run not this preset's: ``"config"`` (trained with another config slice than
-    ``config_slice``), ``"code"`` (with other training code than ``code``), or None (it is current).
-    The DAG's gate (:func:`verify_runs_job`) and the pre-flight's reuse count share it."""
-    if identity.get("config") != json.loads(json.dumps(config_slice)):
-        return "config"
-    if identity.get("code") != code:
-        return "code"
-    return None
-
-
 def device_mix(classes: Mapping[str, Sequence[str]]) -> str | None:
     """Why runs of several device classes (a manifest's ``identity.device_class``: ``cpu``, ``cuda:<GPU name>``)
     cannot go into one analysis (``classes``: class -> run folders), or None when there is one class. Float
@@ -440,41 +428,3 @@ def device_mix(classes: Mapping[str, Sequence[str]]) -> str | None:
             "own results_dir / name")
 
 
-def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,
-                    code: Mapping[str, str] | None = None) -> None:
-    """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its
-    manifest, was trained with the config slice the preset expects (``expected``: folder ->
-    run_config) and with the training code the DAG planned with (``code``: ``"<dataset>/<method>"`` -> digest, the
-    rule's params from the session; without it, the installed package's), and all were trained on one device class
-    (:func:`device_mix`). Writes ``out_json`` (folder -> identity)."""
-    expected = {Path(k).as_posix(): v for k, v in expected.items()}
-    codes: dict[tuple[str, str], str] = {
-        (m, d): str(c) for dm, c in (code or {}).items() for d, m in [str(dm).split("/", 1)]}
-    identities = {}
-    classes: dict[str, list[str]] = {}
-    for folder in map(Path, run_dirs):
-        manifest = verify_folder(folder)
-        if manifest is None:
-            raise IntegrityError(f"run folder '{folder}' has no {MANIFEST}: the run did not finish")
-        identity = manifest.get("identity", {})
-        want = expected[folder.as_posix()]
-        key = (str(want["method"]), str(want["dataset"]))
-        code = codes.setdefault(key, training_code_digest(*key))
-        stale = stale_part(identity, want, code)
-        if stale == "config":
-            diff = identity_difference({"config": identity.get("config") or {}}, {"config": want})
-            raise IntegrityError(
-                f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
-                f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
-                f"folder to train it again with the preset's configuration")
-        if stale == "code":
-            raise IntegrityError(
-                f"run folder '{folder}' was trained by other training code than this DAG's (code digest "
-                f"{str(identity.get('code'))[:12]}... vs {code[:12]}...); rerun it (snakemake --forcerun train) or "
-                "restore the code it was trained with")
-        identities[folder.as_posix()] = identity.get("digest")
-        classes.setdefault(str(identity.get("device_class") or "unrecorded"), []).append(folder.as_posix())
-    mixed = device_mix(classes)
-    if mixed:
-        raise IntegrityError(mixed)
-    write_json(out_json, identities)

@@ -277,7 +277,7 @@ rule verify_runs:
             for m in config["methods"]
         },
         expected={
-            f"{RESULTS}/{run_folder(d, m, s)}": run_slice(config, d, m, int(s))
+            f"{RESULTS}/{run_folder(d, m, s)}": SESSION.run_cfg(d, m, s)
             for d in config["datasets"]
             for m in config["methods"]
             for s in config["seeds"]
@@ -379,7 +379,7 @@ rule analysis_report:
 ANALYSIS_MANIFEST = f"{RESULTS}/analysis.manifest.json"
 # The analysis's own identity (config without where files live, analysis code): recorded in the
 # manifest and compared by the identity check when the DAG is built (hasfl.dag.identity.audit).
-ANALYSIS_IDENTITY = analysis_identity(config, SRC_ANALYSIS)
+ANALYSIS_IDENTITY = analysis_identity(SESSION.identity_config(), SRC_ANALYSIS)
 
 
 rule analysis_manifest:

@@ -1,4 +1,4 @@
-# Reruns decided by identity (hasfl.dag.identity.audit): a finished data-stage or run folder that is not
+# Reruns decided by identity (hasfl.dag.outputs.audit): a finished data-stage or run folder that is not
 # what the preset would make gets a rerun token as one more input; the token is made here and is a
 # target of rules all / data / runs (Snakemake makes a missing input only for a job that must run
 # anyway, so the token must be wanted in its own right), so Snakemake reruns the job ("input files

@@ -60,8 +60,8 @@ use rule train as link_run with:
         gpu=0,
         gpu_slot=0,
     params:
-        run_cfg=lambda wc: run_slice(
-            config, _run(wc).dataset, _run(wc).method, int(_run(wc).seed)
+        run_cfg=lambda wc: SESSION.run_cfg(
+            _run(wc).dataset, _run(wc).method, _run(wc).seed
         ),
         data_cfg=lambda wc: data_slice(config, _run(wc).dataset),
         code=lambda wc: train_code(_run(wc).method, _run(wc).dataset),

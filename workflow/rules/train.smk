@@ -34,7 +34,7 @@ rule train:
         # one of the G x K local GPU slots (hasfl.dag.gpu; registered by the Snakefile when it packs jobs)
         gpu_slot=lambda wc: SESSION.gpu_slot(),
     params:
-        run_cfg=lambda wc: run_slice(config, wc.dataset, wc.method, int(wc.seed)),
+        run_cfg=lambda wc: SESSION.run_cfg(wc.dataset, wc.method, wc.seed),
         data_cfg=lambda wc: data_slice(config, wc.dataset),
         code=lambda wc: train_code(wc.method, wc.dataset),
     script:

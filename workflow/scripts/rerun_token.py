@@ -1,5 +1,5 @@
 """Snakemake glue for rule identity_rerun (hasfl.dag.identity.write_rerun_token): the rerun token of one
-stale output, its job's extra input; the log says why the output is rerun (hasfl.dag.identity.audit)."""
+stale output, its job's extra input; the log says why the output is rerun (hasfl.dag.outputs.audit)."""
 
 from hasfl.dag.worker import call
 

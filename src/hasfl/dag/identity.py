@@ -33,18 +33,16 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.config import data_config, dotted_differences, run_config
+from hasfl.config import data_config, run_config
 from hasfl.errors import HasflError
-from hasfl.integrity import (PACKAGE, TRAINING_CODE, IntegrityError, read_manifest, stale_part,
-                             training_code_digest)
-from hasfl.registry import DATA_FILES, DATASETS, METHODS, raw_files
+from hasfl.integrity import PACKAGE, TRAINING_CODE
+from hasfl.registry import DATA_FILES, DATASETS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Audit", "CodeRootError", "analysis_code_digest", "preset_jobs",
-           "analysis_identity", "audit", "canonical", "checkout_root", "data_code_digest", "data_identity",
+__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "CodeRootError", "analysis_code_digest",
+           "analysis_identity", "canonical", "checkout_root", "data_code_digest", "data_identity",
            "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
            "write_rerun_token"]
 
@@ -304,171 +302,6 @@ def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
     analysis does not read reruns it too) and the analysis code digest ``code``."""
     cfg = canonical({k: v for k, v in config.items() if k not in NOT_ANALYSIS_KEYS})
     return {"config": cfg, "code": code, "digest": digest({"config": cfg, "code": code})}
-
-
-def _diff_keys(a: Any, b: Any) -> list[str]:
-    """Dotted keys at which two canonical values differ (:func:`hasfl.config.dotted_differences`)."""
-    return [key for key, _, _ in dotted_differences(a, b)]
-
-
-@dataclass
-class Audit:
-    """What :func:`audit` found. ``rerun``: output folder (relative to the results folder) -> why it is
-    not what the preset would make (Snakemake reruns it); ``errors``: folders that hold another job's
-    output (never rerun); ``current``: folders that are what the preset would make."""
-
-    rerun: dict[str, str] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    current: list[str] = field(default_factory=list)
-
-    def raise_errors(self) -> None:
-        """One :class:`IntegrityError` listing every folder that holds another job's output."""
-        if self.errors:
-            raise IntegrityError("present outputs hold other jobs' results (nothing was deleted):\n  - "
-                                 + "\n  - ".join(self.errors))
-
-    def lines(self) -> list[str]:
-        """One line per output to rerun, for the DAG's console."""
-        return [f"{folder}: {why}" for folder, why in sorted(self.rerun.items())]
-
-
-def _manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        return read_manifest(folder)
-    except IntegrityError:
-        return None  # unreadable: verify_results names it
-
-
-def preset_jobs(config: Mapping[str, Any]) -> tuple[list[tuple[str, int]], list[tuple[str, str, int]]]:
-    """The data stages (dataset, seed) and runs (dataset, method, seed) a preset's build makes."""
-    seeds = [int(s) for s in config["seeds"]]
-    return ([(d, s) for d in config["datasets"] for s in seeds],
-            [(d, m, s) for d in config["datasets"] for s in seeds for m in config["methods"]])
-
-
-def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list[tuple[str, int]],
-                                                                          list[tuple[str, str, int]]]:
-    """The data stages (dataset, seed) and runs (dataset, method, seed) to check: the preset's jobs, or
-    without a preset every folder under ``results`` whose path names a job."""
-    if config is not None:
-        return preset_jobs(config)
-
-    from hasfl.layout import result_folders, seed_of
-
-    data = [(f.parent.name, seed_of(f)) for f in result_folders(results, "data") if seed_of(f) is not None]
-    runs = [(f.parent.parent.name, f.parent.name, seed_of(f)) for f in result_folders(results, "runs")
-            if seed_of(f) is not None and f.parent.name in METHODS]
-    return data, runs  # type: ignore[return-value]
-
-
-def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
-          analysis_code: str | None = None, root: Path = PACKAGE) -> Audit:
-    """Compare every finished data-stage and run folder under ``results`` with what it should be.
-
-    Always: each folder holds the job its path names (else an error: it is never rerun), each run was
-    trained on the tables its data-stage folder holds now and each random-budget control matched the run
-    in its budget folder (the sha256 chain). With a preset ``config`` (its jobs only): also the identity
-    the preset would give each folder (module docstring). ``data_code``: the data-stage code digest the DAG
-    uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
-    engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
-    analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``)."""
-    found = Audit()
-    codes: dict[tuple[str, str], str] = {}
-
-    def code_of(m: str, d: str) -> str:
-        if (m, d) not in codes:
-            codes[m, d] = train_code(m, d) if train_code is not None else training_code_digest(m, d, root)
-        return codes[m, d]
-
-    data_jobs, run_jobs = _present_jobs(config, results)
-    tables: dict[str, dict[str, str]] = {}
-    for d, sd in data_jobs:
-        rel = f"data/{d}/seed{sd}"
-        manifest = _manifest(results / rel)
-        if manifest is None:
-            continue
-        there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
-        if there != (d, sd):
-            found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}; move it back or "
-                                "delete the folder")
-            continue
-        tables[rel] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
-        why = None
-        if config is not None:
-            want = data_identity(data_config(config, d), sd, str(data_code))
-            have = manifest.get("identity")
-            if have is None:
-                why = "written before data-stage identities were recorded"
-            elif have.get("config") != want["config"]:
-                why = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
-            elif have.get("raw") != want["raw"]:
-                why = "raw files (" + ", ".join(_diff_keys(have.get("raw"), want["raw"])) + ")"
-            elif have.get("code") != want["code"]:
-                why = "data-stage code"
-        if why is None:
-            found.current.append(rel)
-        else:
-            found.rerun[rel] = why
-    digests: dict[str, Any] = {}
-    # budget runs first: a control's chain reads its budget run's digest
-    for d, m, sd in sorted(run_jobs, key=lambda job: METHODS[job[1]].budget_of is not None):
-        rel = f"runs/{d}/{m}/seed{sd}"
-        manifest = _manifest(results / rel)
-        if manifest is None:
-            continue
-        identity = manifest.get("identity") or {}
-        cfg = identity.get("config") or {}
-        there = (cfg.get("dataset"), cfg.get("method"), cfg.get("seed"))
-        if there != (d, m, sd):
-            found.errors.append(f"{rel} holds the run of {there[0]} / {there[1]} / seed {there[2]}; move it "
-                                f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
-            continue
-        digests[rel] = identity.get("digest")
-        data_rel = f"data/{d}/seed{sd}"
-        budget_of = METHODS[m].budget_of
-        budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
-        inputs = identity.get("inputs") or {}
-        why = None
-        if config is not None:
-            want = run_slice(config, d, m, sd)
-            stale = stale_part(identity, want, code_of(m, d))
-            if stale == "config":
-                why = "config (" + ", ".join(_diff_keys(cfg, want)) + ")"
-            elif stale == "code":
-                why = "training code"
-            elif data_rel in found.rerun:
-                why = f"its data stage {data_rel} is rerun"
-            elif budget_rel in found.rerun:
-                why = f"its budget run {budget_rel} is rerun"
-        if why is None and data_rel in tables and inputs != {n: tables[data_rel].get(n) for n in inputs}:
-            why = f"data-stage files (it was trained on other tables than {data_rel}'s)"
-        if why is None and budget_rel in digests and (identity.get("budget") or {}).get("identity") != digests[
-                budget_rel]:
-            why = f"budget run (it matched another run than {budget_rel})"
-        if why is None:
-            found.current.append(rel)
-        else:
-            found.rerun[rel] = why
-    if config is not None and analysis_code is not None:
-        manifest = _manifest_json(results / "analysis.manifest.json")
-        if manifest is not None:
-            want, have = analysis_identity(config, analysis_code), manifest.get("identity")
-            if have is None:
-                found.rerun["analysis"] = "written before analysis identities were recorded"
-            elif have.get("config") != want["config"]:
-                found.rerun["analysis"] = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
-            elif have.get("code") != want["code"]:
-                found.rerun["analysis"] = "analysis code"
-            else:
-                found.current.append("analysis")
-    return found
-
-
-def _manifest_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except ValueError:
-        return None  # unreadable: hasfl verify names it
 
 
 def write_rerun_token(path: str | Path, folder: str, why: str, stamp: int) -> None:

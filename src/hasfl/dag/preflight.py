@@ -449,7 +449,7 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
 
 
 def reused(current: Iterable[str]) -> dict[str, set[Any]]:
-    """The jobs a DAG run reuses, from the folders :func:`hasfl.dag.identity.audit` found current (``runs/<d>/<m>/
+    """The jobs a DAG run reuses, from the folders :func:`hasfl.dag.outputs.audit` found current (``runs/<d>/<m>/
     seed<s>``, ``data/<d>/seed<s>``) and the run evaluations finished in the folder or the store
     (``evals/<d>/<m>/seed<s>/<table>``): ``{"runs": {(d, m, s)}, "data": {(d, s)}, "evals": {(d, m, s, table)}}``."""
     runs, data, evals = set(), set(), set()

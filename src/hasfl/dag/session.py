@@ -7,7 +7,7 @@
 2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
    (:func:`hasfl.dag.store.repair_links`: relinked from the entry that holds the file, or dropped so the job
    links or recomputes its entry; a dry run changes nothing), checks every finished data-stage and run folder against its manifest
-   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.identity.audit`: what is stale
+   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.outputs.audit`: what is stale
    gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
    packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses
    before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes the results
@@ -39,7 +39,9 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import (analysis_code_digest, audit, checkout_root, data_code_digest, evaluation_code_digest,
+from hasfl.dag.identity import run_slice
+from hasfl.dag.outputs import audit, keyed_config
+from hasfl.dag.identity import (analysis_code_digest, checkout_root, data_code_digest, evaluation_code_digest,
                                  writable_results)
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
@@ -98,6 +100,11 @@ class Session:
         #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
         #: their jobs are the link rules' (workflow/rules/link.smk), so the job table says what will happen
         self.linked: set[str] = set()
+        #: ``cpu`` when this build's jobs run here on the CPU (local execution, no GPU for ``device: auto``), else None
+        #: (a cluster's nodes, or a GPU): with it, what changes no CPU byte is keyed at its default
+        #: (:data:`hasfl.dag.outputs.INERT_ON`) in the rules' params and the analysis identity, as in the store keys
+        self.device_class: str | None = None
+        self._hw: Any = None
         self._train_code: dict[tuple[str, str], str] = {}
         self._eval_code: dict[str, str] = {}
         self._lock = ResultsLock(Path(self.results))
@@ -183,8 +190,21 @@ class Session:
         # equal numbers, equal identities: an integer where the schema says number is read as the float it equals
         self.config.update(canonical_numbers(self.config))
 
+    def run_cfg(self, dataset: str, method: str, seed: int | str) -> dict[str, Any]:
+        """The config slice a run's job receives (the train rules' param): :func:`hasfl.dag.identity.run_slice`, keyed
+        on this build's device class (:func:`hasfl.dag.outputs.keyed_config`): with ``device: auto`` on a CPU machine,
+        ``cuda_deterministic`` changes no byte and reruns nothing (issue 46 fault 19)."""
+        return keyed_config(run_slice(self.config, dataset, method, int(seed)), self.device_class)
+
+    def identity_config(self) -> dict[str, Any]:
+        """The config the analysis identity is made of, keyed on this build's device class as :meth:`run_cfg`."""
+        return keyed_config(self.config, self.device_class)
+
     def _prepare(self) -> None:
         results = Path(self.results)
+        self._hw = preflight.hardware()
+        if self.workflow.local_exec and preflight.device_of(self.config, self._hw) == "cpu":
+            self.device_class = "cpu"
         unwritable = writable_results(results)
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
@@ -212,7 +232,7 @@ class Session:
             # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles
             # (in a dry run: would handle) is no edit
             verify_results(results, skip=repair.folders)
-            found = audit(self.config, results, data_code=self.data_code, analysis_code=self.analysis_code,
+            found = audit(self.identity_config(), results, data_code=self.data_code, analysis_code=self.analysis_code,
                           train_code=self.train_code)
             found.raise_errors()
         except IntegrityError as exc:
@@ -235,7 +255,7 @@ class Session:
         """What this run costs here (after the identity check and the store, whose outputs are reused); a run far
         too long for a CPU stops here, once, before Snakemake's job table."""
         config, results, wf = self.config, Path(self.results), self.workflow
-        hw = preflight.hardware()
+        hw = self._hw
         device = preflight.device_of(config, hw)
         linked = store.in_store(config, results, data_code=self.data_code, train_code=self.train_code,
                                 device_class="cpu" if device == "cpu" else None, eval_code=self.eval_code)

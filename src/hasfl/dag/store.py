@@ -10,7 +10,7 @@ Layout (``<results_dir>`` is the config key; a preset's folder is ``<results_dir
     <results_dir>/<name>/evals/<dataset>/<method>/seed<s>/<table>/<file> -> relative symbolic link into .store/evals/<key>/
 
 * **Key.** A data stage's key is the digest of its identity (:func:`hasfl.dag.identity.data_identity`: dataset, seed,
-  config slice, raw-file sha256, data-stage code). A run's key (:func:`run_key`) is the digest of everything its
+  config slice, raw-file sha256, data-stage code). A run's key (:meth:`hasfl.dag.outputs.RunRecord.key`) is the digest of everything its
   bytes depend on that is known before it trains: its config slice, the key and table sha256 of the data stage it
   reads, its training code, the run whose budget it matches and the device class. A run evaluation's key
   (:func:`evaluation_identity`) is the digest of the sha256 of the run and data-stage files it reads, the table's
@@ -35,26 +35,27 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import logging
 import os
 import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.dag.identity import canonical, digest, preset_jobs
+from hasfl.dag.identity import canonical, digest
+from hasfl.dag.outputs import RunRecord, budget_of, data_key, data_source, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import result_folders
+from hasfl.registry import METHODS
 
-__all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "data_key", "data_source", "Repair", "repair_links",
-           "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "run_key", "run_key_of", "stage_data", "store_of",
+__all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "Repair", "repair_links",
+           "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "stage_data", "store_of",
            "train_run"]
 
 #: The store's folder under ``results_dir``.
@@ -63,8 +64,6 @@ STORE = STORE_NAME  # one name: hasfl.integrity refuses any command's output ins
 NOT_KEPT = ("checkpoint.pt",)
 #: The kinds of entries: data stages, runs and the runs' evaluations (:mod:`hasfl.analysis.evaluations`).
 KINDS = ("data", "runs", "evals")
-#: Data-stage tables a run reads (their sha256 are part of its key).
-DATA_TABLES = ("partition.parquet", "clients.parquet")
 
 log = logging.getLogger("hasfl.store")
 
@@ -114,44 +113,6 @@ def _named(doing: str, path: Path, then: str) -> Iterator[None]:
     except OSError as exc:
         where = f" ('{exc.filename}')" if exc.filename and str(exc.filename) != str(path) else ""
         raise IntegrityError(f"{doing} '{path}' failed: {exc.strerror or exc}{where}; {then}") from None
-
-
-def data_key(identity: Mapping[str, Any]) -> str:
-    """The store key of a data stage: the digest of its identity (:func:`hasfl.dag.identity.data_identity`)."""
-    return digest(dict(identity))
-
-
-def tables_of(manifest: Mapping[str, Any]) -> dict[str, str]:
-    """The sha256 of the data-stage tables a run reads (:data:`DATA_TABLES`), from the stage's manifest."""
-    return {n: str((manifest["files"].get(n) or {}).get("sha256")) for n in DATA_TABLES}
-
-
-def data_source(identity: Mapping[str, Any]) -> str:
-    """What a run takes from its data stage besides the tables: the digest of the stage's identity without its code
-    (dataset, seed, config slice, raw-file sha256). The code that reads the data is part of the run's training code
-    (:data:`hasfl.integrity.TRAINING_CODE` holds ``data/``), so a data stage recomputed by other code into the same
-    tables leaves every run's key as it was."""
-    return digest({k: v for k, v in dict(identity).items() if k != "code"})
-
-
-def run_key(run_cfg: Mapping[str, Any], *, data_stage: str | None, inputs: Mapping[str, str], code: str,
-            budget: Mapping[str, Any] | None, device_class: str) -> str:
-    """The store key of a run: its config slice, what it takes from its data stage (``data_stage``:
-    :func:`data_source`; None for one written before identities were recorded) and that stage's table sha256
-    (``inputs``), its training code
-    (:func:`hasfl.integrity.training_code_digest`), the budget run it matches (``budget``: what
-    :func:`hasfl.fl.train.read_budget_run` records) and the device class. The dataset tensors' digest that the run's
-    identity also holds follows from the data stage's raw-file sha256 and the loader code in ``code``."""
-    return digest({"config": dict(run_cfg), "data_stage": data_stage,
-                   "inputs": {n: str(inputs.get(n)) for n in DATA_TABLES}, "code": code,
-                   "budget": None if budget is None else dict(budget), "device_class": device_class})
-
-
-def run_key_of(identity: Mapping[str, Any], data_stage: str | None) -> str:
-    """The store key of a finished run from its manifest ``identity`` and its data stage's key."""
-    return run_key(identity.get("config") or {}, data_stage=data_stage, inputs=identity.get("inputs") or {},
-                   code=str(identity.get("code")), budget=identity.get("budget"),
-                   device_class=str(identity.get("device_class")))
 
 
 def entry_of(store: Path, kind: str, key: str) -> Path:
@@ -337,22 +298,30 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     the data-stage folder it reads. ``code``: the training-code digest the DAG planned the run with (the rule's
     params: the Snakefile's checkout); a job that would run other code (an installed package that is not that
     checkout) is refused before it trains. ``link``: the job of rule ``link_run`` (:func:`_place`)."""
-    from hasfl.fl.train import run_parts
+    from hasfl.fl.train import RunParts, device_class, training_code_digest
 
     data_manifest = read_manifest(Path(data_dir))
     if data_manifest is None:
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
-    identity = data_manifest.get("identity")
-    parts = run_parts(run_cfg, tables_of(data_manifest), hasfl_run)  # the job receives what the key is made of
-    if code is not None and parts.code != code:
+    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
+    installed = training_code_digest(method, dataset)
+    if code is not None and installed != code:
         raise IntegrityError(
-            f"the training code this job runs (the installed hasfl package, digest {parts.code[:12]}...) is not the "
+            f"the training code this job runs (the installed hasfl package, digest {installed[:12]}...) is not the "
             f"code the DAG planned '{out_dir}' with (its Snakefile's checkout, {str(code)[:12]}...): the run would be "
             "recorded under the wrong code. Install that checkout (pip install -e .) or run the installed package's "
             "own Snakefile")
-    source = None if identity is None else data_source(identity)
-    key = run_key(run_cfg, data_stage=source, inputs=parts.inputs, code=parts.code, budget=parts.budget,
-                  device_class=parts.device_class)
+    target, diverged, budget = None, False, None
+    matched = METHODS[method].budget_of
+    if matched is not None:
+        if hasfl_run is None:
+            raise ValueError(f"method {method} needs the run.json of {matched} (same dataset and seed)")
+        target, diverged, budget = budget_of(hasfl_run, matched, dataset, seed)
+    # the one record of what this run is (its key, and the identity its manifest records)
+    record = RunRecord(run_cfg, installed, device_class(run_cfg)).reading(data_manifest).matching(budget)
+    key = record.key()
+    parts = RunParts(dict(record.inputs), record.code, record.budget, str(record.device_class), target, diverged)
+    source = record.data_stage
 
     def train(staging: Path) -> None:
         from hasfl.fl.train import train_job
@@ -360,7 +329,8 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
                   checkpoint_every=int(checkpoint_every), parts=parts)
 
-    _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: run_key_of(ident, source), link=link)
+    _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: RunRecord.recorded(ident, source).key(),
+           link=link)
 
 
 def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
@@ -434,27 +404,21 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     evaluation code digest of a per-run function), also the run evaluations (``evals/<d>/<m>/seed<s>/<table>``) of
     runs finished in ``results`` or in the store that are not finished in ``results`` but in the store."""
     from hasfl.config import data_config
-    from hasfl.dag.identity import data_identity, run_slice
-    from hasfl.registry import METHODS
+    from hasfl.dag.identity import data_identity
 
     results = Path(results)
     store = store_of(results)
     if not store.is_dir():
         return []
     found: list[str] = []
-    keys: dict[str, str] = {}  # data folder -> data_source of its identity
-    tables: dict[str, dict[str, str]] = {}
     stages: dict[str, Mapping[str, Any]] = {}  # data folder -> the manifest of its entry
     finished_runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its entry
     data, runs = preset_jobs(config)
     for d, sd in data:
         rel = f"data/{d}/seed{sd}"
-        identity = data_identity(data_config(config, d), sd, data_code)
-        manifest = _manifest_of(entry_of(store, "data", data_key(identity)))
+        manifest = _manifest_of(entry_of(store, "data", data_key(data_identity(data_config(config, d), sd, data_code))))
         if manifest is None:
             continue
-        keys[rel] = data_source(identity)
-        tables[rel] = tables_of(manifest)
         stages[rel] = manifest
         if not (results / rel / MANIFEST).is_file():
             found.append(rel)
@@ -463,21 +427,19 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     budgets: dict[str, dict[str, Any]] = {}
     for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
         rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
-        budget_of = METHODS[m].budget_of
-        budget = budgets.get(f"runs/{d}/{budget_of}/seed{sd}") if budget_of else None
-        if data_rel not in keys or (budget_of and budget is None):
+        matched = METHODS[m].budget_of
+        budget = budgets.get(f"runs/{d}/{matched}/seed{sd}") if matched else None
+        if data_rel not in stages or (matched and budget is None):
             continue
-        entry = entry_of(store, "runs", run_key(run_slice(config, d, m, sd), data_stage=keys[data_rel],
-                                                inputs=tables[data_rel], code=train_code(m, d), budget=budget,
-                                                device_class=device_class))
+        record = RunRecord.planned(config, d, m, sd, code=train_code(m, d), device_class=device_class)
+        entry = entry_of(store, "runs", record.reading(stages[data_rel]).matching(budget).key())
         manifest = _manifest_of(entry)
         if manifest is None:
             continue
         finished_runs[rel] = manifest
         try:
-            budgets[rel] = {"method": m, "avg_p": float(json.loads((entry / "run.json").read_text())["avg_p"]),
-                            "identity": (manifest.get("identity") or {}).get("digest")}
-        except (OSError, ValueError, KeyError, TypeError):
+            budgets[rel] = budget_of(entry / "run.json", m, d, sd)[2]
+        except (OSError, ValueError, KeyError, TypeError, IntegrityError):
             pass
         if not (results / rel / MANIFEST).is_file():
             found.append(rel)
@@ -533,7 +495,7 @@ def finished_evaluations(config: Mapping[str, Any], results: str | Path,
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
     """The data-stage and run folders (relative to the results folder) a preset's build makes: data stages, then
-    runs, each sorted (:func:`hasfl.dag.identity.preset_jobs`)."""
+    runs, each sorted (:func:`hasfl.dag.outputs.preset_jobs`)."""
     data, runs = preset_jobs(config)
     return sorted(f"data/{d}/seed{sd}" for d, sd in data) + sorted(f"runs/{d}/{m}/seed{sd}" for d, m, sd in runs)
 
@@ -759,7 +721,7 @@ def adopt(results: str | Path) -> dict[str, int]:
         if data_keys.get(data_rel) is None or inputs != {n: tables[data_rel].get(n) for n in inputs}:
             counts["left"] += 1
             continue
-        _adopt_folder(folder, entry_of(store, "runs", run_key_of(identity, data_keys[data_rel])))
+        _adopt_folder(folder, entry_of(store, "runs", RunRecord.recorded(identity, data_keys[data_rel]).key()))
         counts["runs"] += 1
     return counts
 

@@ -1,0 +1,381 @@
+"""A run's identity in one place (issue 46 point 3): :class:`RunRecord`.
+
+Everything a training run's bytes depend on that is known before it trains: its canonical config slice
+(:func:`hasfl.dag.identity.run_slice`), the training code (:func:`hasfl.integrity.training_code_digest`), the
+device class it computes on, what it takes from its data stage (:func:`data_source` and the tables' sha256) and the
+run whose budget it matches (:func:`budget_of`). One frozen record gives
+
+* :meth:`RunRecord.key`: the run store's key (``.store/runs/<key>``);
+* :meth:`RunRecord.identity`: the identity a run's ``manifest.json`` records (with the dataset tensors' digest,
+  which only the job that loads the data knows: :func:`hasfl.integrity.run_identity` is its file format);
+* :meth:`RunRecord.stale` / :meth:`RunRecord.why_stale`: whether a finished run's recorded identity is this record's.
+
+Every site that keys, links, audits or gates a run builds a record here: the train rule's job
+(:func:`hasfl.dag.store.train_run`), the store's prediction (:func:`hasfl.dag.store.in_store`), the check of an
+entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.audit`, also ``hasfl verify
+--config``) and the gate before the analysis (:func:`verify_runs_job`).
+
+Values that change no byte on a device class are keyed at their default there (:data:`INERT_ON`): with ``device:
+auto`` on a CPU machine, ``cuda_deterministic`` is part of the slice the job receives but not of what decides
+whether a finished run is this one (issue 46 fault 19). The default is the value every existing entry was keyed
+with, so no key changes.
+
+Torch-free: the Snakefile imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hasfl.config import data_config, dotted_differences
+from hasfl.dag.identity import PACKAGE, analysis_identity, data_identity, digest, run_slice
+
+from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
+                             training_code_digest, verify_folder)
+from hasfl.io import InputFileError, write_json
+from hasfl.registry import METHODS
+
+__all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "data_key", "data_source",
+           "keyed_config", "preset_jobs", "tables_of", "verify_runs_job"]
+
+#: Data-stage tables a run reads (their sha256 are part of its key).
+DATA_TABLES = ("partition.parquet", "clients.parquet")
+#: Config keys of a run slice that change no byte on a device class, with the value a run there is keyed and
+#: compared at: CUDA's deterministic algorithms never touch a CPU run (:func:`hasfl.config.run_config` keeps the key
+#: for ``device: auto``, which may resolve to a GPU).
+INERT_ON: dict[str, dict[str, Any]] = {"cpu": {"cuda_deterministic": True}}
+
+
+def data_key(identity: Mapping[str, Any]) -> str:
+    """The store key of a data stage: the digest of its identity (:func:`hasfl.dag.identity.data_identity`)."""
+    return digest(dict(identity))
+
+
+def data_source(identity: Mapping[str, Any]) -> str:
+    """What a run takes from its data stage besides the tables: the digest of the stage's identity without its code
+    (dataset, seed, config slice, raw-file sha256). The code that reads the data is part of the run's training code
+    (:data:`hasfl.integrity.TRAINING_CODE` holds ``data/``), so a data stage recomputed by other code into the same
+    tables leaves every run's key as it was."""
+    return digest({k: v for k, v in dict(identity).items() if k != "code"})
+
+
+def tables_of(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The sha256 of the data-stage tables a run reads (:data:`DATA_TABLES`), from the stage's manifest."""
+    return {n: str(((manifest.get("files") or {}).get(n) or {}).get("sha256")) for n in DATA_TABLES}
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def keyed_config(config: Mapping[str, Any], device_class: str | None) -> dict[str, Any]:
+    """``config`` as a run on ``device_class`` is keyed and compared: :data:`INERT_ON`'s keys at their default."""
+    cfg = dict(_plain(dict(config)))
+    for name, value in INERT_ON.get(str(device_class), {}).items():
+        if name in cfg:
+            cfg[name] = value
+    return cfg
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one run is, before it trains. ``device_class`` None: not known yet (a plan on a machine that may not
+    run the job); ``data_stage`` None: a data stage written before identities were recorded."""
+
+    config: Mapping[str, Any]
+    code: str
+    device_class: str | None = None
+    data_stage: str | None = None
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    budget: Mapping[str, Any] | None = None
+
+    # ------------------------------------------------------------------------------------------- made from
+    @classmethod
+    def planned(cls, config: Mapping[str, Any], dataset: str, method: str, seed: int, *, code: str,
+                device_class: str | None = None) -> RunRecord:
+        """The run a preset's ``config`` asks for (its slice), trained by ``code``."""
+        return cls(run_slice(config, dataset, method, int(seed)), str(code), device_class)
+
+    @classmethod
+    def recorded(cls, identity: Mapping[str, Any], data_stage: str | None) -> RunRecord:
+        """The record a finished run's manifest ``identity`` holds (``data_stage``: its stage's :func:`data_source`)."""
+        return cls(dict(identity.get("config") or {}), str(identity.get("code")),
+                   str(identity.get("device_class")), data_stage, dict(identity.get("inputs") or {}),
+                   identity.get("budget"))
+
+    def reading(self, data_manifest: Mapping[str, Any]) -> RunRecord:
+        """This run reading the data stage of manifest ``data_manifest`` (its source and its tables' sha256)."""
+        ident = data_manifest.get("identity")
+        return replace(self, data_stage=None if ident is None else data_source(ident),
+                       inputs=tables_of(data_manifest))
+
+    def matching(self, budget: Mapping[str, Any] | None) -> RunRecord:
+        """This run matching the budget run ``budget`` (:func:`budget_of`'s third value)."""
+        return replace(self, budget=None if budget is None else dict(budget))
+
+    def on(self, device_class: str | None) -> RunRecord:
+        """This run computed on ``device_class``."""
+        return replace(self, device_class=device_class)
+
+    # ------------------------------------------------------------------------------------------- what it gives
+    def key(self) -> str:
+        """The run store's key: the digest of the config (keyed on the device class), the data source and tables, the
+        training code, the budget run and the device class."""
+        return digest({"config": keyed_config(self.config, self.device_class), "data_stage": self.data_stage,
+                       "inputs": {n: str(self.inputs.get(n)) for n in DATA_TABLES}, "code": self.code,
+                       "budget": None if self.budget is None else dict(self.budget),
+                       "device_class": self.device_class})
+
+    def identity(self, data_digest: str) -> dict[str, Any]:
+        """The identity the run's manifest records (``data_digest``: the dataset tensors' digest)."""
+        return run_identity(self.config, self.inputs, data_digest=data_digest, code=self.code, budget=self.budget,
+                            device_class=str(self.device_class))
+
+    def stale(self, identity: Mapping[str, Any]) -> str | None:
+        """What makes the finished run of manifest ``identity`` not this one: ``"config"``, ``"code"``, or None. The
+        configs are compared as a run on the recorded device class is keyed (:func:`keyed_config`)."""
+        on = identity.get("device_class")
+        if keyed_config(identity.get("config") or {}, on) != keyed_config(self.config, on):
+            return "config"
+        if identity.get("code") != self.code:
+            return "code"
+        return None
+
+    def why_stale(self, identity: Mapping[str, Any]) -> str | None:
+        """:meth:`stale` in words for a rerun line: ``"config (<keys>)"``, ``"training code"``, or None."""
+        stale = self.stale(identity)
+        if stale == "config":
+            on = identity.get("device_class")
+            have, want = keyed_config(identity.get("config") or {}, on), keyed_config(self.config, on)
+            return "config (" + ", ".join(_diff_keys(have, want)) + ")"
+        return None if stale is None else "training code"
+
+
+def _diff_keys(a: Any, b: Any) -> list[str]:
+    """Dotted keys at which two canonical values differ (:func:`hasfl.config.dotted_differences`)."""
+    return [key for key, _, _ in dotted_differences(a, b)]
+
+
+@dataclass
+class Audit:
+    """What :func:`audit` found. ``rerun``: output folder (relative to the results folder) -> why it is
+    not what the preset would make (Snakemake reruns it); ``errors``: folders that hold another job's
+    output (never rerun); ``current``: folders that are what the preset would make."""
+
+    rerun: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    current: list[str] = field(default_factory=list)
+
+    def raise_errors(self) -> None:
+        """One :class:`IntegrityError` listing every folder that holds another job's output."""
+        if self.errors:
+            raise IntegrityError("present outputs hold other jobs' results (nothing was deleted):\n  - "
+                                 + "\n  - ".join(self.errors))
+
+    def lines(self) -> list[str]:
+        """One line per output to rerun, for the DAG's console."""
+        return [f"{folder}: {why}" for folder, why in sorted(self.rerun.items())]
+
+
+def _manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(folder)
+    except IntegrityError:
+        return None  # unreadable: verify_results names it
+
+
+def preset_jobs(config: Mapping[str, Any]) -> tuple[list[tuple[str, int]], list[tuple[str, str, int]]]:
+    """The data stages (dataset, seed) and runs (dataset, method, seed) a preset's build makes."""
+    seeds = [int(s) for s in config["seeds"]]
+    return ([(d, s) for d in config["datasets"] for s in seeds],
+            [(d, m, s) for d in config["datasets"] for s in seeds for m in config["methods"]])
+
+
+def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list[tuple[str, int]],
+                                                                          list[tuple[str, str, int]]]:
+    """The data stages (dataset, seed) and runs (dataset, method, seed) to check: the preset's jobs, or
+    without a preset every folder under ``results`` whose path names a job."""
+    if config is not None:
+        return preset_jobs(config)
+
+    from hasfl.layout import result_folders, seed_of
+
+    data = [(f.parent.name, seed_of(f)) for f in result_folders(results, "data") if seed_of(f) is not None]
+    runs = [(f.parent.parent.name, f.parent.name, seed_of(f)) for f in result_folders(results, "runs")
+            if seed_of(f) is not None and f.parent.name in METHODS]
+    return data, runs  # type: ignore[return-value]
+
+
+def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
+          analysis_code: str | None = None, root: Path = PACKAGE) -> Audit:
+    """Compare every finished data-stage and run folder under ``results`` with what it should be.
+
+    Always: each folder holds the job its path names (else an error: it is never rerun), each run was
+    trained on the tables its data-stage folder holds now and each random-budget control matched the run
+    in its budget folder (the sha256 chain). With a preset ``config`` (its jobs only): also the identity
+    the preset would give each folder (module docstring). ``data_code``: the data-stage code digest the DAG
+    uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
+    engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
+    analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``)."""
+    found = Audit()
+    codes: dict[tuple[str, str], str] = {}
+
+    def code_of(m: str, d: str) -> str:
+        if (m, d) not in codes:
+            codes[m, d] = train_code(m, d) if train_code is not None else training_code_digest(m, d, root)
+        return codes[m, d]
+
+    data_jobs, run_jobs = _present_jobs(config, results)
+    tables: dict[str, dict[str, str]] = {}
+    for d, sd in data_jobs:
+        rel = f"data/{d}/seed{sd}"
+        manifest = _manifest(results / rel)
+        if manifest is None:
+            continue
+        there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
+        if there != (d, sd):
+            found.errors.append(f"{rel} holds the data stage of {there[0]} seed {there[1]}; move it back or "
+                                "delete the folder")
+            continue
+        tables[rel] = {n: str(f.get("sha256")) for n, f in manifest.get("files", {}).items()}
+        why = None
+        if config is not None:
+            want = data_identity(data_config(config, d), sd, str(data_code))
+            have = manifest.get("identity")
+            if have is None:
+                why = "written before data-stage identities were recorded"
+            elif have.get("config") != want["config"]:
+                why = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
+            elif have.get("raw") != want["raw"]:
+                why = "raw files (" + ", ".join(_diff_keys(have.get("raw"), want["raw"])) + ")"
+            elif have.get("code") != want["code"]:
+                why = "data-stage code"
+        if why is None:
+            found.current.append(rel)
+        else:
+            found.rerun[rel] = why
+    digests: dict[str, Any] = {}
+    # budget runs first: a control's chain reads its budget run's digest
+    for d, m, sd in sorted(run_jobs, key=lambda job: METHODS[job[1]].budget_of is not None):
+        rel = f"runs/{d}/{m}/seed{sd}"
+        manifest = _manifest(results / rel)
+        if manifest is None:
+            continue
+        identity = manifest.get("identity") or {}
+        cfg = identity.get("config") or {}
+        there = (cfg.get("dataset"), cfg.get("method"), cfg.get("seed"))
+        if there != (d, m, sd):
+            found.errors.append(f"{rel} holds the run of {there[0]} / {there[1]} / seed {there[2]}; move it "
+                                f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
+            continue
+        digests[rel] = identity.get("digest")
+        data_rel = f"data/{d}/seed{sd}"
+        budget_of = METHODS[m].budget_of
+        budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
+        inputs = identity.get("inputs") or {}
+        why = None
+        if config is not None:
+            why = RunRecord.planned(config, d, m, sd, code=code_of(m, d)).why_stale(identity)
+            if why is not None:
+                pass
+            elif data_rel in found.rerun:
+                why = f"its data stage {data_rel} is rerun"
+            elif budget_rel in found.rerun:
+                why = f"its budget run {budget_rel} is rerun"
+        if why is None and data_rel in tables and inputs != {n: tables[data_rel].get(n) for n in inputs}:
+            why = f"data-stage files (it was trained on other tables than {data_rel}'s)"
+        if why is None and budget_rel in digests and (identity.get("budget") or {}).get("identity") != digests[
+                budget_rel]:
+            why = f"budget run (it matched another run than {budget_rel})"
+        if why is None:
+            found.current.append(rel)
+        else:
+            found.rerun[rel] = why
+    if config is not None and analysis_code is not None:
+        manifest = _manifest_json(results / "analysis.manifest.json")
+        if manifest is not None:
+            want, have = analysis_identity(config, analysis_code), manifest.get("identity")
+            if have is None:
+                found.rerun["analysis"] = "written before analysis identities were recorded"
+            elif have.get("config") != want["config"]:
+                found.rerun["analysis"] = "config (" + ", ".join(_diff_keys(have.get("config"), want["config"])) + ")"
+            elif have.get("code") != want["code"]:
+                found.rerun["analysis"] = "analysis code"
+            else:
+                found.current.append("analysis")
+    return found
+
+
+def _manifest_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None  # unreadable: hasfl verify names it
+
+
+def budget_of(run_json: str | Path, method: str, dataset: str, seed: int) -> tuple[float, bool, dict[str, Any]]:
+    """The budget run a random-budget control of ``dataset`` / ``seed`` matches: its measured average width, whether
+    it diverged, and what of it enters the control's record (``method``, ``avg_p``, its identity digest). A run of
+    another method, dataset or seed is refused (its budget is not this one's)."""
+    path = Path(run_json)
+    if not path.is_file():
+        raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
+    summary = json.loads(path.read_text())
+    if summary.get("method") != method:
+        raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
+    manifest = read_manifest(path.parent)
+    recorded = (manifest or {}).get("identity", {}).get("config") or {}
+    for what, want in (("dataset", dataset), ("seed", seed)):
+        have = recorded.get(what, summary.get(what))
+        if have != want:
+            raise ValueError(f"'{run_json}' is a {method} run of {what} {have!r}, but the control is of {what} "
+                             f"{want!r}; give the {method} run of the same dataset and seed")
+    identity = (manifest or {}).get("identity", {}).get("digest")
+    return float(summary["avg_p"]), summary.get("status") == "diverged", {
+        "method": method, "avg_p": float(summary["avg_p"]), "identity": identity}
+
+
+def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,
+                    code: Mapping[str, str] | None = None) -> None:
+    """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its manifest, is the run
+    the preset asks for (``expected``: folder -> config slice; ``code``: ``"<dataset>/<method>"`` -> the training
+    code the DAG planned with, the rule's params; without it, the installed package's), as :meth:`RunRecord.stale`
+    decides, and all were trained on one device class (:func:`hasfl.integrity.device_mix`). Writes ``out_json``
+    (folder -> identity digest)."""
+    expected = {Path(k).as_posix(): v for k, v in expected.items()}
+    codes: dict[tuple[str, str], str] = {
+        (m, d): str(c) for dm, c in (code or {}).items() for d, m in [str(dm).split("/", 1)]}
+    identities = {}
+    classes: dict[str, list[str]] = {}
+    for folder in map(Path, run_dirs):
+        manifest = verify_folder(folder)
+        if manifest is None:
+            raise IntegrityError(f"run folder '{folder}' has no {MANIFEST}: the run did not finish")
+        identity = manifest.get("identity", {})
+        want = expected[folder.as_posix()]
+        key = (str(want["method"]), str(want["dataset"]))
+        record = RunRecord(want, codes.setdefault(key, training_code_digest(*key)))
+        stale = record.stale(identity)
+        if stale == "config":
+            diff = identity_difference({"config": keyed_config(identity.get("config") or {},
+                                                               identity.get("device_class"))},
+                                       {"config": keyed_config(want, identity.get("device_class"))})
+            raise IntegrityError(
+                f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
+                f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
+                f"folder to train it again with the preset's configuration")
+        if stale == "code":
+            raise IntegrityError(
+                f"run folder '{folder}' was trained by other training code than this DAG's (code digest "
+                f"{str(identity.get('code'))[:12]}... vs {record.code[:12]}...); rerun it (snakemake --forcerun "
+                "train) or restore the code it was trained with")
+        identities[folder.as_posix()] = identity.get("digest")
+        classes.setdefault(str(identity.get("device_class") or "unrecorded"), []).append(folder.as_posix())
+    mixed = device_mix(classes)
+    if mixed:
+        raise IntegrityError(mixed)
+    write_json(out_json, identities)
