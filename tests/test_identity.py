@@ -216,6 +216,38 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, snakemake, job_counts
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
 
+# --- issue 46 point 3: one walk gives every output's status ---------------------------------------------------
+def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
+    """hasfl.dag.store.status on the finished world: every folder current; in a new folder of the same preset plus a
+    seed, every finished folder is in the store, the new seed's folders are missing; a run of another method's folder
+    is foreign; another mu is a rerun with its reason. The same walk the session and ``hasfl verify --config`` read."""
+    from hasfl.config import load_config
+    from hasfl.dag.identity import analysis_code_digest, data_code_digest
+    from hasfl.dag.store import preset_folders, status
+    from hasfl.integrity import training_code_digest
+
+    package = repo / "src" / "hasfl"
+    kw = {"data_code": data_code_digest(package), "train_code": lambda m, d: training_code_digest(m, d, package),
+          "analysis_code": analysis_code_digest(repo), "device_class": "cpu"}
+    config = load_config(world["standalone"])
+    found = status(config, world["results"], **kw)
+    assert sorted(found.current) == sorted([*preset_folders(config), "analysis"])
+    assert not (found.rerun or found.foreign or found.in_store or found.missing), found
+    more = {**config, "name": "tiny-more", "seeds": [*SEEDS, 44]}
+    found = status(more, world["results"].parent / "tiny-more", **kw)
+    assert sorted(found.in_store) == preset_folders(config) and not found.current
+    assert sorted(found.missing) == [f for f in preset_folders(more) if f.endswith("seed44")], found.missing
+    assert found.counts()["in store"] == len(preset_folders(config)) and found.counts()["missing"] == 4
+    copy, _ = _copy(world, "tiny-walk")
+    (copy / "runs/digits/fedprox/seed42").rename(copy / "runs/digits/fedprox/gone")
+    shutil.copytree(copy / "runs/digits/hasfl/seed42", copy / "runs/digits/fedprox/seed42", symlinks=True)
+    mu = {**config, "name": "tiny-walk", "method_params": {**config["method_params"], "fedprox": {"mu": 0.5}}}
+    found = status(mu, copy, **kw)
+    assert found.foreign and found.foreign[0].startswith("runs/digits/fedprox/seed42 holds the run of digits / hasfl")
+    assert found.rerun == {"runs/digits/fedprox/seed43": "config (method_params.mu)",
+                           "analysis": "config (method_params.fedprox.mu)"}, found.rerun
+
+
 # --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------
 def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake, job_counts, tmp_path) -> None:
     """Before: with ``device: auto`` on a machine without a GPU, ``cuda_deterministic: false`` retrained every run

@@ -106,14 +106,24 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.config is not None or args.set:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
         # came from; a wheel install comes from none and is refused (issue 46: it hashed nothing, a constant)
+        from hasfl.dag import preflight
+        from hasfl.dag.store import status
+        from hasfl.integrity import training_code_digest
+
         checkout = checkout_root()
         config = load_config(args.config, args.base, args.set)
-        preset = audit(config, args.results, root=checkout / "src" / "hasfl",
-                       data_code=data_code_digest(checkout / "src" / "hasfl"),
-                       analysis_code=analysis_code_digest(checkout))
-        found.errors += [e for e in preset.errors if e not in found.errors]
+        package = checkout / "src" / "hasfl"
+        preset = status(config, args.results, data_code=data_code_digest(package),
+                        train_code=lambda m, d: training_code_digest(m, d, package),
+                        analysis_code=analysis_code_digest(checkout),
+                        device_class="cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None)
+        found.errors += [e for e in preset.foreign if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
         scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"
+        counts = preset.counts()
+        print(f"hasfl verify: {args.results}: preset '{config['name']}': {counts['current']} data-stage and run "
+              f"folders current, {counts['rerun']} to rerun, {counts['in store']} in the run store (linked by a "
+              f"build), {counts['missing']} missing, {counts['foreign']} holding another job's output")
     else:
         scope += " (give --config PRESET to compare with what a preset would make)"
     if found.errors or found.rerun:

@@ -40,7 +40,7 @@ from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
 from hasfl.dag.identity import run_slice
-from hasfl.dag.outputs import audit, keyed_config
+from hasfl.dag.outputs import keyed_config
 from hasfl.dag.identity import (analysis_code_digest, checkout_root, data_code_digest, evaluation_code_digest,
                                  writable_results)
 from hasfl.errors import HasflError
@@ -100,8 +100,8 @@ class Session:
         #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
         #: their jobs are the link rules' (workflow/rules/link.smk), so the job table says what will happen
         self.linked: set[str] = set()
-        #: ``cpu`` when this build's jobs run here on the CPU (local execution, no GPU for ``device: auto``), else None
-        #: (a cluster's nodes, or a GPU): with it, what changes no CPU byte is keyed at its default
+        #: ``cpu`` when this build's jobs run on a CPU (``device: cpu``, or local execution without a GPU for ``device:
+        #: auto``), else None (a cluster's nodes may have one, or a GPU here): with it, what changes no CPU byte is keyed at its default
         #: (:data:`hasfl.dag.outputs.INERT_ON`) in the rules' params and the analysis identity, as in the store keys
         self.device_class: str | None = None
         self._hw: Any = None
@@ -203,7 +203,8 @@ class Session:
     def _prepare(self) -> None:
         results = Path(self.results)
         self._hw = preflight.hardware()
-        if self.workflow.local_exec and preflight.device_of(self.config, self._hw) == "cpu":
+        if self.config["device"] == "cpu" or (self.workflow.local_exec
+                                              and preflight.device_of(self.config, self._hw) == "cpu"):
             self.device_class = "cpu"
         unwritable = writable_results(results)
         if unwritable:
@@ -232,33 +233,36 @@ class Session:
             # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles
             # (in a dry run: would handle) is no edit
             verify_results(results, skip=repair.folders)
-            found = audit(self.identity_config(), results, data_code=self.data_code, analysis_code=self.analysis_code,
-                          train_code=self.train_code)
-            found.raise_errors()
+            # the one walk over the preset's outputs: current, rerun (why), foreign, in the store, missing
+            found = store.status(self.identity_config(), results, data_code=self.data_code,
+                                 analysis_code=self.analysis_code, train_code=self.train_code,
+                                 device_class=self.device_class, eval_code=self.eval_code)
+            if found.foreign:
+                raise IntegrityError("present outputs hold other jobs' results (nothing was deleted):\n  - "
+                                     + "\n  - ".join(found.foreign))
         except IntegrityError as exc:
             stop(exc)
         if found.rerun:
-            lines = found.lines()
+            lines = [f"{folder}: {why}" for folder, why in sorted(found.rerun.items())]
             print(f"hasfl identity: {len(lines)} finished outputs are not what this preset would make; they are "
                   "rerun:\n  " + "\n  ".join(lines[:20])
                   + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""), file=sys.stderr)
             stamp = time.time_ns()  # one token per build: a dry run writes nothing, the next build makes its own
             self.reruns = {folder: (f"{self.rerun_dir}/{folder}.{stamp}.json", why)
                            for folder, why in found.rerun.items()}
-        self._preflight(found.current)
+        self._preflight(found)
         if results.is_dir() and preflight.runs_jobs(sys.argv[1:]):
             # at the build, once the pre-flight let the run go: a run with nothing to do never reaches ``onstart``,
             # and a folder left outside the store is one no variant can link
             self._lock_and_adopt()
 
-    def _preflight(self, current: list[str]) -> None:
+    def _preflight(self, found: store.Status) -> None:
         """What this run costs here (after the identity check and the store, whose outputs are reused); a run far
         too long for a CPU stops here, once, before Snakemake's job table."""
         config, results, wf = self.config, Path(self.results), self.workflow
         hw = self._hw
         device = preflight.device_of(config, hw)
-        linked = store.in_store(config, results, data_code=self.data_code, train_code=self.train_code,
-                                device_class="cpu" if device == "cpu" else None, eval_code=self.eval_code)
+        linked = found.in_store
         if preflight.runs_jobs(sys.argv[1:]):
             try:  # a store that cannot be written is named before any job, unless every job only links
                 store.check_store(config, results, linked=linked, rerun=self.reruns)
@@ -281,8 +285,7 @@ class Session:
             if f.parent.name in config["datasets"]}  # each dataset's first seed
         try:
             block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
-                                                  preflight.reused([*current, *linked,
-                                                                    *store.finished_evaluations(config, results, self.eval_code)]),
+                                                  preflight.reused(found.reused()),
                                                   local=bool(wf.local_exec),
                                                   hw=hw, packing=self.plan,
                                                   measure=preflight.runs_jobs(sys.argv[1:]))

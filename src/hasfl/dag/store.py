@@ -48,13 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import canonical, digest
-from hasfl.dag.outputs import RunRecord, budget_of, data_key, data_source, preset_jobs
+from hasfl.dag.outputs import RunRecord, audit, budget_of, data_key, data_source, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import result_folders
 from hasfl.registry import METHODS
 
-__all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "Repair", "repair_links",
+__all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "Repair", "Status", "repair_links", "status",
            "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "stage_data", "store_of",
            "train_run"]
 
@@ -491,6 +491,51 @@ def finished_evaluations(config: Mapping[str, Any], results: str | Path,
                 continue
             out.append(f"{EVALS}/{d}/{m}/seed{sd}/{t}")
     return out
+
+
+@dataclass
+class Status:
+    """Every output of a preset in one walk (:func:`status`), by folder relative to the results folder: ``current``
+    (finished, what the preset would make), ``rerun`` (finished, not what it would make: why), ``foreign`` (holds
+    another job's output: never rerun, named), ``in_store`` (not finished here, its store entry is: only linked),
+    ``missing`` (data-stage and run folders made by a job), and ``evaluated`` (run evaluations finished here by this
+    checkout's code)."""
+
+    current: list[str] = field(default_factory=list)
+    rerun: dict[str, str] = field(default_factory=dict)
+    foreign: list[str] = field(default_factory=list)
+    in_store: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    evaluated: list[str] = field(default_factory=list)
+
+    def reused(self) -> list[str]:
+        """What no job recomputes: finished here, linked from the store, or evaluated here (the pre-flight's)."""
+        return [*self.current, *self.in_store, *self.evaluated]
+
+    def counts(self) -> dict[str, int]:
+        """How many folders of each status (data stages and runs; run evaluations apart; the analysis not counted)."""
+        runs = [f for f in self.in_store if not f.startswith("evals/")]
+        return {"current": len([f for f in self.current if f != "analysis"]),
+                "rerun": len([f for f in self.rerun if f != "analysis"]), "foreign": len(self.foreign),
+                "in store": len(runs), "missing": len(self.missing), "evaluations in store": len(self.in_store)
+                - len(runs), "evaluations here": len(self.evaluated)}
+
+
+def status(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Callable[[str, str], str],
+           analysis_code: str | None = None, device_class: str | None = None,
+           eval_code: Callable[[str], str] | None = None) -> Status:
+    """The one walk over a preset's outputs in ``results`` that the Snakefile's session and ``hasfl verify --config``
+    read: the identity audit (:func:`hasfl.dag.outputs.audit`: current, rerun, foreign), what the run store holds
+    (:func:`in_store`, reading manifests only; runs only with a known ``device_class``), what neither holds (missing)
+    and, with ``eval_code``, the run evaluations finished here by that code (:func:`finished_evaluations`)."""
+    found = audit(config, Path(results), data_code=data_code, analysis_code=analysis_code, train_code=train_code)
+    linked = in_store(config, results, data_code=data_code, train_code=train_code, device_class=device_class,
+                      eval_code=eval_code)
+    done = {*found.current, *found.rerun, *linked}
+    foreign = {e.split(" ", 1)[0] for e in found.errors}
+    return Status(current=found.current, rerun=found.rerun, foreign=found.errors, in_store=linked,
+                  missing=[f for f in preset_folders(config) if f not in done and f not in foreign],
+                  evaluated=finished_evaluations(config, results, eval_code) if eval_code is not None else [])
 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
