@@ -435,3 +435,21 @@ def test_results_page_refuses_config_files_without_the_runs_methods(tmp_path) ->
     assert res.returncode == 0, res.stderr
     assert "`snakemake --cores 2 all --configfile presets/quick.yaml presets/quick-rolling.yaml`" in \
         (tmp_path / "p.md").read_text()
+
+
+def test_the_reproduce_section_prefixes_the_whole_portable_pin_only() -> None:
+    """Runs made under every setting of the portable pin get commands prefixed with it; runs made under the
+    two-setting pin of the pages before 2026-12-05 (MKL left to pick its path by the CPU's maker: an Intel and an AMD
+    machine gave other digits runs) are told to add it, not said to reproduce anywhere."""
+    from hasfl.analysis.provenance import PORTABLE_PIN, _kernels, reproduce_lines
+
+    assert "MKL_CBWR=COMPATIBLE" in PORTABLE_PIN.split()
+    rows = [{"id": "F3", "verdict": "inconclusive", "command": "snakemake all", "runs": 1, "cpu_job_hours": 0.1,
+             "partial": False}]
+    full = dict(kv.split("=") for kv in PORTABLE_PIN.split())
+    two = {k: v for k, v in full.items() if not k.startswith("MKL")}
+    for env, pinned in ((full, True), (two, False)):
+        kernels = _kernels({"runs/digits/hasfl/seed42": {"cpu_capability": "AVX2", "isa_env": env}})
+        text = "\n".join(reproduce_lines(rows, kernels))
+        assert ("They ran under the portable kernel pin" in text) is pinned, text
+        assert (f"`{PORTABLE_PIN} snakemake" in text) is pinned and f"`{PORTABLE_PIN}`" in text

@@ -400,18 +400,23 @@ def reproduce_rows(results: Path, findings: Sequence[Mapping[str, Any]], manifes
     return rows
 
 
-#: The CPU kernel pin under which a page's digits reproduce on any x86-64 CPU with AVX2 (docs/guide/gpu.md).
-PORTABLE_PIN = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
+#: The CPU kernel pin under which a page's digits reproduce on any x86-64 CPU with AVX2 (docs/guide/gpu.md): ATen's
+#: and oneDNN's kernels at AVX2, and MKL's matrix products on its branch that is the same on every maker's CPU
+#: (without it MKL picks its path by the CPU's maker as well as its instruction set: an Intel and an AMD AVX-512
+#: machine pinned to AVX2 gave other digits runs, measured 2026-12-05).
+PORTABLE_PIN = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=COMPATIBLE"
 
 
 def reproduce_lines(rows: Sequence[Mapping[str, Any]], kernels: str | None = None, level: str = "##") -> list[str]:
     pinned = kernels is not None and all(p in kernels for p in PORTABLE_PIN.split()) and kernels.count("runs)") == 1
     pin_note = ([f"CPU kernels of these runs: {kernels}. " + (
         f"They ran under the portable kernel pin, so each command below is prefixed with it (`{PORTABLE_PIN}`): with "
-        "it the printed digits reproduce on any x86-64 CPU with AVX2 (the float sums of AVX-512 and AVX2 kernels "
-        "differ in their last bits, and training carries that into the printed digits of the image runs)."
+        "it the printed digits reproduce on any x86-64 CPU with AVX2 (the float sums of AVX-512 and AVX2 kernels, and "
+        "of MKL's paths for each CPU maker, differ in their last bits, and training carries that into the printed "
+        "digits of the image runs)."
         if pinned else f"Prefix a command with `{PORTABLE_PIN}` to run it under the portable kernel pin; without "
-        "it the digits of the image runs differ between CPU kinds (AVX-512 and AVX2 kernels round differently)."),
+        "it the digits of the image runs differ between CPU kinds (AVX-512 and AVX2 kernels, and MKL's paths for "
+        "each CPU maker, round differently)."),
         ""] if kernels is not None else [])
     prefix = f"{PORTABLE_PIN} " if pinned else ""
     lines = [f"{level} Reproduce a claim", "", *pin_note,
