@@ -302,3 +302,125 @@ def test_masked_parameters_are_conv_and_linear_weights_and_biases() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 1),
                           nn.Flatten(), nn.Linear(4, 2))
     assert list(fiarse.masked_parameters(model)) == ["0.weight", "2.weight", "2.bias", "4.weight", "4.bias"]
+
+
+# ------------------------------------------------------------------------------------------------ the method
+class Stop(Exception):
+    pass
+
+
+def _masked_numel(family) -> int:
+    return sum(int(w.numel()) for w in fiarse.masked_parameters(family.build(1.0)).values())
+
+
+def test_the_method_is_deterministic_resumes_to_the_bit_and_its_ledger_counts_the_round_start_masks(
+        engine_cfg, federate, one_thread, tmp_path, digits_family) -> None:
+    """A FIARSE run twice gives the same bytes; killed after round 2 and resumed from its checkpoint it gives the
+    uninterrupted bytes; its ledger's kept counts (window ``masked``) equal a direct count of the round-start masks
+    of round 1 (the global model then is init.pt), and the coverage histogram they give equals
+    :func:`fiarse.coverage_counts` of that model at the participants' shares."""
+    from hasfl.fl.checkpoint import Checkpointer
+    from hasfl.fl.sampling import participant_schedule
+
+    cfg = engine_cfg(rounds=3, warmup=0)
+    run = federate(cfg, "fiarse")
+    led = run.participation
+    assert run.summary["status"] == "completed"
+    assert (led["window"] == "masked").all() and (led["p_trained"] == 1.0).all()
+    uni = federate(cfg, "uniform")
+    assert led["p"].tolist() == uni.participation["p"].tolist()  # Uniform's widths, as parameter shares
+    again = federate(cfg, "fiarse")
+    assert again.participation.equals(led) and again.rounds.equals(run.rounds)
+    for k, v in run.final_state.items():
+        assert torch.equal(again.final_state[k], v), k
+
+    # round 1's round-start masks: the init model at each participant's share
+    init = digits_family.build(1.0)
+    init.load_state_dict(run.init_state)
+    weights = fiarse.masked_parameters(init)
+    share = fiarse.parameter_shares(digits_family)
+    first = led[led["round"] == 1]
+    shares = [share(p) for p in first["p"]]
+    direct = [int(sum(int(fiarse.mask(w, fiarse.threshold(list(weights.values()), s)).sum())
+                      for w in weights.values())) for s in shares]
+    assert first["window_shift"].tolist() == direct
+    counts = fiarse.coverage_counts(weights, shares)
+    numel = _masked_numel(digits_family)
+    held = np.bincount(torch.cat([c.reshape(-1) for c in counts.values()]).numpy(), minlength=len(shares) + 1)
+    np.testing.assert_array_equal(fiarse.coverage_from_kept(direct, numel), held)
+    assert first["client_id"].tolist() == participant_schedule(42, cfg["federation"]["clients"],
+                                                               cfg["federation"]["clients_per_round"], 3)[0].tolist()
+
+    def stop(rnd, row):
+        if rnd == 2:
+            raise Stop
+
+    ckpt = tmp_path / "checkpoint.pt"
+    with pytest.raises(Stop):
+        federate(cfg, "fiarse", checkpointer=Checkpointer(ckpt, 1, {"digest": "f"}), progress=stop)
+    resumed = federate(cfg, "fiarse", checkpointer=Checkpointer(ckpt, 1, {"digest": "f"}))
+    for k, v in run.final_state.items():
+        assert torch.equal(resumed.final_state[k], v), k
+    assert resumed.participation.equals(led) and resumed.rounds.equals(run.rounds)
+
+
+def test_a_participant_moves_only_what_its_mask_keeps_and_pays_dense_compute(digits_family, digits) -> None:
+    """Local training with the shared optimiser (momentum, weight decay, clipping) restricted to each step's mask: a
+    coordinate dropped at the round's start is bit-identical after the round; kept ones move. The forward MACs are
+    the whole model's; the upload is the kept values and their int32 index plus the unmasked entries."""
+    from hasfl.fl.client import OptimConfig, client_data
+    from hasfl.fl.records import WidthCosts
+
+    torch.manual_seed(0)
+    model = digits_family.build(1.0)
+    share = fiarse.parameter_shares(digits_family)
+    numel = _masked_numel(digits_family)
+    other = sum(int(q.numel()) for q in model.parameters()) - numel
+    optim = OptimConfig(lr=0.05, lr_decay=1.0, local_epochs=1, batch_size=16, momentum=0.9, weight_decay=1e-3,
+                        clip=1.0)
+    client = fiarse.FiarseClient(optim, digits.bundle.inputs, share, numel, other)
+    before = {k: v.detach().clone() for k, v in fiarse.masked_parameters(model).items()}
+    tau = fiarse.threshold(list(before.values()), share(0.5))
+    data = client_data(digits.partition, digits.bundle)[0]
+    res = client.run(0, model, data, 0.05, torch.Generator().manual_seed(1), 0.5, 1.0)
+    assert res.steps > 0 and res.finite
+    after = fiarse.masked_parameters(model)
+    moved = 0
+    for k, w in before.items():
+        dropped = w.abs() < tau
+        assert torch.equal(after[k].detach()[dropped], w[dropped]), k
+        moved += int((after[k].detach() != w).sum())
+    assert moved > 0 and client.kept == int(sum(int((w.abs() >= tau).sum()) for w in before.values()))
+    assert client.held(None).kind == "masked" and client.held(None).shift == client.kept
+    costs = WidthCosts(digits_family)
+    assert client.forward_macs(costs, 0.5, 1.0) == costs(1.0).macs
+    assert client.upload_mb(costs, 0.5, 1.0) == pytest.approx((fiarse.budget_k(numel, share(0.5)) * 8 + other * 4) / 1e6)
+    assert share(1.0) == 1.0 and share(0.5) == pytest.approx(costs(0.5).params / costs(1.0).params)
+
+
+def test_the_engines_mean_is_the_official_nonzero_delta_mean(seed: int = 3) -> None:
+    """:class:`fiarse.NonzeroMean` (the engine's sums) stepped by the server equals :func:`fiarse.aggregate` (the
+    official server, transcribed in this module's tests) on states whose deltas are zero at some coordinates."""
+    from hasfl.models.slicing import SliceRule
+
+    rng = np.random.default_rng(seed)
+    g = {"a": torch.tensor(rng.normal(size=(4, 5)), dtype=torch.float32),
+         "b": torch.tensor(rng.normal(size=(7,)), dtype=torch.float32)}
+    clients = []
+    for _ in range(3):
+        c = {}
+        for k, v in g.items():
+            moved = v + torch.tensor(rng.normal(size=v.shape), dtype=torch.float32)
+            c[k] = torch.where(torch.tensor(rng.random(v.shape) < 0.4), v, moved)
+        clients.append(c)
+    server = fiarse.FiarseServer()
+    agg = server.aggregator(g, list(g))
+    full = {k: SliceRule(None, tuple(slice(0, n) for n in v.shape)) for k, v in g.items()}
+    for c in clients:
+        delta = {k: c[k] - g[k] for k in g}
+        agg.add(delta, full, 123.0)
+    w = {k: v.clone() for k, v in g.items()}
+    server.step(w, agg.mean(), list(g))
+    want = fiarse.aggregate(g, clients)  # global - mean(global - client) = global + mean(client - global)
+    for k in g:
+        torch.testing.assert_close(w[k], want[k], rtol=0, atol=1e-6)

@@ -20,7 +20,7 @@ from hasfl.data.stage import build_tables
 from hasfl.fl.engine import run_federation
 from hasfl.fl.records import ROUND_COLUMNS
 from hasfl.fl.sampling import participant_schedule
-from hasfl.fl.train import train_job
+from hasfl.dag.outputs import train_job
 from hasfl.io import write_parquet
 from hasfl.models import coverage_mask
 from hasfl.models.bn import width_key
@@ -326,7 +326,7 @@ def test_registry_builders_resolve_to_the_methods_module() -> None:
 
     assert list(METHODS) == ["hasfl", "hasfl_nocov", "heterofl", "fjord", "uniform", "random_budget", "fedavg",
                              "scaffold", "fedprox", "hasfl_probe", "random_budget_probe", "hasfl_reported",
-                             "random_budget_reported", "fedrolex", "uniform_rolling", "fedecover"]
+                             "random_budget_reported", "fedrolex", "uniform_rolling", "fedecover", "fiarse"]
     for name, info in METHODS.items():
         builder = name if info.budget_of is None else "random_budget"
         module = "hasfl" if name.startswith("hasfl") else builder

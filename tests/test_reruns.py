@@ -253,7 +253,6 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     runs -- no finished run of another method is scheduled -- and appears in the tables and figure its
     entry names; a new table (one module under hasfl.analysis.tables + one artifact entry) gets its own
     rule, file and report section. The copy's package is the one imported (PYTHONPATH)."""
-    import os
 
     work = tmp_path / "work"
     shutil.copytree(finished, work, symlinks=True)

@@ -63,7 +63,7 @@ def process_batching(methods: Sequence[str] = ("hasfl", "fedavg", "fjord"), seed
                            cwd=REPO_ROOT, check=True, capture_output=True)
         wall_a = time.perf_counter() - tic
         code = ("import sys; from pathlib import Path; from hasfl.config import load_config, data_config, run_config; "
-                "from hasfl.fl.train import train_job; c = load_config(sys.argv[1]); c['threads_per_job'] = 1; "
+                "from hasfl.dag.outputs import train_job; c = load_config(sys.argv[1]); c['threads_per_job'] = 1; "
                 "[train_job(run_config(c, 'digits', m, int(sys.argv[3])), data_config(c, 'digits'), "
                 "Path(sys.argv[2]) / m) for m in sys.argv[4:]]")
         tic = time.perf_counter()

@@ -105,6 +105,10 @@ class MethodInfo:
         own_units: each participant of a round holds units of its own (FedEcover's sampled windows), so its
             sub-models differ even at one width; the pre-flight prices one sub-model evaluation per participant
             (:func:`hasfl.dag.preflight.evaluation_seconds`). Training never reads it.
+        analysed: the analysis reads its runs. False for a method that trains (``hasfl train --method``) but whose
+            participants' holdings the analysis cannot read yet (FIARSE's magnitude masks: Table 4c, the sub-model
+            accuracies and the batch-norm section read a participant's units from its window); a preset listing
+            it is refused (:mod:`hasfl.config`), so no table reads it wrongly.
     """
 
     build: str | Callable[..., Any]
@@ -120,6 +124,7 @@ class MethodInfo:
     shown_in: tuple[str, ...] = ()
     eval_bn: str = "per_width"
     own_units: bool = False
+    analysed: bool = True
 
     def __post_init__(self) -> None:
         if self.cost not in COST_RULES:
@@ -174,6 +179,11 @@ METHODS: dict[str, MethodInfo] = {
     # @b23b572, modules/args_parser.py:85-88, modules/models/resnet.py:123-126, main.py:216-218)
     "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
                             marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
+    # issue 48: FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
+    # forward MACs ("full"); its official BN is track_running_stats=False (fiarse/model/model_utils.py:212-217): test-
+    # batch statistics. Trained, not yet read by the analysis (analysed=False: a preset listing it is refused)
+    "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
+                         color="#6b8e23", marker="d", eval_bn="batch", analysed=False),
 }
 
 

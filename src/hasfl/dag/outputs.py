@@ -40,7 +40,7 @@ from hasfl.io import InputFileError, write_json
 from hasfl.registry import METHODS
 
 __all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "data_key", "data_source",
-           "keyed_config", "preset_jobs", "tables_of", "verify_runs_job"]
+           "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
 
 #: Data-stage tables a run reads (their sha256 are part of its key).
 DATA_TABLES = ("partition.parquet", "clients.parquet")
@@ -134,6 +134,15 @@ class RunRecord:
         """The identity the run's manifest records (``data_digest``: the dataset tensors' digest)."""
         return run_identity(self.config, self.inputs, data_digest=data_digest, code=self.code, budget=self.budget,
                             device_class=str(self.device_class))
+
+    def identify(self, inputs: Mapping[str, str], data_digest: str) -> dict[str, Any]:
+        """What the training job calls with the tables it read (``inputs``: their sha256) and the dataset tensors'
+        digest: :meth:`identity`, after refusing tables other than the ones this record names (a record made
+        without a data stage, ``hasfl train`` without ``--data``, takes the tables the job built)."""
+        if self.inputs and dict(inputs) != dict(self.inputs):
+            raise IntegrityError(f"the data-stage tables this run read (sha256 {dict(inputs)}) are not the ones its "
+                                 f"identity names ({dict(self.inputs)}); run it from the data stage it was planned on")
+        return replace(self, inputs=dict(inputs)).identity(data_digest)
 
     def stale(self, identity: Mapping[str, Any]) -> str | None:
         """What makes the finished run of manifest ``identity`` not this one: ``"config"``, ``"code"``, or None. The
@@ -337,6 +346,48 @@ def budget_of(run_json: str | Path, method: str, dataset: str, seed: int) -> tup
     identity = (manifest or {}).get("identity", {}).get("digest")
     return float(summary["avg_p"]), summary.get("status") == "diverged", {
         "method": method, "avg_p": float(summary["avg_p"]), "identity": identity}
+
+
+def job_record(run_cfg: Mapping[str, Any], *, data_manifest: Mapping[str, Any] | None = None,
+               hasfl_run: str | Path | None = None, code: str | None = None) -> tuple[RunRecord, float | None, bool]:
+    """The :class:`RunRecord` of a training job about to run here, with the budget run's average width and status
+    (a random-budget control's target): the training code (``code``, default the installed package's), this
+    machine's device class, the data stage it reads (``data_manifest``; None: the engine builds the tables in
+    memory and the record takes them) and the budget run it matches (``hasfl_run``: that run's run.json)."""
+    from hasfl.fl.runtime import device_class
+    from hasfl.registry import METHODS
+
+    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
+    record = RunRecord(run_cfg, code or training_code_digest(method, dataset), device_class(run_cfg))
+    if data_manifest is not None:
+        record = record.reading(data_manifest)
+    target, diverged = None, False
+    matched = METHODS[method].budget_of
+    if matched is not None:
+        if hasfl_run is None:
+            raise ValueError(f"method {method} needs --hasfl-run (the run.json of {matched}, same dataset and seed)")
+        target, diverged, budget = budget_of(hasfl_run, matched, dataset, seed)
+        record = record.matching(budget)
+    return record, target, diverged
+
+
+def train_job(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *,
+              data_dir: str | Path | None = None, hasfl_run: str | Path | None = None,
+              checkpoint_every: int = 0, overwrite: bool = False) -> dict[str, Any]:
+    """One training run from its config slices outside the DAG (``hasfl train``, the tests): its record
+    (:func:`job_record`) handed to :func:`hasfl.fl.train.train_job`, which computes nothing of the identity.
+    ``data_dir``: the data stage it reads (without it the engine builds the same tables in memory). Returns
+    run.json's content."""
+    from hasfl.fl.train import train_job as engine_job
+
+    manifest = None
+    if data_dir is not None:
+        manifest = read_manifest(Path(data_dir))
+        if manifest is None:
+            raise InputFileError(f"input file '{Path(data_dir) / MANIFEST}' does not exist; run the data stage first")
+    record, target, diverged = job_record(run_cfg, data_manifest=manifest, hasfl_run=hasfl_run)
+    return engine_job(run_cfg, data_cfg, out_dir, identify=record.identify, data_dir=data_dir, target=target,
+                      target_diverged=diverged, checkpoint_every=checkpoint_every, overwrite=overwrite)
 
 
 def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,

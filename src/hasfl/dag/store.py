@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import canonical, digest
-from hasfl.dag.outputs import RunRecord, audit, budget_of, data_key, data_source, preset_jobs
+from hasfl.dag.outputs import RunRecord, audit, budget_of, data_key, data_source, job_record, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import result_folders
@@ -298,36 +298,27 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     the data-stage folder it reads. ``code``: the training-code digest the DAG planned the run with (the rule's
     params: the Snakefile's checkout); a job that would run other code (an installed package that is not that
     checkout) is refused before it trains. ``link``: the job of rule ``link_run`` (:func:`_place`)."""
-    from hasfl.fl.train import RunParts, device_class, training_code_digest
+    from hasfl.integrity import training_code_digest
 
     data_manifest = read_manifest(Path(data_dir))
     if data_manifest is None:
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
-    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
-    installed = training_code_digest(method, dataset)
+    installed = training_code_digest(str(run_cfg["method"]), str(run_cfg["dataset"]))
     if code is not None and installed != code:
         raise IntegrityError(
             f"the training code this job runs (the installed hasfl package, digest {installed[:12]}...) is not the "
             f"code the DAG planned '{out_dir}' with (its Snakefile's checkout, {str(code)[:12]}...): the run would be "
             "recorded under the wrong code. Install that checkout (pip install -e .) or run the installed package's "
             "own Snakefile")
-    target, diverged, budget = None, False, None
-    matched = METHODS[method].budget_of
-    if matched is not None:
-        if hasfl_run is None:
-            raise ValueError(f"method {method} needs the run.json of {matched} (same dataset and seed)")
-        target, diverged, budget = budget_of(hasfl_run, matched, dataset, seed)
-    # the one record of what this run is (its key, and the identity its manifest records)
-    record = RunRecord(run_cfg, installed, device_class(run_cfg)).reading(data_manifest).matching(budget)
-    key = record.key()
-    parts = RunParts(dict(record.inputs), record.code, record.budget, str(record.device_class), target, diverged)
-    source = record.data_stage
+    # the one record of what this run is: its key here, the identity its manifest records in the job
+    record, target, diverged = job_record(run_cfg, data_manifest=data_manifest, hasfl_run=hasfl_run, code=installed)
+    key, source = record.key(), record.data_stage
 
     def train(staging: Path) -> None:
         from hasfl.fl.train import train_job
 
-        train_job(run_cfg, data_cfg, staging, data_dir=data_dir, hasfl_run=hasfl_run,
-                  checkpoint_every=int(checkpoint_every), parts=parts)
+        train_job(run_cfg, data_cfg, staging, identify=record.identify, data_dir=data_dir, target=target,
+                  target_diverged=diverged, checkpoint_every=int(checkpoint_every))
 
     _place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: RunRecord.recorded(ident, source).key(),
            link=link)

@@ -110,6 +110,9 @@ class LocalSGD:
     def after_backward(self, model: nn.Module) -> None:
         """Called between backward and the clipped optimiser step."""
 
+    def after_step(self, model: nn.Module) -> None:
+        """Called after each optimiser step."""
+
     def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
         """Called after one client's local training."""
 
@@ -117,6 +120,17 @@ class LocalSGD:
         """Forward multiply-accumulates per training sample (Table 1's count) of a client allocated
         ``p`` that trains a width-``p_trained`` module."""
         return float(costs(p_trained).macs)
+
+    def upload_mb(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
+        """What a client allocated ``p`` that trains a width-``p_trained`` module uploads (Table 1: one float32
+        copy of the module)."""
+        return float(costs(p_trained).upload_mb)
+
+    def held(self, window: Any) -> Any:
+        """What the participation ledger records of the coordinates the last client held (its ``kind`` and
+        ``shift``): its window (:class:`hasfl.models.slicing.Window`), unless the method holds coordinates
+        otherwise."""
+        return window
 
     def run(self, client: int, model: nn.Module, data: ClientData, lr: float, generator: torch.Generator,
             p: float, p_trained: float) -> LocalResult:
@@ -146,6 +160,7 @@ class LocalSGD:
                 loss.backward()
                 self.after_backward(model)
                 sgd.step()
+                self.after_step(model)
                 losses.append(loss.detach())
         if not losses:
             return LocalResult(loss=float("nan"), steps=0, finite=True)

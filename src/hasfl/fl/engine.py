@@ -29,7 +29,6 @@ import pandas as pd
 import torch
 
 from hasfl.data.base import DatasetBundle
-from hasfl.fl.aggregation import CoordinateAggregator
 from hasfl.fl.batched import BatchedRound, check_batchable
 from hasfl.fl.bn_stats import WidthStatistics
 from hasfl.fl.checkpoint import Checkpointer
@@ -148,7 +147,7 @@ def run_federation(
                 with clock.phase("probe"):
                     h_probe = probe.divergences(t, participants.tolist(), w, data, n_train, lr, float_keys, param_keys,
                                                 window)
-            agg = CoordinateAggregator(w, float_keys)
+            agg = method.server.aggregator(w, float_keys)                # lines 17-18's sums (the method's mean)
             method.server.begin_round()
             bn.begin_round(w, any(repr(family.widths(q)) != full_widths for q in trained.tolist()))
             updates, losses, finite = {}, [], True
@@ -163,8 +162,8 @@ def run_federation(
                         numerics.autocast, lambda q: repr(family.widths(q)))
             for i, p, p_trained in zip(participants.tolist(), widths.tolist(), trained.tolist(), strict=True):
                 probe_mb, probe_macs = probe.paid(i, n_train[i] * optim.local_epochs, costs) if charged else (0, 0)
-                record.client_trained(t, i, p, p_trained, costs(p_trained).upload_mb + probe_mb,  # what it pays
-                                      method.client.forward_macs(costs, p, p_trained) + probe_macs)  # (Table 1)
+                record.client_trained(t, i, p, p_trained, method.client.upload_mb(costs, p, p_trained) + probe_mb,
+                                      method.client.forward_macs(costs, p, p_trained) + probe_macs)  # Table 1's costs
                 with clock.phase("slicing"):
                     module, rules = submodels.extract(p_trained, w, windows[i])  # lines 7-8
                     bn.prepare(module, rules)                             # its widths' BN statistics
@@ -177,7 +176,8 @@ def run_federation(
                             skip=bn.sub_width_keys(module))
                     bn.add(module, rules, method.server.client_weight(n_train[i]), w)
                 updates[i] = (delta, rules)
-                record.client_done(t, i, p, p_trained, windows[i], int(n_train[i]), res.steps, res.loss)
+                record.client_done(t, i, p, p_trained, method.client.held(windows[i]), int(n_train[i]), res.steps,
+                                   res.loss)
                 losses.append(res.loss)
                 finite &= res.finite
             with clock.phase("aggregation"):

@@ -10,7 +10,7 @@ the current smoothed estimates H_tilde (only HAS-FL acts on them).
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Sequence
 
 import numpy as np

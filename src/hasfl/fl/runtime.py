@@ -69,6 +69,12 @@ def determinism_flags() -> dict[str, Any]:
             "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
 
 
+def device_class(run_cfg: Mapping[str, Any]) -> str:
+    """The kind of device a run computes on (part of its identity): ``cpu`` or ``cuda:<the GPU's name>``."""
+    device = resolve_device(run_cfg["device"])
+    return f"cuda:{torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
 def resolve_device(name: str) -> torch.device:
     """Config key ``device``: ``auto`` picks cuda when present."""
     if name == "auto":

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hasfl.fl.aggregation import CoordinateAggregator
+
 __all__ = ["ScaffoldServer", "ServerStep"]
 
 
@@ -24,6 +26,11 @@ class ServerStep:
 
     def begin_round(self) -> None:
         """Called once per round before the participants train."""
+
+    def aggregator(self, global_state: Mapping[str, Tensor], keys: list[str]) -> CoordinateAggregator:
+        """The round's sums of Algorithm 1 lines 17-18: the coordinate-wise mean weighted by :meth:`client_weight`
+        over the participants holding each coordinate (a method that averages otherwise returns its own)."""
+        return CoordinateAggregator(global_state, keys)
 
     def client_weight(self, n_samples: int) -> float:
         """Weight of a participant's update in the coordinate-wise mean (Algorithm 1 line 18: n_i)."""

@@ -33,8 +33,7 @@ import io
 import json
 import logging
 import signal
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +44,10 @@ from hasfl.data import load_dataset
 from hasfl.data.stage import build_tables
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.engine import run_federation
-from hasfl.integrity import (
-    MANIFEST,
-    IntegrityError,
-    identity_difference,
-    read_manifest,
-    run_identity,
-    training_code_digest,
-    write_run_manifest,
-)
+from hasfl.integrity import MANIFEST, IntegrityError, identity_difference, read_manifest, write_run_manifest
 from hasfl.io import InputFileError, atomic_path, read_parquet, write_json, write_parquet
 from hasfl.logs import PROGRESS
-from hasfl.registry import METHODS, RUN_FILES
+from hasfl.registry import RUN_FILES
 
 CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; removed after success
 
@@ -105,67 +96,6 @@ def table_digest(df: pd.DataFrame) -> str:
     return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
-def read_budget_run(run_json: str | Path, method: str = "hasfl", dataset: str | None = None,
-                    seed: int | None = None) -> tuple[float, bool, dict[str, Any]]:
-    """The measured average p of a finished ``method`` run (a random-budget control's target),
-    whether it diverged, and what of it enters this run's identity. ``dataset`` / ``seed``: the
-    control's; a run of another dataset or seed is refused (its budget is not this one's)."""
-    path = Path(run_json)
-    if not path.is_file():
-        raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
-    summary = json.loads(path.read_text())
-    if summary.get("method") != method:
-        raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
-    manifest = read_manifest(path.parent)
-    recorded = (manifest or {}).get("identity", {}).get("config") or {}
-    for what, want in (("dataset", dataset), ("seed", seed)):
-        have = recorded.get(what, summary.get(what))
-        if want is not None and have != want:
-            raise ValueError(f"'{run_json}' is a {method} run of {what} {have!r}, but the control is of {what} "
-                             f"{want!r}; give the {method} run of the same dataset and seed")
-    identity = (manifest or {}).get("identity", {}).get("digest")
-    return float(summary["avg_p"]), summary.get("status") == "diverged", {
-        "method": method, "avg_p": float(summary["avg_p"]), "identity": identity}
-
-
-def device_class(run_cfg: Mapping[str, Any]) -> str:
-    """The kind of device the run computes on (part of its identity): ``cpu`` or the GPU's name."""
-    from hasfl.fl.runtime import resolve_device
-
-    device = resolve_device(run_cfg["device"])
-    return f"cuda:{torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
-
-
-@dataclass(frozen=True)
-class RunParts:
-    """What a run's identity holds besides its config slice and the dataset's tensors, decided in one place
-    (:func:`run_parts`) for the run store's key (:func:`hasfl.dag.store.train_run`) and the job's manifest
-    (:func:`train_job`, which receives them): the data-stage tables' sha256 (``inputs``), the training code
-    (:func:`hasfl.integrity.training_code_digest`), the budget run it matches (``budget``; ``target`` /
-    ``target_diverged`` are that run's average width and status) and the device class."""
-
-    inputs: Mapping[str, str]
-    code: str
-    budget: Mapping[str, Any] | None
-    device_class: str
-    target: float | None = None
-    target_diverged: bool = False
-
-
-def run_parts(run_cfg: Mapping[str, Any], inputs: Mapping[str, str], hasfl_run: str | Path | None) -> RunParts:
-    """The :class:`RunParts` of a run of ``run_cfg`` reading data-stage tables of sha256 ``inputs``;
-    ``hasfl_run``: the run.json of the run whose budget a random-budget control matches (needed for those)."""
-    dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
-    target, diverged, budget = None, False, None
-    budget_of = METHODS[method].budget_of
-    if budget_of is not None:
-        if hasfl_run is None:
-            raise ValueError(f"method {method} needs --hasfl-run (the run.json of {budget_of}, same dataset and seed)")
-        target, diverged, budget = read_budget_run(hasfl_run, budget_of, dataset, seed)
-    return RunParts(dict(inputs), training_code_digest(method, dataset), budget, device_class(run_cfg), target,
-                    diverged)
-
-
 def check_out_dir(out: Path, identity: Mapping[str, Any], overwrite: bool) -> None:
     """Refuse to write into a folder that holds a finished run of another identity."""
     manifest = read_manifest(out)
@@ -192,22 +122,23 @@ def train_job(
     data_cfg: Mapping[str, Any],
     out_dir: str | Path,
     *,
+    identify: Callable[[Mapping[str, str], str], Mapping[str, Any]],
     data_dir: str | Path | None = None,
-    hasfl_run: str | Path | None = None,
+    target: float | None = None,
+    target_diverged: bool = False,
     checkpoint_every: int = 0,
     overwrite: bool = False,
-    parts: RunParts | None = None,
 ) -> dict[str, Any]:
     """Run one job and write its files to ``out_dir``; returns run.json's content.
 
     ``run_cfg`` / ``data_cfg`` are the job's config slices (the train rule's params).
     ``data_dir`` holds the data stage's partition.parquet / clients.parquet; without it
-    they are rebuilt in memory by the same code (identical tables). ``hasfl_run`` is the
-    run.json of the run whose budget a random-budget control matches.
-    ``parts``: the run's identity parts as its caller decided them (:func:`run_parts`; the DAG's store key is
-    made of the same), else decided here by the same function; a data stage whose tables are not the ones
-    ``parts`` names is refused. ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder that
-    holds a finished run of another identity is refused unless ``overwrite``. SIGTERM / SIGINT end
+    they are rebuilt in memory by the same code (identical tables). ``identify(inputs, data_digest)``: the run's
+    identity, given the sha256 of the tables read and the dataset tensors' digest, as its caller decided it
+    (:meth:`hasfl.dag.outputs.RunRecord.identify`, which refuses tables other than the planned ones; this module
+    computes nothing of it). ``target`` / ``target_diverged``: the average width and status of the run whose budget
+    a random-budget control matches. ``checkpoint_every`` (rounds; 0 = never) changes no byte of the results. A folder
+    that holds a finished run of another identity is refused unless ``overwrite``. SIGTERM / SIGINT end
     the job (``SystemExit(128 + signum)`` after logging where it stopped); from the first one on, both
     are ignored in this process, which is ending.
     """
@@ -220,14 +151,7 @@ def train_job(
     else:
         partition, clients = build_tables(bundle, data_cfg, seed)
         inputs = {"partition.parquet": table_digest(partition), "clients.parquet": table_digest(clients)}
-    if parts is None:
-        parts = run_parts(run_cfg, inputs, hasfl_run)
-    elif dict(parts.inputs) != dict(inputs):
-        raise IntegrityError(f"the data stage read ({data_dir}) is not the one this run's identity names "
-                             f"(table sha256 {dict(inputs)} vs {dict(parts.inputs)})")
-    target, target_diverged = parts.target, parts.target_diverged
-    identity = run_identity(run_cfg, inputs, data_digest=bundle.digest(), code=parts.code, budget=parts.budget,
-                            device_class=parts.device_class)
+    identity = dict(identify(inputs, bundle.digest()))
     check_out_dir(out, identity, overwrite)
 
     from tqdm import tqdm

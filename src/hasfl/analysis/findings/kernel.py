@@ -45,7 +45,6 @@ import pandas as pd
 import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
-from hasfl.analysis.floors import is_missing
 from hasfl.analysis.stats import (
     paired_ci,
     t_equivalence_margin,

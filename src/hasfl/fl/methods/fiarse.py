@@ -1,7 +1,8 @@
 """FIARSE's rules (Wu et al., NeurIPS 2024; official code ``HarliWu/FIARSE`` at commit 281519c, directory
 ``fiarse/``): importance-aware unstructured sub-models, the masked layers' gradient and the server's average.
-Not yet a method of the registry; docs/decisions.md "FIARSE's rules" says what each rule is, how this module matches it and
-what our shared protocol cannot reproduce. References ``file:line`` below are to that commit.
+A method of the registry (:func:`fiarse`, issue 48); docs/decisions.md "FIARSE's rules" says what each rule is, how
+this module matches it and what our shared protocol cannot reproduce. References ``file:line`` below are to that
+commit.
 
 * Threshold. A client of budget share ``s`` keeps the coordinates whose magnitude is at least tau, the k-th
   largest ``|theta|`` over every weight *and bias* of the masked (conv and linear) layers of the GLOBAL model,
@@ -30,18 +31,45 @@ what our shared protocol cannot reproduce. References ``file:line`` below are to
 
 Coordinates held in a round (:func:`coverage_counts`) are the round-start masks of the participants; all of
 them come from one global model, so they are nested by share.
+
+The method (:func:`fiarse`): Uniform's allocation p_i = min(p, pmax_i) (``method_params.fiarse.p``: 0.5 is Uniform's
+budget, 1.0 each client's own capacity, beside HeteroFL and FedRolex), turned into a parameter share, the width-p_i
+sub-model's parameters over the full model's (:func:`parameter_shares`). Each participant trains the WHOLE model
+(``p_trained`` = 1) under its mask (:class:`FiarseClient`): the threshold from the global model at the round's start,
+the mask recomputed in every forward pass, the gradient :class:`MaskedWeight`'s. The shared optimiser's weight
+decay and momentum would move every coordinate and so end the nonzero-delta count's meaning: the step is restricted
+to the coordinates kept at that step (a dropped coordinate keeps its value; docs/decisions.md). The server averages
+each coordinate over the participants whose delta there is nonzero (:class:`NonzeroMean`, a plain count). What a
+participant pays: dense forward MACs of the full model (unstructured masks save none) and an upload of its kept
+values with one int32 index each plus the unmasked entries (:meth:`FiarseClient.upload_mb`, at the round-start
+share). The participation ledger records a participant's round-start mask as window ``masked`` with
+``window_shift`` = the number of masked-layer coordinates it kept (ties included): the masks are nested by share, so
+these counts give how many participants held each coordinate (:func:`coverage_from_kept`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["BN_BUFFERS", "MaskedWeight", "aggregate", "budget_k", "changed_counts", "coverage_counts", "mask",
-           "masked", "masked_parameters", "threshold"]
+from hasfl.fl.aggregation import CoordinateAggregator
+from hasfl.fl.client import LocalSGD, OptimConfig
+from hasfl.fl.methods import Method, MethodContext
+from hasfl.fl.policies import UniformPolicy
+from hasfl.fl.server import ServerStep
+from hasfl.models.cost import Cost
+from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import scatter_add_
+
+__all__ = ["BN_BUFFERS", "FiarseClient", "FullModelUniform", "MaskedWeight", "NonzeroMean", "aggregate", "budget_k",
+           "changed_counts", "coverage_counts", "coverage_from_kept", "fiarse", "mask", "masked", "masked_parameters",
+           "parameter_shares", "threshold"]
 
 Gradient = Literal["executed", "written"]
 
@@ -174,3 +202,145 @@ def aggregate(global_state: Mapping[str, Tensor], client_states: Sequence[Mappin
     if not client_states:
         raise ValueError("fiarse: no client states to aggregate")
     return {k: _aggregate_entry(k, g, [c[k] for c in client_states], lr_global) for k, g in global_state.items()}
+
+
+# ------------------------------------------------------------------------------------------------ the method
+@dataclass(frozen=True)
+class MaskedHolding:
+    """What the participation ledger records of a FIARSE participant (``kind`` / ``shift`` as a window's): its
+    round-start mask, by the number of masked-layer coordinates it kept."""
+
+    kept: int
+    kind: str = "masked"
+
+    @property
+    def shift(self) -> int:
+        return self.kept
+
+
+def parameter_shares(family: ModelFamily) -> Callable[[float], float]:
+    """share(p): the width-p sub-model's parameters over the full model's (issue 48: FIARSE matched to a width by
+    parameter share). Counted without touching torch's random stream, once per physical width."""
+    cache: dict[str, float] = {}
+
+    def params(p: float) -> int:
+        with torch.random.fork_rng(devices=[]):
+            return int(family.cost(p).params)
+
+    full = params(1.0)
+
+    def share(p: float) -> float:
+        key = repr(family.widths(p))
+        if key not in cache:
+            cache[key] = params(p) / full
+        return cache[key]
+
+    return share
+
+
+def coverage_from_kept(kept: Sequence[int], numel: int) -> np.ndarray:
+    """How many of a round's participants held each masked-layer coordinate, as a histogram: entry ``j`` is the
+    number of coordinates held by exactly ``j`` participants, from the ledger's kept counts (the masks are nested
+    by share: the coordinates the m-th largest mask keeps are held by at least m participants)."""
+    ordered = sorted((int(k) for k in kept), reverse=True)
+    hist = np.zeros(len(ordered) + 1, dtype=np.int64)
+    at_least = [int(numel)] + ordered  # held by >= 0, >= 1, >= 2, ... participants
+    for j in range(len(ordered) + 1):
+        hist[j] = at_least[j] - (at_least[j + 1] if j + 1 < len(at_least) else 0)
+    return hist
+
+
+class FullModelUniform(UniformPolicy):
+    """Uniform's allocation p_i = min(p, pmax_i); the module every participant trains is the whole model."""
+
+    def trained_widths(self, participants: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        return np.ones_like(widths, dtype=np.float64)
+
+
+class FiarseClient(LocalSGD):
+    """A FIARSE participant: the whole model trained under its magnitude mask (module docstring)."""
+
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, share: Callable[[float], float], masked_numel: int,
+                 other_numel: int, gradient: Gradient = "executed") -> None:
+        super().__init__(optim, inputs_fn)
+        if gradient not in ("executed", "written"):
+            raise ValueError(f"method_params.fiarse.gradient is {gradient!r}; expected 'executed' or 'written'")
+        self.share, self.gradient = share, gradient
+        self.masked_numel, self.other_numel = int(masked_numel), int(other_numel)
+        self.tau: Tensor | None = None
+        self.kept = 0
+        self._names: list[str] = []
+        self._before: list[tuple[Tensor, Tensor, Tensor]] = []
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        """tau from the global model the participant receives (``fiarse/server.py:54-55``), fixed for the round."""
+        weights = masked_parameters(model)
+        self._names = list(weights)
+        self.tau = threshold(list(weights.values()), self.share(p))
+        self.kept = int(sum(int(mask(w, self.tau).sum()) for w in weights.values()))
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        """The forward pass with every masked layer's effective weight ``w * 1{|w| >= tau}``."""
+        params = dict(model.named_parameters())
+        swapped = {n: masked(params[n], self.tau, self.gradient) for n in self._names}
+        return F.cross_entropy(torch.func.functional_call(model, swapped, (x,)), y)
+
+    def after_backward(self, model: nn.Module) -> None:
+        """Keep the dropped coordinates' values: the step is restricted to this step's mask."""
+        params = dict(model.named_parameters())
+        self._before = [(params[n], mask(params[n], self.tau), params[n].detach().clone()) for n in self._names]
+
+    def after_step(self, model: nn.Module) -> None:
+        with torch.no_grad():
+            for w, kept, before in self._before:
+                w.copy_(torch.where(kept, w, before))
+        self._before = []
+
+    def forward_macs(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
+        """Dense forward MACs of the whole model: an unstructured mask saves none."""
+        return float(costs(1.0).macs)
+
+    def upload_mb(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
+        """Its kept values (float32) with one int32 index each, at the share's budget, and the unmasked entries."""
+        return (budget_k(self.masked_numel, self.share(p)) * 8 + self.other_numel * 4) / 1e6
+
+    def held(self, window: Any) -> MaskedHolding:
+        return MaskedHolding(self.kept)
+
+
+class NonzeroMean(CoordinateAggregator):
+    """``fiarse/server.py:42-90``: per coordinate, the plain mean of the deltas over the participants whose delta
+    there is nonzero (no sample weights); 0 where none changed it."""
+
+    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, Any], n_samples: float,
+            skip: Sequence[str] = ()) -> None:
+        left_out = set(skip)
+        for k in self.keys:
+            if k in left_out:
+                continue
+            scatter_add_(self._sum[k], rules[k], delta[k], alpha=1.0)
+            scatter_add_(self._weight[k], rules[k], (delta[k] != 0).to(self._weight[k].dtype), alpha=1.0)
+
+
+class FiarseServer(ServerStep):
+    """FIARSE's server: the nonzero-delta count mean, stepped with lr_global = 1 (its default)."""
+
+    def aggregator(self, global_state: Mapping[str, Tensor], keys: list[str]) -> CoordinateAggregator:
+        return NonzeroMean(global_state, keys)
+
+
+def fiarse(ctx: MethodContext) -> Method:
+    """FIARSE: Uniform's widths p_i = min(p, pmax_i) as parameter shares, the whole model trained under each
+    participant's magnitude mask, the nonzero-delta mean (module docstring)."""
+    with torch.random.fork_rng(devices=[]):
+        full = ctx.family.build(1.0)
+    masked_set = masked_parameters(full)
+    if any(isinstance(m, nn.RNNBase) for m in full.modules()):
+        raise ValueError("fiarse ranks and masks the weights of conv and linear layers (FIARSE:fiarse/model/"
+                         "model_utils.py:73-92, 135-154); a recurrent model (the Shakespeare LSTM) has weights of "
+                         "neither kind: FIARSE runs on the image datasets only")
+    masked_numel = sum(int(w.numel()) for w in masked_set.values())
+    other = sum(int(q.numel()) for q in full.parameters()) - masked_numel
+    client = FiarseClient(ctx.optim, ctx.inputs, parameter_shares(ctx.family), masked_numel, other,
+                          str(ctx.params.get("gradient", "executed")))  # type: ignore[arg-type]
+    return Method(FullModelUniform(ctx.pmax, ctx.params["p"]), client, server=FiarseServer())
