@@ -424,3 +424,24 @@ def test_the_engines_mean_is_the_official_nonzero_delta_mean(seed: int = 3) -> N
     want = fiarse.aggregate(g, clients)  # global - mean(global - client) = global + mean(client - global)
     for k in g:
         torch.testing.assert_close(w[k], want[k], rtol=0, atol=1e-6)
+
+
+def test_no_preset_may_list_it_and_a_recurrent_model_is_refused(engine_cfg) -> None:
+    """Until the analysis reads FIARSE's masks a preset listing it is refused by the config, naming the key; the
+    builder refuses the Shakespeare LSTM (no FIARSE rule ranks recurrent weights) with a message, not a traceback
+    deep in training."""
+    from hasfl.config import ConfigError, load_config
+    from hasfl.fl.methods import MethodContext, build_method
+    from hasfl.models import family_from_config
+    from hasfl.registry import METHODS
+
+    assert not METHODS["fiarse"].analysed and all(i.analysed for m, i in METHODS.items() if m != "fiarse")
+    with pytest.raises(ConfigError, match=r"config key 'methods\[1\]': fiarse trains .* leave it out of 'methods'"):
+        load_config("presets/quick.yaml", overrides=["methods=[hasfl,fiarse]"])
+    cfg = engine_cfg()
+    lstm = family_from_config({"arch": "lstm", "embed_dim": 4, "hidden": 8, "layers": 1}, (5,), 7)
+    ctx = MethodContext(pmax=np.array([1.0, 0.5]), run_cfg={"method_params": cfg["method_params"]["fiarse"],
+                                                             "seed": 42},
+                        schedule=[], rng=np.random.default_rng(0), family=lstm, optim=None, inputs=None)
+    with pytest.raises(ValueError, match="FIARSE runs on the image datasets only"):
+        build_method("fiarse", ctx)

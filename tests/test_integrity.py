@@ -120,9 +120,9 @@ def test_1_checkpoint_of_other_training_code_is_ignored(config, stages, referenc
     out = tmp_path / "run"
     out.mkdir()
     _leave_checkpoint(config, stages["a"], out, _identity_of(ref_a))
-    import hasfl.fl.train as train_mod
+    import hasfl.dag.outputs as outputs_mod
 
-    monkeypatch.setattr(train_mod, "training_code_digest", lambda method, dataset: "0" * 64)
+    monkeypatch.setattr(outputs_mod, "training_code_digest", lambda method, dataset: "0" * 64)
     with caplog.at_level(logging.WARNING, logger="hasfl.train"):
         _train(config, stages["a"], out, checkpoint_every=3)
     assert "ignoring checkpoint" in caplog.text and "training code" in caplog.text

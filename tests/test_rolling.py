@@ -190,7 +190,8 @@ def test_registry_nested_flags_agree_with_what_each_method_trains(engine_cfg, fe
             continue  # a control needs its reference run's budget; same module as random_budget
         res = federate(cfg, name)
         kinds = set(res.participation["window"])
-        assert kinds == ({"prefix"} if info.nested else {"sampled" if name == "fedecover" else "rolling"}), name
+        own = {"fedecover": "sampled", "fiarse": "masked"}.get(name, "rolling")  # FIARSE: a magnitude mask
+        assert kinds == ({"prefix"} if info.nested else {own}), name
         assert res.summary["status"] == "completed", name
 
 
