@@ -348,6 +348,28 @@ def federate(digits) -> Callable[..., Any]:
     return run
 
 
+class _Stopped(Exception):
+    """Raised by :func:`interrupted`'s progress callback: the run stops as a killed job would."""
+
+
+@pytest.fixture(scope="session")
+def interrupted(federate) -> Callable[..., Any]:
+    """``interrupted(cfg, method, checkpoint, *, at, every)``: ``federate`` stopped after round ``at`` with a
+    checkpoint every ``every`` rounds at path ``checkpoint``, then run again from it; returns the resumed run."""
+    from hasfl.fl.checkpoint import Checkpointer
+
+    def run(cfg: dict, method: str, checkpoint: Any, *, at: int, every: int) -> Any:
+        def stop(rnd: int, row: Any) -> None:
+            if rnd == at:
+                raise _Stopped
+
+        with pytest.raises(_Stopped):
+            federate(cfg, method, checkpointer=Checkpointer(checkpoint, every, {"digest": method}), progress=stop)
+        return federate(cfg, method, checkpointer=Checkpointer(checkpoint, every, {"digest": method}))
+
+    return run
+
+
 # --------------------------------------------------------------------------- measured once per session
 @pytest.fixture(scope="session")
 def cpu_packing_calibration() -> dict[str, Any]:

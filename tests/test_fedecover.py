@@ -190,14 +190,8 @@ def test_registry_entry_and_budget():
 
 
 # --------------------------------------------------------------------------- engine runs
-class Stop(Exception):
-    pass
-
-
-def test_runs_are_deterministic_resume_to_the_bit_and_the_ledger_replays(engine_cfg, federate, one_thread, tmp_path,
-                                                                        monkeypatch, digits_family):
-    from hasfl.fl.checkpoint import Checkpointer
-
+def test_runs_are_deterministic_resume_to_the_bit_and_the_ledger_replays(engine_cfg, federate, interrupted, one_thread,
+                                                                        tmp_path, monkeypatch, digits_family):
     cfg = engine_cfg(rounds=4, warmup=0)
     drawn: list[Window] = []
     original = CyclicSampler.windows
@@ -224,16 +218,10 @@ def test_runs_are_deterministic_resume_to_the_bit_and_the_ledger_replays(engine_
     for k, v in run.final_state.items():
         assert torch.equal(again.final_state[k], v), k
 
-    def stop(rnd, row):
-        if rnd == 3:
-            raise Stop
-
     ckpt = tmp_path / "checkpoint.pt"
-    with pytest.raises(Stop):
-        federate(cfg, "fedecover", checkpointer=Checkpointer(ckpt, 2, {"digest": "e"}), progress=stop)
-    saved = torch.load(ckpt, weights_only=False)
+    resumed = interrupted(cfg, "fedecover", ckpt, at=3, every=2)
+    saved = torch.load(ckpt, weights_only=False)  # round 2's, the one the run resumed from
     assert saved["window_sampler"]["draws"] == 2 * cfg["federation"]["clients_per_round"]
-    resumed = federate(cfg, "fedecover", checkpointer=Checkpointer(ckpt, 2, {"digest": "e"}))
     for k, v in run.final_state.items():
         assert torch.equal(resumed.final_state[k], v), k
     assert resumed.participation.equals(led) and resumed.rounds.equals(run.rounds)

@@ -305,21 +305,16 @@ def test_masked_parameters_are_conv_and_linear_weights_and_biases() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the method
-class Stop(Exception):
-    pass
-
-
 def _masked_numel(family) -> int:
     return sum(int(w.numel()) for w in fiarse.masked_parameters(family.build(1.0)).values())
 
 
 def test_the_method_is_deterministic_resumes_to_the_bit_and_its_ledger_counts_the_round_start_masks(
-        engine_cfg, federate, one_thread, tmp_path, digits_family) -> None:
+        engine_cfg, federate, interrupted, one_thread, tmp_path, digits_family) -> None:
     """A FIARSE run twice gives the same bytes; killed after round 2 and resumed from its checkpoint it gives the
     uninterrupted bytes; its ledger's kept counts (window ``masked``) equal a direct count of the round-start masks
     of round 1 (the global model then is init.pt), and the coverage histogram they give equals
     :func:`fiarse.coverage_counts` of that model at the participants' shares."""
-    from hasfl.fl.checkpoint import Checkpointer
     from hasfl.fl.sampling import participant_schedule
 
     cfg = engine_cfg(rounds=3, warmup=0)
@@ -351,14 +346,7 @@ def test_the_method_is_deterministic_resumes_to_the_bit_and_its_ledger_counts_th
     assert first["client_id"].tolist() == participant_schedule(42, cfg["federation"]["clients"],
                                                                cfg["federation"]["clients_per_round"], 3)[0].tolist()
 
-    def stop(rnd, row):
-        if rnd == 2:
-            raise Stop
-
-    ckpt = tmp_path / "checkpoint.pt"
-    with pytest.raises(Stop):
-        federate(cfg, "fiarse", checkpointer=Checkpointer(ckpt, 1, {"digest": "f"}), progress=stop)
-    resumed = federate(cfg, "fiarse", checkpointer=Checkpointer(ckpt, 1, {"digest": "f"}))
+    resumed = interrupted(cfg, "fiarse", tmp_path / "checkpoint.pt", at=2, every=1)
     for k, v in run.final_state.items():
         assert torch.equal(resumed.final_state[k], v), k
     assert resumed.participation.equals(led) and resumed.rounds.equals(run.rounds)

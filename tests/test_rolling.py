@@ -195,11 +195,10 @@ def test_registry_nested_flags_agree_with_what_each_method_trains(engine_cfg, fe
         assert res.summary["status"] == "completed", name
 
 
-def test_rolling_runs_cover_what_uniform_strands_and_are_deterministic(engine_cfg, federate, one_thread, tmp_path):
+def test_rolling_runs_cover_what_uniform_strands_and_are_deterministic(engine_cfg, federate, interrupted, one_thread,
+                                                                      tmp_path):
     """uniform_rolling trains units beyond Uniform's cap that Uniform leaves at their initial values (Proposition 3's
     stale coordinates); a rolling run repeats to the bit and resumes from a checkpoint to the bit."""
-    from hasfl.fl.checkpoint import Checkpointer
-
     cfg = engine_cfg(rounds=6, warmup=0)
     uni = federate(cfg, "uniform")
     rol = federate(cfg, "uniform_rolling")
@@ -218,17 +217,7 @@ def test_rolling_runs_cover_what_uniform_strands_and_are_deterministic(engine_cf
         assert torch.equal(again.final_state[k], v), k
     assert again.participation.equals(rol.participation) and again.rounds.equals(rol.rounds)
 
-    class Stop(Exception):
-        pass
-
-    def stop(rnd, row):
-        if rnd == 4:
-            raise Stop
-
-    ckpt = tmp_path / "checkpoint.pt"
-    with pytest.raises(Stop):
-        federate(cfg, "fedrolex", checkpointer=Checkpointer(ckpt, 2, {"digest": "r"}), progress=stop)
-    resumed = federate(cfg, "fedrolex", checkpointer=Checkpointer(ckpt, 2, {"digest": "r"}))
+    resumed = interrupted(cfg, "fedrolex", tmp_path / "checkpoint.pt", at=4, every=2)
     whole = federate(cfg, "fedrolex")
     for k, v in whole.final_state.items():
         assert torch.equal(resumed.final_state[k], v), k
