@@ -359,3 +359,13 @@ def test_the_probe_is_charged_to_the_method_that_allocates_by_it(engine_cfg, fed
     assert set((paid["train_mmacs"] - free["train_mmacs"])[lambda d: d > 1e-12].index) == adapting
     assert hasfl["upload_mb"].equals(federate(cfg, "hasfl").rounds.set_index("round")["upload_mb"])
     assert (paid["probe_gmacs"][list(adapting)] > 0).all()
+
+
+def test_a_run_records_the_cpu_it_computed_on(engine_cfg, digits, tmp_path) -> None:
+    """timings.json (not the result) names the CPU model beside the kernels' capability and pins: MKL's path follows
+    the CPU's maker unless MKL_CBWR fixes it, so two machines of one capability may differ (docs/guide/gpu.md)."""
+    from hasfl.device import cpu_model
+
+    job(engine_cfg(rounds=1), "fedavg", digits.seed, tmp_path / "run")
+    timings = json.loads((tmp_path / "run" / "timings.json").read_text())
+    assert timings["cpu"] == cpu_model() and timings["cpu_capability"] and "isa_env" in timings

@@ -139,7 +139,7 @@ def _machine(run: Path) -> dict[str, Any]:
     if not t.is_file():
         return {}
     info = _read_json(t)
-    return {k: info[k] for k in ("device", "cpu_capability", "isa_env", "threads", "precision") if k in info}
+    return {k: info[k] for k in ("device", "cpu", "cpu_capability", "isa_env", "threads", "precision") if k in info}
 
 
 def _compare_run(ra: Path, rb: Path) -> dict[str, Any]:

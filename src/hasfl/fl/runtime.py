@@ -41,7 +41,7 @@ __all__ = ["CUBLAS_WORKSPACE", "ISA_ENV", "Evaluator", "Numerics", "PhaseClock",
 CUBLAS_WORKSPACE = ":4096:8"
 
 #: Environment settings that choose the CPU kernels' instruction set (read when torch / oneDNN / MKL start):
-#: ATen's dispatch level, oneDNN's highest ISA, MKL's conditional numerical reproducibility (README "Bytes
+#: ATen's dispatch level, oneDNN's highest ISA, MKL's conditional numerical reproducibility (docs/guide/gpu.md "Bytes
 #: across machines").
 ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")
 
@@ -49,12 +49,15 @@ ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL
 def cpu_kernels() -> dict[str, Any]:
     """What a run records of the CPU kernels it used (``timings.json``, not the result's identity): ATen's CPU
     capability (``torch.backends.cpu.get_cpu_capability``: the instruction set its vectorised kernels dispatch to,
-    e.g. AVX512 or AVX2) and the :data:`ISA_ENV` settings in force. Float results are byte-identical across
-    machines only at the same capability (``hasfl compare`` names it for a same-identity difference)."""
+    e.g. AVX512 or AVX2), the :data:`ISA_ENV` settings in force and the CPU's model (MKL picks its path by the
+    CPU's maker too, unless ``MKL_CBWR`` fixes it). Float results are byte-identical across machines only at the
+    same capability and path (``hasfl compare`` names them for a same-identity difference)."""
     import os
 
+    from hasfl.device import cpu_model
+
     return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
-            "isa_env": {k: os.environ[k] for k in ISA_ENV if k in os.environ}}
+            "isa_env": {k: os.environ[k] for k in ISA_ENV if k in os.environ}, "cpu": cpu_model()}
 
 
 def determinism_flags() -> dict[str, Any]:
