@@ -45,6 +45,19 @@ import pandas as pd
 import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
+from hasfl.analysis.findings.multiplicity import _sf, decisive_p, holm, holm_step_down, t_p, z_p  # noqa: F401 (re-exported)
+from hasfl.analysis.findings.verdicts import (  # noqa: F401 (re-exported: the families import them from here)
+    CONTRADICTED,
+    INCONCLUSIVE,
+    MIXED,
+    SUPPORTED,
+    clean,
+    combine,
+    directional,
+    equivalence,
+    fmt,
+    num,
+)
 from hasfl.analysis.stats import (
     paired_ci,
     t_equivalence_margin,
@@ -53,7 +66,6 @@ from hasfl.analysis.stats import (
     variance_ratio_mde,
 )
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED = "supported", "contradicted", "inconclusive", "mixed"
 #: A finding's verdict: its units combined (:func:`combine`); ``mixed`` when some support and others contradict.
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED)
 #: The rules that keep a verdict within its evidence (report.md and the results pages state them).
@@ -165,80 +177,9 @@ class FindingSpec:
 # --- small helpers ----------------------------------------------------------------------
 
 
-def clean(v: Any) -> Any:
-    """JSON-safe: NaN -> None, numpy scalars -> Python, containers recursively."""
-    if isinstance(v, Mapping):
-        return {str(k): clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [clean(x) for x in v]
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return v
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def num(x: Any) -> float:
-    """``float(x)``, NaN when it is not a number."""
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def fmt(x: float, digits: int = 3) -> str:
-    return "--" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
-
-
-def combine(verdicts: Sequence[str], conjunction: bool = False) -> str:
-    """mixed if some units support and others contradict (one dataset does not override another);
-    else contradicted if any is, supported if all are (and there is one), inconclusive otherwise.
-    ``conjunction``: the units are parts of one claim that needs all of them (a composite test, or
-    Proposition 3 on every run): one contradiction contradicts it, there is no mixed."""
-    if not verdicts:
-        return INCONCLUSIVE
-    if not conjunction and (MIXED in verdicts or (SUPPORTED in verdicts and CONTRADICTED in verdicts)):
-        return MIXED
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
-
-
 def in_scope(dataset: str, scope: str) -> bool:
     natural = natural_partition(dataset)
     return scope == ALL or (scope == TEXT) == natural
-
-
-def directional(low: float, high: float, margin: float, above: bool) -> tuple[str, str]:
-    """Verdict of "theta > margin" (``above``) or "theta < margin" from the one-sided bounds [low, high]."""
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return INCONCLUSIVE, "interval undefined"
-    if above:
-        if low > margin:
-            return SUPPORTED, f"lower bound {fmt(low)} > margin {fmt(margin)}"
-        if high < margin:
-            return CONTRADICTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
-        return INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)}"
-    if high < margin:
-        return SUPPORTED, f"upper bound {fmt(high)} < margin {fmt(margin)}"
-    if low > margin:
-        return CONTRADICTED, f"lower bound {fmt(low)} > margin {fmt(margin)}"
-    return INCONCLUSIVE, f"interval [{fmt(low)}, {fmt(high)}] contains the margin {fmt(margin)}"
-
-
-def equivalence(eq_low: float, eq_high: float, two_low: float, two_high: float, margin: float,
-                null: float = 0.0) -> tuple[str, str]:
-    """TOST with precedence to a significant difference (see the module docstring)."""
-    if not all(math.isfinite(v) for v in (eq_low, eq_high, two_low, two_high)):
-        return INCONCLUSIVE, "interval undefined"
-    if two_low > null or two_high < null:
-        return CONTRADICTED, f"the two-sided interval [{fmt(two_low)}, {fmt(two_high)}] excludes {fmt(null)}"
-    if -margin < eq_low and eq_high < margin:
-        return SUPPORTED, f"the TOST interval [{fmt(eq_low)}, {fmt(eq_high)}] lies inside +-{fmt(margin)}"
-    return INCONCLUSIVE, (f"the TOST interval [{fmt(eq_low)}, {fmt(eq_high)}] is not inside +-{fmt(margin)} "
-                          f"and the two-sided interval covers {fmt(null)}")
 
 
 # --- per-seed values ----------------------------------------------------------------------
@@ -307,81 +248,7 @@ def left_out_note(left: Sequence[int]) -> str:
     return f"; seeds left out (not completed or NaN): {', '.join(map(str, left))}" if left else ""
 
 
-# --- p-values of a unit's two one-sided tests (Holm's correction within a finding) ----------------
-
-
-def t_p(mean: float, sd: float, n: int, margin: float, above: bool) -> tuple[float, float]:
-    """(p of "mean beyond margin" on the ``above`` side, p of the other side), one-sided t with n - 1 df."""
-    if n < 2 or not sd > 0:
-        return math.nan, math.nan
-    t = (mean - margin) / (sd / math.sqrt(n))
-    up, down = float(sps.t.sf(t, n - 1)), float(sps.t.cdf(t, n - 1))
-    return (up, down) if above else (down, up)
-
-
-def _sf(stat: float, df: float = math.inf) -> float:
-    """Upper tail of the normal, or of t with ``df`` degrees of freedom when finite."""
-    return float(sps.norm.sf(stat)) if not math.isfinite(df) else float(sps.t.sf(stat, df))
-
-
-def z_p(z: float, se: float, edge: float, above: bool, df: float = math.inf) -> tuple[float, float]:
-    """(p of "z beyond atanh(edge)" on the ``above`` side, p of the other side), one-sided z (t with ``df``
-    degrees of freedom when finite: the random-effects pool)."""
-    if not (math.isfinite(z) and math.isfinite(se) and se > 0):
-        return math.nan, math.nan
-    stat = (z - math.atanh(edge)) / se
-    up, down = _sf(stat, df), _sf(-stat, df)
-    return (up, down) if above else (down, up)
-
-
-def decisive_p(u: Mapping[str, Any]) -> float:
-    """The p-value that decides ``u``'s verdict: ``p_supported`` for a supported unit, ``p_contradicted`` for a
-    contradicted one, the smaller of the two otherwise."""
-    if u["verdict"] == SUPPORTED:
-        return num(u["p_supported"])
-    if u["verdict"] == CONTRADICTED:
-        return num(u["p_contradicted"])
-    return min(num(u["p_supported"]), num(u["p_contradicted"]))
-
-
-def holm_step_down(ps: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Holm's step-down test of the ascending p-values ``ps``: which it rejects at ``alpha`` and the adjusted p.
-
-    The same arithmetic as statsmodels' ``multipletests(ps, alpha, method="holm")`` (0.15,
-    ``statsmodels/stats/multitest.py``: reject while ``p_i <= alpha / (k - i)``, adjusted ``max_{j<=i} (k - j) p_j``
-    capped at 1), equal to it bit for bit (``tests/test_stats_pins.py``). Not called through statsmodels because
-    its Holm branch runs ``gc.collect()`` on every call: measured 0.06 s in a fresh process and 0.45 s in the test
-    process (a full-heap collection), 180 s of the short test check."""
-    k = ps.size
-    passes = ps <= alpha / np.arange(k, 0, -1)
-    reject = np.logical_and.accumulate(passes) if k else passes
-    adjusted = np.minimum(np.maximum.accumulate(ps * np.arange(k, 0, -1)), 1.0)
-    return reject, adjusted
-
-
-def holm(units: Sequence[dict[str, Any]], alpha: float, what: str = "units") -> None:
-    """Holm's step-down correction (:func:`holm_step_down`, statsmodels' ``multipletests(method="holm")``) over a finding's units, or
-    over the parts of one conjunction (``what = "parts"``): among those in scope, ungated and with p-values,
-    the unit of the i-th smallest decisive p (:func:`decisive_p`) keeps its verdict only if Holm rejects it
-    (that p <= alpha / (k - i) and every smaller p rejected); a supported or contradicted unit Holm does not
-    reject becomes inconclusive, the step that failed named in its reason. Records ``holm_alpha`` (the
-    step's level) and ``p_holm`` (Holm's adjusted p)."""
-    tested = [u for u in units if u.get("in_scope", True) and not u.get("gate")
-              and math.isfinite(num(u.get("p_supported"))) and math.isfinite(num(u.get("p_contradicted")))]
-    k = len(tested)
-    if k < 2:
-        return
-    ranked = sorted(tested, key=decisive_p)
-    ps = np.array([decisive_p(u) for u in ranked], dtype=np.float64)
-    reject, adjusted = holm_step_down(ps, alpha)
-    for i, (u, rej, adj) in enumerate(zip(ranked, reject, adjusted, strict=True)):
-        level = alpha / (k - i)
-        u["holm_alpha"], u["p_holm"] = level, float(adj)
-        if not rej and u["verdict"] in (SUPPORTED, CONTRADICTED):
-            u.update(holm=False, verdict=INCONCLUSIVE,
-                     reason=(f"not significant after Holm's correction over {k} {what} (p = {fmt(decisive_p(u))} > "
-                             f"{fmt(level)}, adjusted p = {fmt(float(adj))}; the test alone: {u['verdict']} -- "
-                             f"{u['reason']})"))
+# --- a conjunction (p-values and Holm's correction: hasfl.analysis.findings.multiplicity) ----------------
 
 
 def conjunction_unit(name: str, parts: list[dict[str, Any]], st: Settings,
