@@ -263,6 +263,10 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake,
     (tmp_path / "nondeterministic.yaml").write_text(yaml.safe_dump(overlay))
     res, jobs = _plan(snakemake, job_counts, tmp_path / "nondeterministic.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+    standalone = yaml.safe_load(world["standalone"].read_text()) | {"cuda_deterministic": False}
+    (tmp_path / "nondeterministic-standalone.yaml").write_text(yaml.safe_dump(standalone))
+    cli = _hasfl("verify", world["results"], "--config", tmp_path / "nondeterministic-standalone.yaml")
+    assert cli.returncode == 0 and "identities consistent" in cli.stdout, cli.stderr[-2000:]
     # the same value forced to the GPU rule (device: cuda) is another run: refused here for want of a GPU, so the
     # difference is checked on the record itself (tests/test_outputs.py)
 

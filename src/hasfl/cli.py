@@ -107,16 +107,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
         # came from; a wheel install comes from none and is refused (issue 46: it hashed nothing, a constant)
         from hasfl.dag import preflight
+        from hasfl.dag.outputs import keyed_config
         from hasfl.dag.store import status
         from hasfl.integrity import training_code_digest
 
         checkout = checkout_root()
         config = load_config(args.config, args.base, args.set)
         package = checkout / "src" / "hasfl"
-        preset = status(config, args.results, data_code=data_code_digest(package),
+        here = "cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None
+        # keyed as the Snakefile's session keys a build here (what changes no byte on this device class, fault 19)
+        preset = status(keyed_config(config, here), args.results, data_code=data_code_digest(package),
                         train_code=lambda m, d: training_code_digest(m, d, package),
-                        analysis_code=analysis_code_digest(checkout),
-                        device_class="cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None)
+                        analysis_code=analysis_code_digest(checkout), device_class=here)
         found.errors += [e for e in preset.foreign if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
         scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"
