@@ -34,11 +34,7 @@ one thread, beside the pre-flight's training estimate (:func:`hasfl.dag.prefligh
 rates, the reference 2-core VM). The JSON (``--json``) holds every number; ``--doc`` renders the Markdown
 page from it (``--from-json`` renders a saved JSON without measuring).
 
-Result (2-core AMD EPYC, AVX-512, one thread, 2026-12-04, ``--test-samples 1024 --repeats 2``; docs/analysis-cost.md):
-per run, bn_sensitivity 249 s (CIFAR-10) and 2,312 s (EMNIST: 516 s per full-width test evaluation);
-submodel_accuracy 28-235 s / 226-2,359 s / 69-390 s (Shakespeare), HeteroFL's static passes the largest; a capped
-Table 4b run 137-147 s / 1,355-1,385 s / 442-525 s; Table 4c 1-5 s. The paper preset: 35.8 CPU hours (bn_sensitivity
-27.7 h in one job, EMNIST 25.0 h of it), 0.09 % of the pre-flight's 41,026 training job-hours.
+The result, with the machine it ran on, is docs/analysis-cost.md (rendered from the JSON; no number is kept here).
 
 Run: ``python scripts/experiments/analysis_cost.py [--datasets cifar10 emnist shakespeare] [--test-samples 1024]
 [--repeats 2] [--rounds 200] [--json PATH] [--doc PATH]``; prints the JSON.
@@ -645,8 +641,9 @@ def render(data: Mapping[str, Any], command: str = EXAMPLE_COMMAND) -> str:
 
     lines += ["## The paper preset", "",
               f"Preset `{st['preset']}`: {len(st['preset_datasets'])} datasets x {len(st['preset_methods'])} methods "
-              f"x {len(st['preset_seeds'])} seeds. Each table is one Snakemake job over every run it reads (the "
-              f"artifact registry's methods), one run after another; CPU hours at {mc['threads']} thread(s) on this "
+              f"x {len(st['preset_seeds'])} seeds. Each table's per-run part runs inside one `evaluate` job per run (rule "
+              f"`evaluate`: every table's rows of that run, kept in the run store beside it); summed over the runs each "
+              f"table reads (the artifact registry's methods), CPU hours at {mc['threads']} thread(s) on this "
               "machine:", "",
               "| table | runs read (per dataset) | runs evaluated | " + " | ".join(f"{d} h" for d in
                                                                                 st["preset_datasets"]) + " | total h |",
@@ -666,12 +663,11 @@ def render(data: Mapping[str, Any], command: str = EXAMPLE_COMMAND) -> str:
                      f"{evaluated}{note} | " + " | ".join(cells) + f" | **{_h(t['seconds'])}** |")
     total = ex["seconds"]
     lines += ["", f"**Analysis, these four tables: {_h(total)} CPU hours** at {mc['threads']} thread(s)"
-              + ("" if ex["complete"] else " (datasets not measured are left out)") + ". The longest single job: "
-              + ", ".join(f"{n} {_h(t['seconds'])} h" for n, t in sorted(ex["tables"].items(),
-                                                                         key=lambda kv: -kv[1]["seconds"])[:1])
-              + " (the analysis rules' SLURM resource is `runtime=30`, minutes); the analysis after training "
-              "lasts at least that long at one thread, whatever --cores is (one job per table). The pre-flight prices each "
-              "analysis job at a few seconds.", "",
+              + ("" if ex["complete"] else " (datasets not measured are left out)") + ": an upper bound, as the evaluate job of a run computes each distinct model's forward once for all its "
+              "tables (`hasfl.analysis.stale.evaluate_accuracy`), timed here per table. These hours spread over the "
+              "runs' evaluate jobs (as many in parallel as --cores, GPU slots or a cluster allow); the pre-flight "
+              "prices them from the model's forward seconds measured on the machine (`python -m "
+              "hasfl.bench.calibrate --forward`).", "",
               f"**Training** (the pre-flight, `hasfl.dag.preflight.estimate` at its FALLBACK rates -- "
               f"{tr['rates']['device_name']}, {tr['rates']['threads']} thread per job, "
               f"{tr['rates']['cnn_gmacs']} / {tr['rates']['lstm_gmacs']} GMAC/s CNN / LSTM): "
