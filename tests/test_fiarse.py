@@ -414,22 +414,48 @@ def test_the_engines_mean_is_the_official_nonzero_delta_mean(seed: int = 3) -> N
         torch.testing.assert_close(w[k], want[k], rtol=0, atol=1e-6)
 
 
-def test_no_preset_may_list_it_and_a_recurrent_model_is_refused(engine_cfg) -> None:
-    """Until the analysis reads FIARSE's masks a preset listing it is refused by the config, naming the key; the
-    builder refuses the Shakespeare LSTM (no FIARSE rule ranks recurrent weights) with a message, not a traceback
-    deep in training."""
-    from hasfl.config import ConfigError, load_config
-    from hasfl.fl.methods import MethodContext, build_method
+def test_a_preset_may_list_it_and_the_lstm_ranks_its_recurrent_weights() -> None:
+    """The quick rolling overlay lists fiarse; on the Shakespeare LSTM the ranked set is every weight and bias of the
+    recurrent layer and of the output layer (our decision: docs/decisions.md), the embedding unranked, and a FIARSE
+    participant's gradient there is zero off its mask."""
+    from hasfl.config import load_config
     from hasfl.models import family_from_config
-    from hasfl.registry import METHODS
+    from hasfl.models.magnitude import masked_parameters
 
-    assert not METHODS["fiarse"].analysed and all(i.analysed for m, i in METHODS.items() if m != "fiarse")
-    with pytest.raises(ConfigError, match=r"config key 'methods\[1\]': fiarse trains .* leave it out of 'methods'"):
-        load_config("presets/quick.yaml", overrides=["methods=[hasfl,fiarse]"])
-    cfg = engine_cfg()
-    lstm = family_from_config({"arch": "lstm", "embed_dim": 4, "hidden": 8, "layers": 1}, (5,), 7)
-    ctx = MethodContext(pmax=np.array([1.0, 0.5]), run_cfg={"method_params": cfg["method_params"]["fiarse"],
-                                                             "seed": 42},
-                        schedule=[], rng=np.random.default_rng(0), family=lstm, optim=None, inputs=None)
-    with pytest.raises(ValueError, match="FIARSE runs on the image datasets only"):
-        build_method("fiarse", ctx)
+    assert "fiarse" in load_config(["presets/quick.yaml", "presets/quick-rolling.yaml"])["methods"]
+    lstm = family_from_config({"arch": "lstm", "embed_dim": 4, "hidden": 8, "layers": 2}, (5,), 7)
+    model = lstm.build(1.0)
+    ranked = masked_parameters(model)
+    assert list(ranked) == [n for n, _ in model.named_parameters() if not n.startswith("embed")]
+    tau = fiarse.threshold(list(ranked.values()), 0.3)
+    client = fiarse.FiarseClient(None, None, lambda p: 0.3, 1, 1)  # the loss reads neither optimiser nor inputs
+    client.tau, client._names = tau, list(ranked)
+    x, y = torch.randint(0, 7, (3, 5)), torch.randint(0, 7, (3,))
+    client.loss(model, x, y).backward()
+    for n, w in ranked.items():
+        assert torch.equal(w.grad[w.detach().abs() < tau], torch.zeros_like(w.grad[w.detach().abs() < tau])), n
+    assert model.embed.weight.grad is not None and bool(model.embed.weight.grad.abs().sum() > 0)
+
+
+def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, one_thread, digits_family) -> None:
+    """Table 4c's row of a one-round FIARSE run: the uncovered fraction and the minimum coverage index equal a direct
+    count of round 1's masks on init.pt (:func:`fiarse.coverage_counts` at the participants' shares), the unranked
+    entries held by every participant; the unions over rounds it cannot replay are empty (NaN), with no block rows."""
+    from hasfl.analysis.tables import table4c_coverage_over_time as t4c
+
+    cfg = engine_cfg(rounds=1, warmup=0)
+    run = federate(cfg, "fiarse")
+    led = run.participation
+    shapes = t4c.parameter_shapes(digits_family)
+    rows = t4c.run_rows("digits", "fiarse", 42, led[list(t4c.LEDGER_COLUMNS)], {**run.summary, "t0": 0},
+                        digits_family, shapes, 5)
+    assert len(rows) == 1 and rows[0]["block"] == t4c.ALL_BLOCKS and rows[0]["window"] == "masked"
+    init = digits_family.build(1.0)
+    init.load_state_dict(run.init_state)
+    share = fiarse.parameter_shares(digits_family)
+    counts = fiarse.coverage_counts(fiarse.masked_parameters(init), [share(p) for p in led["p"]])
+    total = sum(int(np.prod(v)) for v in shapes.values())
+    assert rows[0]["coordinates"] == total
+    assert rows[0]["uncovered_frac_mean"] == sum(int((c == 0).sum()) for c in counts.values()) / total
+    assert rows[0]["gamma_min"] == min(int(c.min()) for c in counts.values()) == 0
+    assert all(np.isnan(rows[0][k]) for k in ("frac_last_k", "frac_after_t0", "unit_gamma_min", "unit_count_cv"))

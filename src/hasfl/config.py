@@ -326,10 +326,6 @@ def _unknown_methods(config: Mapping[str, Any]) -> list[str]:
     for i, m in enumerate(methods if isinstance(methods, list) else []):
         if isinstance(m, str) and m not in METHODS:
             errs.append(f"config key 'methods[{i}]': unknown method {m!r}; expected one of {options}")
-        elif isinstance(m, str) and not METHODS[m].analysed:
-            errs.append(f"config key 'methods[{i}]': {m} trains (hasfl train --method {m}) but the analysis does not "
-                        "read its runs yet (a participant's holding is a magnitude mask, not the units of a window; "
-                        "issue 48), so no DAG preset may list it; leave it out of 'methods'")
     params = config.get("method_params")
     for m in params if isinstance(params, Mapping) else {}:
         if m not in METHODS:

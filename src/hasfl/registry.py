@@ -105,10 +105,6 @@ class MethodInfo:
         own_units: each participant of a round holds units of its own (FedEcover's sampled windows), so its
             sub-models differ even at one width; the pre-flight prices one sub-model evaluation per participant
             (:func:`hasfl.dag.preflight.evaluation_seconds`). Training never reads it.
-        analysed: the analysis reads its runs. False for a method that trains (``hasfl train --method``) but whose
-            participants' holdings the analysis cannot read yet (FIARSE's magnitude masks: Table 4c, the sub-model
-            accuracies and the batch-norm section read a participant's units from its window); a preset listing
-            it is refused (:mod:`hasfl.config`), so no table reads it wrongly.
     """
 
     build: str | Callable[..., Any]
@@ -124,7 +120,6 @@ class MethodInfo:
     shown_in: tuple[str, ...] = ()
     eval_bn: str = "per_width"
     own_units: bool = False
-    analysed: bool = True
 
     def __post_init__(self) -> None:
         if self.cost not in COST_RULES:
@@ -181,9 +176,9 @@ METHODS: dict[str, MethodInfo] = {
                             marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
     # issue 48: FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
     # forward MACs ("full"); its official BN is track_running_stats=False (fiarse/model/model_utils.py:212-217): test-
-    # batch statistics. Trained, not yet read by the analysis (analysed=False: a preset listing it is refused)
+    # batch statistics. Not a Table 4 method yet: its sub-models are masks, which the sub-model table does not cut
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
-                         color="#6b8e23", marker="d", eval_bn="batch", analysed=False),
+                         color="#6b8e23", marker="d", eval_bn="batch"),
 }
 
 

@@ -41,6 +41,10 @@ Two spreads of coverage per run, over every round of the ledger:
   only: min and max over every unit of every sliced dimension, and the largest over the dimensions of the
   coefficient of variation (population std / mean) of that dimension's counts (FedEcover's "neuron selection
   count" balance). Block rows leave them empty.
+
+A FIARSE run (ledger window ``masked``: a magnitude mask, not units) has one ``all`` row from its kept counts
+(:func:`masked_row`): the uncovered fraction and the minimum coverage index per round; what a mask held cannot be
+replayed, so the unions over rounds and the unit counts are empty.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ if TYPE_CHECKING:
     from hasfl.models.family import ModelFamily
     from hasfl.models.slicing import Window
 
-__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts",
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "MASKED", "NAME", "block_of", "compute", "coverage_counts",
            "coverage_union", "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger",
            "row_windows", "run_rows", "summary_frame", "unit_counts"]
 
@@ -84,6 +88,9 @@ COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinate
 #: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
 LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
 _RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
+#: The ledger's ``window`` of a FIARSE participant: its round-start magnitude mask, ``window_shift`` the number of
+#: ranked coordinates it kept (:mod:`hasfl.fl.methods.fiarse`, :mod:`hasfl.models.magnitude`).
+MASKED = "masked"
 
 
 def block_of(key: str) -> str:
@@ -139,9 +146,10 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
             raise ValueError(f"table4c: {where} column '{col}' holds {led[col][~ok].tolist()[0]!r} in "
                              f"{int((~ok).sum())} row(s); expected {expected}")
     kinds = set(map(str, led["window"].unique()))
-    if not kinds <= set(Window.KINDS):
-        raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds - set(Window.KINDS))}; expected "
-                         f"{' or '.join(Window.KINDS)}")
+    allowed = (*Window.KINDS, MASKED)
+    if not kinds <= set(allowed) or (MASKED in kinds and kinds != {MASKED}):
+        raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds)}; expected {' or '.join(allowed)} "
+                         f"({MASKED} rows alone: a FIARSE run)")
     return pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
                          "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
 
@@ -293,6 +301,11 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
                          f"{int(done)} rounds completed; the files are of different runs -- rerun its training job")
     used = min(int(last_rounds), last)
     ledger = ledger.reset_index(drop=True)
+    base = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
+            "window": "+".join(sorted(set(ledger["window"]))), "k": int(last_rounds), "rounds_used": used,
+            "last_round": last, "t0": t0}
+    if set(ledger["window"]) == {MASKED}:
+        return [masked_row(base, ledger, family, shapes, used)]
     windows = row_windows(family, ledger, seed)
     is_recent = (ledger["round"] > last - used).to_numpy()
     is_after = (ledger["round"] - 1 > t0).to_numpy()
@@ -303,7 +316,6 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
 
     recent = coverage_union(family, shapes, *part(is_recent))
     after = coverage_union(family, shapes, *part(is_after))
-    kinds = "+".join(sorted(set(ledger["window"])))
     blocks: dict[str, list[str]] = {ALL_BLOCKS: list(shapes)}
     for k in shapes:
         blocks.setdefault(block_of(k), []).append(k)
@@ -312,8 +324,6 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
     units = unit_counts(family, ledger, windows)
     pooled = np.concatenate(units)
     cv = max(float(c.std() / c.mean()) if c.mean() > 0 else math.nan for c in units)
-    base = {"dataset": dataset, "method": method, "seed": int(seed), "status": status, "window": kinds,
-            "k": int(last_rounds), "rounds_used": used, "last_round": last, "t0": t0}
     rows = []
     for block, keys in blocks.items():
         n = sum(recent[k].numel() for k in keys)
@@ -329,6 +339,42 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
                      "unit_count_max": float(pooled.max()) if whole else math.nan,
                      "unit_count_cv": cv if whole else math.nan})
     return rows
+
+
+def masked_row(base: Mapping[str, Any], ledger: pd.DataFrame, family: ModelFamily,
+               shapes: Mapping[str, tuple[int, ...]], used: int) -> dict[str, Any]:
+    """The ``all`` row of a FIARSE run, from its ledger's kept counts. Every participant trains the whole model, and a
+    round's round-start masks come from one global model, so they are nested by share: the coordinates at least j
+    participants held are the j-th largest mask's (:func:`hasfl.fl.methods.fiarse.coverage_from_kept`). Per round the
+    uncovered coordinates are the ranked ones outside the largest mask (the unranked ones, batch norm and embeddings,
+    every participant trains), and the fewest holders of one coordinate are the participants whose mask kept every
+    ranked coordinate. Which coordinates a mask held is not in the ledger (masks follow the weights, they cannot be
+    replayed), so the unions over rounds (``trained_last_k``, ``trained_after_t0``), the unit counts and the block
+    rows are left empty."""
+    import torch
+
+    from hasfl.models.magnitude import masked_numel
+
+    with torch.random.fork_rng(devices=[]):
+        ranked = masked_numel(family.build(1.0))
+    total = sum(int(np.prod(s)) for s in shapes.values())
+    gamma, gamma_recent, uncovered = -1, -1, []
+    last = int(ledger["round"].max())
+    for r, g in ledger.groupby("round", sort=True):
+        kept = g["window_shift"].to_numpy(dtype=np.int64)
+        if kept.min() < 0 or kept.max() > ranked:
+            raise ValueError(f"table4c: a masked row of round {r} kept {int(kept.max())} coordinates; the model ranks "
+                             f"{ranked} -- the run is of another model")
+        low = int((kept == ranked).sum())
+        gamma = low if gamma < 0 else min(gamma, low)
+        if int(r) > last - used:
+            gamma_recent = low if gamma_recent < 0 else min(gamma_recent, low)
+        uncovered.append((ranked - int(kept.max())) / total)
+    nan = math.nan
+    return {**base, "block": ALL_BLOCKS, "coordinates": total, "trained_last_k": nan, "frac_last_k": nan,
+            "trained_after_t0": nan, "frac_after_t0": nan, "gamma_min": gamma, "gamma_min_last_k": gamma_recent,
+            "unit_gamma_min": nan, "uncovered_frac_mean": float(np.mean(uncovered)), "unit_count_min": nan,
+            "unit_count_max": nan, "unit_count_cv": nan}
 
 
 def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:

@@ -64,43 +64,17 @@ from hasfl.fl.methods import Method, MethodContext
 from hasfl.fl.policies import UniformPolicy
 from hasfl.fl.server import ServerStep
 from hasfl.models.cost import Cost
-from hasfl.models.family import ModelFamily
+from hasfl.models.magnitude import budget_k, mask, masked_numel, masked_parameters, parameter_shares, threshold
 from hasfl.models.slicing import scatter_add_
 
 __all__ = ["BN_BUFFERS", "FiarseClient", "FullModelUniform", "MaskedWeight", "NonzeroMean", "aggregate", "budget_k",
            "changed_counts", "coverage_counts", "coverage_from_kept", "fiarse", "mask", "masked", "masked_parameters",
-           "parameter_shares", "threshold"]
+           "parameter_shares", "threshold"]  # the magnitude rules live in hasfl.models.magnitude (the analysis reads them)
 
 Gradient = Literal["executed", "written"]
 
 #: Substrings of the state-dict names stepped without the server learning rate (``fiarse/server.py:83-86``)
 BN_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
-
-
-def budget_k(numel: int, share: float) -> int:
-    """How many coordinates a share keeps before ties: ``int(numel * share)``, the float product truncated
-    (``fiarse/model/resnet_masked.py:80``). The official ``topk`` has no k-th value for k = 0 (it fails there),
-    nor for k > numel: both raise here."""
-    k = int(int(numel) * float(share))
-    if not 1 <= k <= numel:
-        raise ValueError(f"fiarse: share {share} of {numel} coordinates keeps {k} (needs 1 <= k <= {numel})")
-    return k
-
-
-def threshold(weights: Sequence[Tensor], share: float) -> Tensor:
-    """tau: the k-th largest ``|w|`` over all of ``weights`` together, counted with multiplicity, k =
-    :func:`budget_k` of their total size (``fiarse/model/resnet_masked.py:72-83, 114-123``). A 0-d tensor,
-    detached (the official tau carries no gradient: ``model_utils.py:38`` returns None for it)."""
-    with torch.no_grad():
-        scores = torch.cat([w.detach().reshape(-1).abs() for w in weights])
-        k = budget_k(scores.numel(), share)
-        # the k-th largest is the (n - k + 1)-th smallest
-        return torch.kthvalue(scores, scores.numel() - k + 1).values
-
-
-def mask(w: Tensor, tau: Tensor | float) -> Tensor:
-    """The coordinates kept: ``|w| >= tau`` (ties kept; ``fiarse/model/model_utils.py:30, 57``)."""
-    return w.detach().abs() >= tau
 
 
 def _written_factor(w: Tensor, tau: Tensor) -> Tensor:
@@ -136,19 +110,6 @@ def masked(w: Tensor, tau: Tensor | float, gradient: Gradient = "executed") -> T
     """The effective weight a masked layer computes with (``model_utils.py:52-63, 107-125``); ``tau`` is the
     round's fixed threshold, the mask follows the current ``w``."""
     return MaskedWeight.apply(w, torch.as_tensor(tau), gradient)
-
-
-def masked_parameters(model: nn.Module) -> dict[str, Tensor]:
-    """The entries FIARSE ranks and masks: weight then bias of every conv and linear layer, in module order
-    (``resnet_masked.py:114-123``, ``model_utils.py:73-92, 135-154``); batch norm and the rest are left out."""
-    out: dict[str, Tensor] = {}
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)):
-            for attr in ("weight", "bias"):
-                p = getattr(module, attr, None)
-                if p is not None:
-                    out[f"{name}.{attr}" if name else attr] = p
-    return out
 
 
 def coverage_counts(weights: Mapping[str, Tensor], shares: Sequence[float]) -> dict[str, Tensor]:
@@ -216,26 +177,6 @@ class MaskedHolding:
     @property
     def shift(self) -> int:
         return self.kept
-
-
-def parameter_shares(family: ModelFamily) -> Callable[[float], float]:
-    """share(p): the width-p sub-model's parameters over the full model's (issue 48: FIARSE matched to a width by
-    parameter share). Counted without touching torch's random stream, once per physical width."""
-    cache: dict[str, float] = {}
-
-    def params(p: float) -> int:
-        with torch.random.fork_rng(devices=[]):
-            return int(family.cost(p).params)
-
-    full = params(1.0)
-
-    def share(p: float) -> float:
-        key = repr(family.widths(p))
-        if key not in cache:
-            cache[key] = params(p) / full
-        return cache[key]
-
-    return share
 
 
 def coverage_from_kept(kept: Sequence[int], numel: int) -> np.ndarray:
@@ -334,13 +275,8 @@ def fiarse(ctx: MethodContext) -> Method:
     participant's magnitude mask, the nonzero-delta mean (module docstring)."""
     with torch.random.fork_rng(devices=[]):
         full = ctx.family.build(1.0)
-    masked_set = masked_parameters(full)
-    if any(isinstance(m, nn.RNNBase) for m in full.modules()):
-        raise ValueError("fiarse ranks and masks the weights of conv and linear layers (FIARSE:fiarse/model/"
-                         "model_utils.py:73-92, 135-154); a recurrent model (the Shakespeare LSTM) has weights of "
-                         "neither kind: FIARSE runs on the image datasets only")
-    masked_numel = sum(int(w.numel()) for w in masked_set.values())
-    other = sum(int(q.numel()) for q in full.parameters()) - masked_numel
-    client = FiarseClient(ctx.optim, ctx.inputs, parameter_shares(ctx.family), masked_numel, other,
+    ranked = masked_numel(full)
+    other = sum(int(q.numel()) for q in full.parameters()) - ranked
+    client = FiarseClient(ctx.optim, ctx.inputs, parameter_shares(ctx.family), ranked, other,
                           str(ctx.params.get("gradient", "executed")))  # type: ignore[arg-type]
     return Method(FullModelUniform(ctx.pmax, ctx.params["p"]), client, server=FiarseServer())
