@@ -459,3 +459,36 @@ def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, o
     assert rows[0]["uncovered_frac_mean"] == sum(int((c == 0).sum()) for c in counts.values()) / total
     assert rows[0]["gamma_min"] == min(int(c.min()) for c in counts.values()) == 0
     assert all(np.isnan(rows[0][k]) for k in ("frac_last_k", "frac_after_t0", "unit_gamma_min", "unit_count_cv"))
+
+
+def test_a_fiarse_sub_model_is_the_final_model_masked_at_its_share(engine_cfg, federate, one_thread, digits,
+                                                                   digits_family) -> None:
+    """The sub-model table cuts a FIARSE participant's sub-model as the official code evaluates a size: the final
+    global model with its ranked coordinates below the share's threshold set to 0 (the threshold of that model
+    itself), under FIARSE's declared rule (test-batch statistics). Checked against the model masked here by hand."""
+    from hasfl.analysis.bn_sensitivity import EVAL_BATCH
+    from hasfl.analysis.stale import evaluate_accuracy
+    from hasfl.analysis.tables import submodel_accuracy as sa
+    from hasfl.models.bn import model_at
+
+    run = federate(engine_cfg(rounds=2, warmup=0), "fiarse")
+    led = run.participation.copy()
+    last, subs = sa.last_round_submodels(digits_family, led, 42)
+    share = fiarse.parameter_shares(digits_family)
+    last_rows = led[led["round"] == last]
+    assert last == 2 and [w.share for _, w in subs] == [share(p) for p in last_rows["p"]]
+    assert {p for p, _ in subs} == {1.0} and {w.kind for _, w in subs} == {"masked"}
+    p = float(last_rows["p"].min())
+    acc, used, why = sa.submodel_accuracy(digits_family, digits.bundle, run.final_state, 1.0,
+                                          sa.MaskedShare(share(p)), "batch")
+    by_hand = model_at(digits_family, 1.0, run.final_state, "batch")
+    with torch.no_grad():
+        ranked = fiarse.masked_parameters(by_hand)
+        tau = fiarse.threshold(list(ranked.values()), share(p))
+        for w in ranked.values():
+            w.mul_((w.abs() >= tau).to(w.dtype))
+    assert used == "batch" and why == ""
+    assert acc == 100.0 * evaluate_accuracy(by_hand, digits.bundle, EVAL_BATCH)
+    full, _, _ = sa.submodel_accuracy(digits_family, digits.bundle, run.final_state, 1.0, sa.MaskedShare(1.0), "batch")
+    assert full == 100.0 * evaluate_accuracy(model_at(digits_family, 1.0, run.final_state, "batch"), digits.bundle,
+                                             EVAL_BATCH)  # share 1 keeps every coordinate: the full model

@@ -40,6 +40,7 @@ CODE_RULES: tuple[tuple[str, str], ...] = (
     ("src/hasfl/analysis/specs.py", "TREND_MIN_EVALS"),
     ("src/hasfl/analysis/specs.py", "FLOOR_TOL_PCT"),
     ("src/hasfl/analysis/findings/kernel.py", "VERDICT_RULES"),
+    ("src/hasfl/analysis/findings/f9_rolling.py", "EXTRACTION_PAIRS"),
 )
 #: The horizon keys of a preset file (dotted paths).
 HORIZON_KEYS = ("federation.rounds", "federation.eval_every", "seeds")

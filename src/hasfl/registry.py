@@ -176,9 +176,9 @@ METHODS: dict[str, MethodInfo] = {
                             marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
     # issue 48: FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
     # forward MACs ("full"); its official BN is track_running_stats=False (fiarse/model/model_utils.py:212-217): test-
-    # batch statistics. Not a Table 4 method yet: its sub-models are masks, which the sub-model table does not cut
+    # batch statistics; its sub-models are masks of the final model at each participant's share (submodel_accuracy)
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
-                         color="#6b8e23", marker="d", eval_bn="batch"),
+                         color="#6b8e23", marker="d", shown_in=("table4_coverage",), eval_bn="batch"),
 }
 
 

@@ -180,7 +180,7 @@ MARGINS: dict[str, MarginSpec] = {
         MarginSpec("f9_min_decay_gap_pct", 0.0, -100.0, 100.0, False, False,
                    "F9a: decay(uniform) - decay(uniform_rolling) must exceed this (points)"),
         MarginSpec("f9_min_acc_gap_pct", 0.0, -100.0, 100.0, False, False,
-                   "F9b/F9c/F9d: final acc(rolling or sampled) - final acc(prefix) must exceed this (points)"),
+                   "F9b-F9g: final acc(rolling, sampled or masked) - final acc(prefix) must exceed this (points)"),
         MarginSpec("f9_learned_loss_fraction", 0.95, 0.0, 1.0, True, False,
                    "F9 gate: a run whose lowest round-mean training loss never goes below this fraction of ln K "
                    "(K classes) never learned; a unit with such a run is inconclusive"),

@@ -164,7 +164,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
               "uses that width's statistics, gathered at the window's channels for a non-nested run; batch the "
               "test batch's; static recomputes them over the train data of the clients allowed that width). "
               "bn used: the rule applied (batch where the declared one cannot apply, named below the table). "
-              "Each participant counts once. F9b-F9d's sub-model units read this table (docs/decisions.md, the "
+              "Each participant counts once. F9b-F9g's sub-model units read this table (docs/decisions.md, the "
               "section on F9's sub-model unit); per-run rows, with min / max over the participants, are in "
               "the Parquet file."),
         methods=SUBMODEL_METHODS,

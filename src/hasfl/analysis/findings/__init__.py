@@ -17,7 +17,7 @@ derived. Paper sections in brackets; the statistics and margins are in each modu
 * :mod:`~hasfl.analysis.findings.f4_full_model` -- F4 [4.5, Table 6]: full-model training wins.
 * :mod:`~hasfl.analysis.findings.f5_stale` -- F5 [3.3, Proposition 3]: untrained coordinates stay put.
 * :mod:`~hasfl.analysis.findings.f6_control` -- F6 [4.7, this project's extension]: the positive control.
-* :mod:`~hasfl.analysis.findings.f9_rolling` -- F9a-F9d [4.2-4.3, this project's extension]: coverage
+* :mod:`~hasfl.analysis.findings.f9_rolling` -- F9a-F9g [4.2-4.3, this project's extension]: coverage
   without nesting (rolling windows and FedEcover's cyclic sampling at Uniform's budget; FedRolex vs HeteroFL),
   full-model accuracy, a run that never learned gating its unit. Not run without those methods.
 
@@ -58,7 +58,7 @@ from hasfl.analysis.findings.f5_stale import F5
 from hasfl.analysis.findings.f6_control import F6
 from hasfl.analysis.findings.f7_estimators import F7_IDS
 from hasfl.analysis.findings.f8_estimator_budget import F8_IDS
-from hasfl.analysis.findings.f9_rolling import F9A, F9B, F9C, F9D
+from hasfl.analysis.findings.f9_rolling import F9A, F9B, F9C, F9D, F9E, F9F, F9G
 from hasfl.analysis.findings.kernel import (
     CONTRADICTED,
     EXTENSION,
@@ -114,6 +114,9 @@ __all__ = [
     "F9B",
     "F9C",
     "F9D",
+    "F9E",
+    "F9F",
+    "F9G",
     "FINDINGS",
     "FINDING_METHODS",
     "FINDING_IDS",

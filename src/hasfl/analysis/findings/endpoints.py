@@ -2,7 +2,7 @@
 gap between two methods at the end of the rung's horizon (the rule of docs/decisions.md "Verdicts that can decide",
 pre-registered in docs/preregistration.md).
 
-A final-accuracy comparison (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9d) is decided by its test at the
+A final-accuracy comparison (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9g) is decided by its test at the
 rung's fixed horizon, as the paper compares; :func:`gap_trend` reports beside it whether the gap is still moving
 (the per-seed slope of the gap over the evaluations in the last quarter of the rounds), never changing the verdict.
 A unit with a run that failed to train (:func:`failed_gate`: at the majority-class floor, or for F9 a training loss

@@ -14,6 +14,17 @@ the outer channels at their last trained or initial values (Proposition 3). Roll
 * F9d [every dataset] at Uniform's budget, FedEcover's cyclic sampling without replacement (the extraction built
   for coverage) raises the final accuracy: final acc(fedecover) - final acc(uniform) > ``f9_min_acc_gap_pct``
   (paired one-sided t; the same width check as F9b).
+* F9e [every dataset] at Uniform's budget as a parameter share, FIARSE's magnitude masks (importance-aware
+  extraction, Wu et al. 2024) raise the final accuracy: final acc(fiarse) - final acc(uniform) >
+  ``f9_min_acc_gap_pct`` (issue 48).
+* F9f / F9g [every dataset] at each client's capacity (p = pmax: full-capacity clients train the whole model, as
+  FedEcover's and FIARSE's authors compare), FedEcover / FIARSE beat HeteroFL: final acc(m) - final acc(heterofl)
+  > ``f9_min_acc_gap_pct``. Their runs are an overlay's with ``method_params.<m>.p: 1.0``
+  (``presets/medium-coverage-fedecover-official.yaml``); at p = 0.5 the width check withholds them (not the same
+  budget).
+
+F9e-F9g (:data:`EXTRACTION_PAIRS`, a rule value of the pre-registration record) were fixed before any FIARSE run and
+before any run of the pmax overlay.
 
 Every F9 unit is one of *full-model* accuracy (the global model; a final accuracy read under each method's
 declared batch-norm rule, :mod:`hasfl.analysis.bn_sensitivity`): FedRolex's claim is about the full model. The
@@ -71,7 +82,11 @@ from hasfl.analysis.findings.kernel import (
     t_unit,
 )
 
-F9A, F9B, F9C, F9D = "F9a", "F9b", "F9c", "F9d"
+F9A, F9B, F9C, F9D, F9E, F9F, F9G = "F9a", "F9b", "F9c", "F9d", "F9e", "F9f", "F9g"
+#: The extraction comparisons of issue 48 (finding, method, against): each final acc(method) - final acc(against) >
+#: ``f9_min_acc_gap_pct``, a full-model and a sub-model unit per dataset, gated like F9b-F9d. A rule value of the
+#: pre-registration record (docs/preregistration.md), fixed before their runs.
+EXTRACTION_PAIRS = (("F9e", "fiarse", "uniform"), ("F9f", "fedecover", "heterofl"), ("F9g", "fiarse", "heterofl"))
 #: widths equal to this tolerance are "the same budget" (average allocated width per seed)
 WIDTH_TOL = 1e-9
 
@@ -194,6 +209,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     m_decay = st.th["f9_min_decay_gap_pct"]
     frac = st.th["f9_learned_loss_fraction"]
     decay_units, acc_units, rolex_units, ecover_units = [], [], [], []
+    pair_units: dict[str, list[dict[str, Any]]] = {fid: [] for fid, _, _ in EXTRACTION_PAIRS}
     for d in datasets:
         uni = _uniform_table(t, d)
         if has_runs(uni, d, "uniform") and has_runs(t4s, d, "uniform_rolling"):
@@ -216,6 +232,12 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             budget = _same_widths(t4s, "fedrolex", t4s, "heterofl", d)
             rolex_units.append(_acc_unit(t4s, "fedrolex", t4s, "heterofl", d, st, budget, frac))
             with_sub(rolex_units, "fedrolex", t4s, "heterofl", d, budget)
+        for fid, m, against in EXTRACTION_PAIRS:
+            other = uni if against == "uniform" else t4s
+            if has_runs(other, d, against) and has_runs(t4s, d, m):
+                budget = _same_widths(other, against, t4s, m, d)
+                pair_units[fid].append(_acc_unit(t4s, m, other, against, d, st, budget, frac))
+                with_sub(pair_units[fid], m, other, against, d, budget)
     files = [f"tables/{T3S}.parquet", f"tables/{T4S}.parquet", f"tables/{T7S}.parquet"]
     note = SUB_MODEL_NOTE if sub is None else SUB_MODEL_READ
     if sub is not None:
@@ -246,6 +268,20 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
          "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
          "per seed: final acc(fedecover) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          ecover_units, "uniform or fedecover not run"),
+        (F9E, "At Uniform's budget as a parameter share, FIARSE's importance-aware magnitude masks reach a higher "
+              "final accuracy than Uniform's prefixes",
+         "FIARSE (Wu et al., NeurIPS 2024); Sections 4.2-4.3, this project's extension", ALL,
+         "per seed: final acc(fiarse) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
+         pair_units[F9E], "uniform or fiarse not run"),
+        (F9F, "At each client's capacity, FedEcover's cyclic sampling beats HeteroFL's prefixes (its authors' "
+              "comparison)",
+         "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
+         "per seed: final acc(fedecover) - final acc(heterofl), full model, points" + sub_stat, "",
+         "f9_min_acc_gap_pct", pair_units[F9F], "fedecover or heterofl not run"),
+        (F9G, "At each client's capacity, FIARSE's magnitude masks beat HeteroFL's prefixes (its authors' comparison)",
+         "FIARSE (Wu et al., NeurIPS 2024); Sections 4.2-4.3, this project's extension", ALL,
+         "per seed: final acc(fiarse) - final acc(heterofl), full model, points" + sub_stat, "",
+         "f9_min_acc_gap_pct", pair_units[F9G], "fiarse or heterofl not run"),
     )
     out = []
     for fid, claim, source, scope, statistic, more, margin, units, not_run in parts:
@@ -258,7 +294,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     return out
 
 SPEC = FindingSpec(
-    ids=(F9A, F9B, F9C, F9D), tables=(T3S, T4S, T7S),
+    ids=(F9A, F9B, F9C, F9D, F9E, F9F, F9G), tables=(T3S, T4S, T7S),
     methods={F9A: ("uniform", "uniform_rolling"), F9B: ("uniform", "uniform_rolling"),
-             F9C: ("fedrolex", "heterofl"), F9D: ("uniform", "fedecover")},
+             F9C: ("fedrolex", "heterofl"), F9D: ("uniform", "fedecover"),
+             **{fid: tuple(sorted((m, against))) for fid, m, against in EXTRACTION_PAIRS}},
     margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction"), evaluate=evaluate)

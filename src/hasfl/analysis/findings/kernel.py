@@ -78,7 +78,7 @@ VERDICT_RULES = (
     "extension) needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive (\"1 seed: no "
     "seed-to-seed variance\"), a correlation over one run's clients included. Correlations are pooled over the "
     "seeds with random effects (Hartung-Knapp's interval, t on seeds - 1 df), the fixed effect beside them. "
-    "A comparison of final accuracies (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9d) is decided by its test "
+    "A comparison of final accuracies (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9g) is decided by its test "
     "at the rung's fixed horizon (each run's last evaluation, as the paper compares); the gap's slope over the "
     "evaluations in the last quarter of the rounds is reported beside it, and where its interval excludes 0 the "
     "reason says the gap is still moving (the ranking at convergence may differ) without changing the verdict "

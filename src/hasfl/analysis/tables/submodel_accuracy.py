@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,21 +54,73 @@ COLUMNS = ["dataset", "method", "seed", "status", "last_round", "n_participants"
 #: what a model without batch norm is evaluated with (every rule is the same model)
 NO_BN = "none"
 
-__all__ = ["COLUMNS", "NAME", "NO_BN", "compute", "display", "evaluate_run", "job", "last_round_submodels", "run_row",
+__all__ = ["COLUMNS", "NAME", "NO_BN", "MaskedShare", "compute", "display", "evaluate_run", "job", "last_round_submodels",
+           "masked_model", "run_row",
            "submodel_accuracy", "submodel_model", "summary_frame"]
 
 
+@dataclass(frozen=True)
+class MaskedShare:
+    """A FIARSE participant's sub-model (ledger window ``masked``): the global model masked at the budget ``share``
+    of its allocated width (:func:`hasfl.models.magnitude.parameter_shares`), as the official code evaluates each
+    size (``FIARSE:fiarse/server.py:103-107, 133-136``: the threshold of the evaluated model itself)."""
+
+    share: float
+    kind: str = "masked"
+    nested: bool = False
+
+
 def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
-                         seed: int) -> tuple[int, list[tuple[float, Window]]]:
+                         seed: int) -> tuple[int, list[tuple[float, Any]]]:
     """(the ledger's last round, (p_trained, window) of each of its participants in ledger order); ``ledger`` as
     :func:`hasfl.analysis.tables.table4c_coverage_over_time.read_ledger` returns it (sampled windows are replayed
-    over the whole ledger, so it must be the run's whole ledger)."""
-    from hasfl.analysis.tables.table4c_coverage_over_time import row_windows
+    over the whole ledger, so it must be the run's whole ledger). A masked (FIARSE) row's window is its
+    :class:`MaskedShare`."""
+    from hasfl.analysis.tables.table4c_coverage_over_time import MASKED, row_windows
 
-    windows = row_windows(family, ledger, int(seed))
     last = int(ledger["round"].max())
     sel = [i for i, r in enumerate(ledger["round"].tolist()) if int(r) == last]
+    if set(ledger["window"]) == {MASKED}:
+        from hasfl.models.magnitude import parameter_shares
+
+        share = parameter_shares(family)
+        return last, [(float(ledger["p_trained"].iloc[i]), MaskedShare(share(float(ledger["p"].iloc[i]))))
+                      for i in sel]
+    windows = row_windows(family, ledger, int(seed))
     return last, [(float(ledger["p_trained"].iloc[i]), windows[i]) for i in sel]
+
+
+def masked_model(family: ModelFamily, state: Mapping[str, Tensor], share: float, rule: str,
+                 static_batches: Callable[[float], Sequence[Any]] | None = None) -> tuple[nn.Module, str, str]:
+    """The full model of a saved global state masked at ``share`` (:class:`MaskedShare`), under ``rule``: the ranked
+    coordinates below the share's threshold set to 0 (:mod:`hasfl.models.magnitude`), then the batch-norm rule (the
+    ``static`` statistics recomputed on the masked model; ``batch``: the test batch's, at evaluation)."""
+    import torch
+
+    from hasfl.analysis.bn_sensitivity import STATIC, static_statistics
+    from hasfl.models.bn import model_at
+    from hasfl.models.magnitude import mask, masked_parameters, threshold
+
+    def masked(model: nn.Module) -> nn.Module:
+        with torch.no_grad():
+            ranked = masked_parameters(model)
+            tau = threshold(list(ranked.values()), share)
+            for w in ranked.values():
+                w.mul_(mask(w, tau))
+        return model
+
+    if rule == STATIC:
+        batches = list(static_batches(1.0)) if static_batches is not None else []
+        model = masked(model_at(family, 1.0, state, "per_width"))
+        if batches:
+            return static_statistics(model, batches), STATIC, ""
+        from hasfl.models.bn import batch_statistics
+
+        return batch_statistics(model), "batch", "static: no train data of a client allowed this width"
+    from hasfl.models.slicing import Window
+
+    model, used, why = submodel_model(family, state, 1.0, Window(), rule, static_batches)
+    return masked(model), used, why
 
 
 def _bn_counts(family: ModelFamily) -> dict[str, int]:
@@ -167,7 +220,10 @@ def submodel_accuracy(family: ModelFamily, bundle: Any, state: Mapping[str, Tens
     from hasfl.analysis.bn_sensitivity import EVAL_BATCH
     from hasfl.analysis.stale import evaluate_accuracy
 
-    model, used, why = submodel_model(family, state, p, window, rule, static_batches)
+    if isinstance(window, MaskedShare):
+        model, used, why = masked_model(family, state, window.share, rule, static_batches)
+    else:
+        model, used, why = submodel_model(family, state, p, window, rule, static_batches)
     return 100.0 * evaluate_accuracy(model, bundle, EVAL_BATCH if used == "batch" else 512), used, why
 
 

@@ -150,8 +150,15 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
     if not kinds <= set(allowed) or (MASKED in kinds and kinds != {MASKED}):
         raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds)}; expected {' or '.join(allowed)} "
                          f"({MASKED} rows alone: a FIARSE run)")
-    return pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
-                         "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
+    out = pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
+                        "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
+    if MASKED in kinds:  # a FIARSE run: its allocated widths give each mask's budget share
+        alloc = pd.to_numeric(led["p"], errors="coerce") if "p" in led.columns else pd.Series(math.nan, led.index)
+        if not bool(((alloc > 0.0) & (alloc <= 1.0)).all()):
+            raise ValueError(f"table4c: {where} column 'p' (the allocated width a masked row's budget follows) is "
+                             "missing or holds values outside (0, 1]")
+        out["p"] = alloc.astype("float64")
+    return out
 
 
 def row_windows(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> list[Window]:
