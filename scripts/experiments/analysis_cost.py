@@ -34,7 +34,7 @@ one thread, beside the pre-flight's training estimate (:func:`hasfl.dag.prefligh
 rates, the reference 2-core VM). The JSON (``--json``) holds every number; ``--doc`` renders the Markdown
 page from it (``--from-json`` renders a saved JSON without measuring).
 
-The result, with the machine it ran on, is docs/analysis-cost.md (rendered from the JSON; no number is kept here).
+Result: docs/analysis-cost.md, with the machine and date it ran on (rendered from the JSON; no number is kept here).
 
 Run: ``python scripts/experiments/analysis_cost.py [--datasets cifar10 emnist shakespeare] [--test-samples 1024]
 [--repeats 2] [--rounds 200] [--json PATH] [--doc PATH]``; prints the JSON.

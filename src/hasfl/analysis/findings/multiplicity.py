@@ -1,5 +1,5 @@
 """p-values of a unit's two one-sided tests and Holm's correction within a finding
-(:mod:`hasfl.analysis.findings.kernel` re-exports them; docs/decisions.md "Holm's correction")."""
+(:mod:`hasfl.analysis.findings.kernel` re-exports them; docs/decisions.md "Verdict rules that count what they test")."""
 
 from __future__ import annotations
 
