@@ -437,7 +437,8 @@ def test_a_preset_may_list_it_and_the_lstm_ranks_its_recurrent_weights() -> None
     assert model.embed.weight.grad is not None and bool(model.embed.weight.grad.abs().sum() > 0)
 
 
-def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, one_thread, digits_family) -> None:
+def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, one_thread, digits_family,
+                                                         tmp_path) -> None:
     """Table 4c's row of a one-round FIARSE run: the uncovered fraction and the minimum coverage index equal a direct
     count of round 1's masks on init.pt (:func:`fiarse.coverage_counts` at the participants' shares), the unranked
     entries held by every participant; the unions over rounds it cannot replay are empty (NaN), with no block rows."""
@@ -459,6 +460,15 @@ def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, o
     assert rows[0]["uncovered_frac_mean"] == sum(int((c == 0).sum()) for c in counts.values()) / total
     assert rows[0]["gamma_min"] == min(int(c.min()) for c in counts.values()) == 0
     assert all(np.isnan(rows[0][k]) for k in ("frac_last_k", "frac_after_t0", "unit_gamma_min", "unit_count_cv"))
+    # the table of a preset with and without FIARSE (found by the quick rolling overlay's DAG: the count columns were
+    # cast to int64 and its empty unions failed): nullable where a FIARSE row leaves them empty, int64 otherwise
+    uni = federate(cfg, "uniform")
+    plain = t4c.run_rows("digits", "uniform", 42, uni.participation[list(t4c.LEDGER_COLUMNS)],
+                         {**uni.summary, "t0": 0}, digits_family, shapes, 5)
+    both = t4c._finish([*plain, *rows], tmp_path / "both.parquet", tmp_path / "both.md", [])
+    alone = t4c._finish(plain, tmp_path / "plain.parquet", tmp_path / "plain.md", [])
+    assert str(both["trained_last_k"].dtype) == "Int64" and str(alone["trained_last_k"].dtype) == "int64"
+    assert str(both["gamma_min"].dtype) == "int64" and "FIARSE" in (tmp_path / "both.md").read_text()
 
 
 def test_a_fiarse_sub_model_is_the_final_model_masked_at_its_share(engine_cfg, federate, one_thread, digits,

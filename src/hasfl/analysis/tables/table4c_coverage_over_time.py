@@ -417,11 +417,13 @@ def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
 def _finish(rows: Sequence[Mapping[str, Any]], out_parquet: PathLike, out_md: PathLike,
             sources: Sequence[PathLike]) -> pd.DataFrame:
     df = pd.DataFrame.from_records(list(rows), columns=COLUMNS)
-    df = df.astype({"seed": "int64", "coordinates": "int64", "trained_last_k": "int64", "frac_last_k": "float64",
-                    "trained_after_t0": "int64", "frac_after_t0": "float64", "k": "int64", "rounds_used": "int64",
-                    "last_round": "int64", "t0": "int64", "gamma_min": "int64", "gamma_min_last_k": "int64",
-                    "unit_gamma_min": "float64", "uncovered_frac_mean": "float64",
-                    "unit_count_min": "float64", "unit_count_max": "float64", "unit_count_cv": "float64"})
+    counts = ("seed", "coordinates", "trained_last_k", "trained_after_t0", "k", "rounds_used", "last_round", "t0",
+              "gamma_min", "gamma_min_last_k")
+    # a FIARSE row leaves the unions empty (masked_row): those count columns become nullable, the others stay int64
+    df = df.astype({**{c: "Int64" if df[c].isna().any() else "int64" for c in counts},
+                    "frac_last_k": "float64", "frac_after_t0": "float64", "unit_gamma_min": "float64",
+                    "uncovered_frac_mean": "float64", "unit_count_min": "float64", "unit_count_max": "float64",
+                    "unit_count_cv": "float64"})
     write_parquet(df, out_parquet)
     write_text(out_md, table_markdown(NAME, df, source_list(list(sources), results_root(out_parquet))))
     return df
