@@ -54,10 +54,10 @@ def test_the_findings_table_says_what_its_intervals_are_and_escapes_pipes():
 
 def test_the_rule_text_names_every_finding_read_at_the_horizon():
     """Every finding with a final-accuracy unit (one that carries a gap trend) is named in the rules the pages
-    print, F9b-F9d as a range."""
+    print, F9b-F9g as a range."""
     named = set(re.findall(r"\b(F\d[a-z]?(?:-[a-z]+)?)\b", VERDICT_RULES))
-    if "F9b" in named and "F9d" in named:
-        named |= {"F9c"}
+    for first, last in re.findall(r"\bF9([a-z])-F9([a-z])\b", VERDICT_RULES):  # a range names every letter in it
+        named |= {f"F9{chr(c)}" for c in range(ord(first), ord(last) + 1)}
     with_trend = {f["id"] for f in _findings(base_tables())
                   if any("gap_trend" in u or any("gap_trend" in p for p in u.get("parts", [])) for u in f["units"])}
     assert with_trend >= {"F3", "F3-shakespeare", "F4", "F9b", "F9c", "F9d"}
@@ -107,8 +107,11 @@ def test_a_shakespeare_run_at_the_floor_is_caught_by_the_never_learned_rule():
 
 @pytest.mark.parametrize("datasets", [DATASETS])
 def test_base_tables_stay_decided(datasets):
-    """The fixture every page test uses stays decided under the random-effects pooling (100 clients a run)."""
-    assert all(f["verdict"] == F.SUPPORTED for f in evaluate(base_tables(), datasets=datasets).values())
+    """The fixture every page test uses stays decided under the random-effects pooling (100 clients a run); F9f / F9g
+    compare at each client's capacity, which the fixture's fedecover / fiarse runs (at Uniform's widths) are not
+    (tests/test_findings.py: test_every_finding_supported_on_the_base_tables_and_fully_described)."""
+    res = evaluate(base_tables(), datasets=datasets)
+    assert all(f["verdict"] == F.SUPPORTED for k, f in res.items() if k not in (F.F9F, F.F9G))
     assert frame([]).empty
 
 

@@ -16,7 +16,7 @@ the outer channels at their last trained or initial values (Proposition 3). Roll
   (paired one-sided t; the same width check as F9b).
 * F9e [every dataset] at Uniform's budget as a parameter share, FIARSE's magnitude masks (importance-aware
   extraction, Wu et al. 2024) raise the final accuracy: final acc(fiarse) - final acc(uniform) >
-  ``f9_min_acc_gap_pct`` (issue 48).
+  ``f9_min_acc_gap_pct``.
 * F9f / F9g [every dataset] at each client's capacity (p = pmax: full-capacity clients train the whole model, as
   FedEcover's and FIARSE's authors compare), FedEcover / FIARSE beat HeteroFL: final acc(m) - final acc(heterofl)
   > ``f9_min_acc_gap_pct``. Their runs are an overlay's with ``method_params.<m>.p: 1.0``
@@ -83,7 +83,7 @@ from hasfl.analysis.findings.kernel import (
 )
 
 F9A, F9B, F9C, F9D, F9E, F9F, F9G = "F9a", "F9b", "F9c", "F9d", "F9e", "F9f", "F9g"
-#: The extraction comparisons of issue 48 (finding, method, against): each final acc(method) - final acc(against) >
+#: The extraction comparisons FIARSE and FedEcover's own setting add (finding, method, against): each final acc(method) - final acc(against) >
 #: ``f9_min_acc_gap_pct``, a full-model and a sub-model unit per dataset, gated like F9b-F9d. A rule value of the
 #: pre-registration record (docs/preregistration.md), fixed before their runs.
 EXTRACTION_PAIRS = (("F9e", "fiarse", "uniform"), ("F9f", "fedecover", "heterofl"), ("F9g", "fiarse", "heterofl"))
