@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "COST_RULES",
+    "MASKED_WINDOW",
     "DATASETS",
     "EVAL_BN_MODES",
     "DATA_FILES",
@@ -261,6 +262,10 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 DATA_FILES: tuple[str, ...] = ("partition.parquet", "clients.parquet", "manifest.json")
 
 #: Files of one training-run folder ``runs/<dataset>/<method>/seed<s>/`` (manifest.json written last).
+#: The participation ledger's ``window`` of a participant holding a magnitude mask (FIARSE, :mod:`hasfl.models.magnitude`),
+#: its ``window_shift`` the number of ranked coordinates the mask kept at the round's start: read by the engine's
+#: method and the analysis alike.
+MASKED_WINDOW = "masked"
 RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
                               "timings.json", "manifest.json")
 

@@ -144,24 +144,25 @@ class RunRecord:
                                  f"identity names ({dict(self.inputs)}); run it from the data stage it was planned on")
         return replace(self, inputs=dict(inputs)).identity(data_digest)
 
-    def stale(self, identity: Mapping[str, Any]) -> str | None:
-        """What makes the finished run of manifest ``identity`` not this one: ``"config"``, ``"code"``, or None. The
-        configs are compared as a run on the recorded device class is keyed (:func:`keyed_config`)."""
+    def compared(self, identity: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the finished run's config, this record's) as a run on the recorded device class is keyed
+        (:func:`keyed_config`): what :meth:`stale` compares."""
         on = identity.get("device_class")
-        if keyed_config(identity.get("config") or {}, on) != keyed_config(self.config, on):
+        return keyed_config(identity.get("config") or {}, on), keyed_config(self.config, on)
+
+    def stale(self, identity: Mapping[str, Any]) -> str | None:
+        """What makes the finished run of manifest ``identity`` not this one: ``"config"``, ``"code"``, or None."""
+        have, want = self.compared(identity)
+        if have != want:
             return "config"
-        if identity.get("code") != self.code:
-            return "code"
-        return None
+        return "code" if identity.get("code") != self.code else None
 
     def why_stale(self, identity: Mapping[str, Any]) -> str | None:
         """:meth:`stale` in words for a rerun line: ``"config (<keys>)"``, ``"training code"``, or None."""
-        stale = self.stale(identity)
-        if stale == "config":
-            on = identity.get("device_class")
-            have, want = keyed_config(identity.get("config") or {}, on), keyed_config(self.config, on)
+        have, want = self.compared(identity)
+        if have != want:
             return "config (" + ", ".join(_diff_keys(have, want)) + ")"
-        return None if stale is None else "training code"
+        return "training code" if identity.get("code") != self.code else None
 
 
 def _diff_keys(a: Any, b: Any) -> list[str]:
@@ -412,9 +413,8 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
         record = RunRecord(want, codes.setdefault(key, training_code_digest(*key)))
         stale = record.stale(identity)
         if stale == "config":
-            diff = identity_difference({"config": keyed_config(identity.get("config") or {},
-                                                               identity.get("device_class"))},
-                                       {"config": keyed_config(want, identity.get("device_class"))})
+            have, planned = record.compared(identity)
+            diff = identity_difference({"config": have}, {"config": planned})
             raise IntegrityError(
                 f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
                 f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "

@@ -39,10 +39,9 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import run_slice
-from hasfl.dag.outputs import keyed_config
 from hasfl.dag.identity import (analysis_code_digest, checkout_root, data_code_digest, evaluation_code_digest,
-                                 writable_results)
+                                 run_slice, writable_results)
+from hasfl.dag.outputs import keyed_config
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
 from hasfl.layout import MANIFEST, finished_folders
@@ -237,13 +236,11 @@ class Session:
             found = store.status(self.identity_config(), results, data_code=self.data_code,
                                  analysis_code=self.analysis_code, train_code=self.train_code,
                                  device_class=self.device_class, eval_code=self.eval_code)
-            if found.foreign:
-                raise IntegrityError("present outputs hold other jobs' results (nothing was deleted):\n  - "
-                                     + "\n  - ".join(found.foreign))
+            found.raise_errors()
         except IntegrityError as exc:
             stop(exc)
         if found.rerun:
-            lines = [f"{folder}: {why}" for folder, why in sorted(found.rerun.items())]
+            lines = found.lines()
             print(f"hasfl identity: {len(lines)} finished outputs are not what this preset would make; they are "
                   "rerun:\n  " + "\n  ".join(lines[:20])
                   + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""), file=sys.stderr)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import canonical, digest
-from hasfl.dag.outputs import RunRecord, audit, budget_of, data_key, data_source, job_record, preset_jobs
+from hasfl.dag.outputs import Audit, RunRecord, audit, budget_of, data_key, data_source, job_record, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import result_folders
@@ -485,19 +485,21 @@ def finished_evaluations(config: Mapping[str, Any], results: str | Path,
 
 
 @dataclass
-class Status:
-    """Every output of a preset in one walk (:func:`status`), by folder relative to the results folder: ``current``
-    (finished, what the preset would make), ``rerun`` (finished, not what it would make: why), ``foreign`` (holds
-    another job's output: never rerun, named), ``in_store`` (not finished here, its store entry is: only linked),
-    ``missing`` (data-stage and run folders made by a job), and ``evaluated`` (run evaluations finished here by this
-    checkout's code)."""
+class Status(Audit):
+    """Every output of a preset in one walk (:func:`status`), by folder relative to the results folder: the audit's
+    ``current`` (finished, what the preset would make), ``rerun`` (finished, not what it would make: why) and
+    ``errors`` (:attr:`foreign`: holds another job's output, never rerun, named), and ``in_store`` (not finished
+    here, its store entry is: only linked), ``missing`` (data-stage and run folders made by a job) and ``evaluated``
+    (run evaluations finished here by this checkout's code)."""
 
-    current: list[str] = field(default_factory=list)
-    rerun: dict[str, str] = field(default_factory=dict)
-    foreign: list[str] = field(default_factory=list)
     in_store: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     evaluated: list[str] = field(default_factory=list)
+
+    @property
+    def foreign(self) -> list[str]:
+        """The folders that hold another job's output (the audit's ``errors``)."""
+        return self.errors
 
     def reused(self) -> list[str]:
         """What no job recomputes: finished here, linked from the store, or evaluated here (the pre-flight's)."""
@@ -524,7 +526,7 @@ def status(config: Mapping[str, Any], results: str | Path, *, data_code: str, tr
                       eval_code=eval_code)
     done = {*found.current, *found.rerun, *linked}
     foreign = {e.split(" ", 1)[0] for e in found.errors}
-    return Status(current=found.current, rerun=found.rerun, foreign=found.errors, in_store=linked,
+    return Status(current=found.current, rerun=found.rerun, errors=found.errors, in_store=linked,
                   missing=[f for f in preset_folders(config) if f not in done and f not in foreign],
                   evaluated=finished_evaluations(config, results, eval_code) if eval_code is not None else [])
 

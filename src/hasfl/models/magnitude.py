@@ -10,18 +10,26 @@ analysis (which evaluates and counts them). References ``file:line`` are to that
   (``fiarse/model/resnet_masked.py:72-93``); :func:`mask`: ``|w| >= tau`` (ties kept).
 * :func:`parameter_shares`: a width's budget as a share of the parameters (issue 48: FIARSE matched to a width by
   parameter share).
+* :func:`coverage_from_kept`: how many of a round's participants held each ranked coordinate, from their masks'
+  kept counts (the masks of one global model are nested by share).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from hasfl.models.family import ModelFamily
+from hasfl.registry import MASKED_WINDOW
 
-__all__ = ["budget_k", "mask", "masked_numel", "masked_parameters", "parameter_shares", "threshold"]
+__all__ = ["MASKED", "budget_k", "coverage_from_kept", "mask", "masked_numel", "masked_parameters", "parameter_shares",
+           "threshold"]
+
+#: The participation ledger's ``window`` of a participant that holds a magnitude mask (FIARSE)
+MASKED = MASKED_WINDOW
 
 
 def budget_k(numel: int, share: float) -> int:
@@ -90,3 +98,15 @@ def parameter_shares(family: ModelFamily) -> Callable[[float], float]:
         return cache[key]
 
     return share
+
+
+def coverage_from_kept(kept: Sequence[int], numel: int) -> np.ndarray:
+    """How many of a round's participants held each masked-layer coordinate, as a histogram: entry ``j`` is the
+    number of coordinates held by exactly ``j`` participants, from the ledger's kept counts (the masks are nested
+    by share: the coordinates the m-th largest mask keeps are held by at least m participants)."""
+    ordered = sorted((int(k) for k in kept), reverse=True)
+    hist = np.zeros(len(ordered) + 1, dtype=np.int64)
+    at_least = [int(numel)] + ordered  # held by >= 0, >= 1, >= 2, ... participants
+    for j in range(len(ordered) + 1):
+        hist[j] = at_least[j] - (at_least[j + 1] if j + 1 < len(at_least) else 0)
+    return hist

@@ -37,7 +37,7 @@ from hasfl.analysis.markdown import pm, results_root, source_list, write_text
 from hasfl.analysis.runs import read_json
 from hasfl.analysis.tables.base import table_markdown
 from hasfl.io import write_parquet
-from hasfl.registry import METHODS
+from hasfl.registry import MASKED_WINDOW, METHODS
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -66,7 +66,7 @@ class MaskedShare:
     size (``FIARSE:fiarse/server.py:103-107, 133-136``: the threshold of the evaluated model itself)."""
 
     share: float
-    kind: str = "masked"
+    kind: str = MASKED_WINDOW
     nested: bool = False
 
 

@@ -64,7 +64,7 @@ from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import read_json
 from hasfl.analysis.tables.base import table_markdown
 from hasfl.io import write_parquet
-from hasfl.registry import METHODS
+from hasfl.registry import MASKED_WINDOW, METHODS
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -88,9 +88,8 @@ COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinate
 #: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
 LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
 _RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
-#: The ledger's ``window`` of a FIARSE participant: its round-start magnitude mask, ``window_shift`` the number of
-#: ranked coordinates it kept (:mod:`hasfl.fl.methods.fiarse`, :mod:`hasfl.models.magnitude`).
-MASKED = "masked"
+#: A FIARSE row's window: a magnitude mask, ``window_shift`` its kept count (:data:`hasfl.registry.MASKED_WINDOW`).
+MASKED = MASKED_WINDOW
 
 
 def block_of(key: str) -> str:
@@ -352,7 +351,7 @@ def masked_row(base: Mapping[str, Any], ledger: pd.DataFrame, family: ModelFamil
                shapes: Mapping[str, tuple[int, ...]], used: int) -> dict[str, Any]:
     """The ``all`` row of a FIARSE run, from its ledger's kept counts. Every participant trains the whole model, and a
     round's round-start masks come from one global model, so they are nested by share: the coordinates at least j
-    participants held are the j-th largest mask's (:func:`hasfl.fl.methods.fiarse.coverage_from_kept`). Per round the
+    participants held are the j-th largest mask's (:func:`hasfl.models.magnitude.coverage_from_kept`). Per round the
     uncovered coordinates are the ranked ones outside the largest mask (the unranked ones, batch norm and embeddings,
     every participant trains), and the fewest holders of one coordinate are the participants whose mask kept every
     ranked coordinate. Which coordinates a mask held is not in the ledger (masks follow the weights, they cannot be
@@ -360,7 +359,7 @@ def masked_row(base: Mapping[str, Any], ledger: pd.DataFrame, family: ModelFamil
     rows are left empty."""
     import torch
 
-    from hasfl.models.magnitude import masked_numel
+    from hasfl.models.magnitude import coverage_from_kept, masked_numel
 
     with torch.random.fork_rng(devices=[]):
         ranked = masked_numel(family.build(1.0))
@@ -372,11 +371,12 @@ def masked_row(base: Mapping[str, Any], ledger: pd.DataFrame, family: ModelFamil
         if kept.min() < 0 or kept.max() > ranked:
             raise ValueError(f"table4c: a masked row of round {r} kept {int(kept.max())} coordinates; the model ranks "
                              f"{ranked} -- the run is of another model")
-        low = int((kept == ranked).sum())
+        held = coverage_from_kept(kept, ranked)  # held[j]: ranked coordinates held by exactly j participants
+        low = int(np.flatnonzero(held)[0])  # the fewest holders of one coordinate (the unranked: every participant)
         gamma = low if gamma < 0 else min(gamma, low)
         if int(r) > last - used:
             gamma_recent = low if gamma_recent < 0 else min(gamma_recent, low)
-        uncovered.append((ranked - int(kept.max())) / total)
+        uncovered.append(int(held[0]) / total)
     nan = math.nan
     return {**base, "block": ALL_BLOCKS, "coordinates": total, "trained_last_k": nan, "frac_last_k": nan,
             "trained_after_t0": nan, "frac_after_t0": nan, "gamma_min": gamma, "gamma_min_last_k": gamma_recent,

@@ -64,7 +64,8 @@ from hasfl.fl.methods import Method, MethodContext
 from hasfl.fl.policies import UniformPolicy
 from hasfl.fl.server import ServerStep
 from hasfl.models.cost import Cost
-from hasfl.models.magnitude import budget_k, mask, masked_numel, masked_parameters, parameter_shares, threshold
+from hasfl.models.magnitude import (MASKED, budget_k, coverage_from_kept, mask, masked_numel, masked_parameters,
+                                   parameter_shares, threshold)
 from hasfl.models.slicing import scatter_add_
 
 __all__ = ["BN_BUFFERS", "FiarseClient", "FullModelUniform", "MaskedWeight", "NonzeroMean", "aggregate", "budget_k",
@@ -172,23 +173,11 @@ class MaskedHolding:
     round-start mask, by the number of masked-layer coordinates it kept."""
 
     kept: int
-    kind: str = "masked"
+    kind: str = MASKED
 
     @property
     def shift(self) -> int:
         return self.kept
-
-
-def coverage_from_kept(kept: Sequence[int], numel: int) -> np.ndarray:
-    """How many of a round's participants held each masked-layer coordinate, as a histogram: entry ``j`` is the
-    number of coordinates held by exactly ``j`` participants, from the ledger's kept counts (the masks are nested
-    by share: the coordinates the m-th largest mask keeps are held by at least m participants)."""
-    ordered = sorted((int(k) for k in kept), reverse=True)
-    hist = np.zeros(len(ordered) + 1, dtype=np.int64)
-    at_least = [int(numel)] + ordered  # held by >= 0, >= 1, >= 2, ... participants
-    for j in range(len(ordered) + 1):
-        hist[j] = at_least[j] - (at_least[j + 1] if j + 1 < len(at_least) else 0)
-    return hist
 
 
 class FullModelUniform(UniformPolicy):
