@@ -502,3 +502,23 @@ def test_a_fiarse_sub_model_is_the_final_model_masked_at_its_share(engine_cfg, f
     full, _, _ = sa.submodel_accuracy(digits_family, digits.bundle, run.final_state, 1.0, sa.MaskedShare(1.0), "batch")
     assert full == 100.0 * evaluate_accuracy(model_at(digits_family, 1.0, run.final_state, "batch"), digits.bundle,
                                              EVAL_BATCH)  # share 1 keeps every coordinate: the full model
+
+
+def test_a_masked_ledger_is_read_whole_or_refused(tmp_path) -> None:
+    """Table 4c's ledger reader keeps a FIARSE ledger's allocated widths (its masks' shares), refuses one that mixes
+    masked rows with windows or lacks a valid ``p``, naming the file and the column."""
+    import pandas as pd
+
+    from hasfl.analysis.tables import table4c_coverage_over_time as t4c
+    from hasfl.io import write_parquet
+
+    rows = {"round": [1, 1], "p": [0.25, 0.5], "p_trained": [1.0, 1.0], "window": ["masked", "masked"],
+            "window_shift": [10, 20]}
+    write_parquet(pd.DataFrame(rows), tmp_path / "ok.parquet")
+    assert t4c.read_ledger(tmp_path / "ok.parquet")["p"].tolist() == [0.25, 0.5]
+    write_parquet(pd.DataFrame({**rows, "window": ["masked", "prefix"]}), tmp_path / "mixed.parquet")
+    with pytest.raises(ValueError, match=r"mixed.parquet column 'window' holds \['masked', 'prefix'\]"):
+        t4c.read_ledger(tmp_path / "mixed.parquet")
+    write_parquet(pd.DataFrame({k: v for k, v in rows.items() if k != "p"}), tmp_path / "nop.parquet")
+    with pytest.raises(ValueError, match=r"nop.parquet column 'p'"):
+        t4c.read_ledger(tmp_path / "nop.parquet")

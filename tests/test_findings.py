@@ -1103,6 +1103,9 @@ def test_f9f_f9g_at_each_clients_capacity_against_heterofl(fid, method):
                                                    p_trained=[1.0] * 3 if method == "fiarse" else pmax))
     f = evaluate(t)[fid]
     assert f["verdict"] == S and unit(f, "cifar10")["final_heterofl"] == [75.0, 76.0, 77.0]
+    low = replace(t, F.T4S, "cifar10", method, seeds("cifar10", method, final=[60, 62, 61], p_alloc=pmax,
+                                                     p_trained=[1.0] * 3 if method == "fiarse" else pmax))
+    assert evaluate(low)[fid]["verdict"] == C  # below HeteroFL at the same widths: contradicted
     t = replace(t, F.T4S, "cifar10", method, seeds("cifar10", method, final=[80, 81, 83], p_alloc=[0.5] * 3))
     u = unit(evaluate(t)[fid], "cifar10")
     assert u["verdict"] == I and "not the same budget" in u["reason"]
