@@ -453,3 +453,19 @@ def test_the_reproduce_section_prefixes_the_whole_portable_pin_only() -> None:
         text = "\n".join(reproduce_lines(rows, kernels))
         assert ("They ran under the portable kernel pin" in text) is pinned, text
         assert (f"`{PORTABLE_PIN} snakemake" in text) is pinned and f"`{PORTABLE_PIN}`" in text
+
+
+def test_the_page_and_report_md_write_a_units_interval_the_same_way() -> None:
+    """One renderer of a verdict's numbers: the page's measured cell and report.md's units table both come from
+    :func:`hasfl.analysis.markdown.measured` / :func:`~hasfl.analysis.markdown.interval` (3 significant digits)."""
+    from hasfl.analysis.findings.display import units_frame
+    from hasfl.analysis.markdown import interval, measured
+    from hasfl.analysis.results_page import _measured
+
+    unit = {"unit": "digits", "estimate": -1.23456, "low": -3.8349, "high": 1.0512, "verdict": "inconclusive",
+            "reason": "r", "n": 6, "mde": 5.0}
+    assert measured(unit["estimate"], unit["low"], unit["high"]) == "-1.23 [-3.83, 1.05]"
+    assert measured(2.0, None, 1.0) == "2" and measured(None, 0.0, 1.0) == "" and interval(None, 1.0) == "--"
+    assert _measured([unit]) == "digits: -1.23 [-3.83, 1.05] inconclusive"
+    row = units_frame([{"id": "F0", "units": [unit]}]).iloc[0]
+    assert f"{row['Estimate']} {row['Interval']}" == measured(unit["estimate"], unit["low"], unit["high"])

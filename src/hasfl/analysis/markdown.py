@@ -13,7 +13,7 @@ import pandas as pd
 
 from hasfl.io import atomic_path
 
-__all__ = ["ci", "fmt", "md_table", "num", "pm", "pm_sig", "rel", "render_parts", "results_root", "source_list",
+__all__ = ["ci", "fmt", "interval", "md_table", "measured", "num", "pm", "pm_sig", "rel", "render_parts", "results_root", "source_list",
            "write_text"]
 
 PathLike = str | Path
@@ -75,6 +75,19 @@ def num(v: Any, digits: int = 3) -> str:
     except (TypeError, ValueError):
         return str(v)
     return "--" if not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def interval(low: Any, high: Any) -> str:
+    """``[low, high]`` with :func:`num`'s digits; "--" when either end is missing: the one way a verdict's
+    interval is written (report.md's findings tables, the results page, the reasons in findings.json)."""
+    return "--" if low is None or high is None else f"[{num(low)}, {num(high)}]"
+
+
+def measured(estimate: Any, low: Any, high: Any) -> str:
+    """``estimate [low, high]``; the estimate alone without both ends, "" without an estimate."""
+    if estimate is None:
+        return ""
+    return num(estimate) if low is None or high is None else f"{num(estimate)} {interval(low, high)}"
 
 
 def ci(r: Any, low: Any, high: Any) -> str:

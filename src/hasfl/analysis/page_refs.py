@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hasfl.analysis.findings.kernel import MIXED, VERDICTS
+from hasfl.analysis.markdown import num
 from hasfl.errors import HasflError
 
 __all__ = ["MAX_FORMAT_WIDTH", "NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "references", "rendered_text",
@@ -129,9 +130,7 @@ def _fmt(value: Any, spec: str | None) -> str:
         return "--"
     if spec:
         return format(value, spec)
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
+    return num(value) if isinstance(value, float) else str(value)
 
 
 def _step(node: Any, key: str) -> tuple[bool, Any]:

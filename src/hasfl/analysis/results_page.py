@@ -18,7 +18,6 @@ that made it and that reproduce each claim, and its provenance (:mod:`hasfl.anal
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from hasfl.analysis.artifacts import figure_caption
 from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, VERDICT_RULES, finding_kind
 from hasfl.analysis.findings.display import seeds_cell
 from hasfl.analysis.manifest import verify_analysis
+from hasfl.analysis.markdown import measured, num
 from hasfl.analysis.page_refs import NOT_RUN, NotesError, fill_notes, shown_verdict
 from hasfl.analysis.provenance import (
     REPO,
@@ -72,8 +72,9 @@ class ResultsPageError(HasflError, ValueError):
 
 
 def _fmt(x: Any) -> str:
+    """A settings or per-unit value: floats as :func:`~hasfl.analysis.markdown.num` writes them, integers whole."""
     if isinstance(x, float):
-        return "--" if not math.isfinite(x) else f"{x:.3g}"
+        return num(x)
     if isinstance(x, dict):
         return "; ".join(f"{k}: {_fmt(v)}" for k, v in x.items())
     return "--" if x is None else str(x)
@@ -89,12 +90,8 @@ def _measured(units: Sequence[Mapping[str, Any]]) -> str:
     shown = [u for u in units if u.get("in_scope", True)]
     parts = []
     for u in shown[:MAX_UNITS_SHOWN]:
-        est = u.get("estimate")
-        value = "" if est is None else f" {_fmt(float(est))}"
-        low, high = u.get("low"), u.get("high")
-        if value and low is not None and high is not None:
-            value += f" [{_fmt(float(low))}, {_fmt(float(high))}]"
-        parts.append(f"{u.get('unit', '?')}:{value} {u.get('verdict', '')}".strip())
+        value = measured(u.get("estimate"), u.get("low"), u.get("high"))
+        parts.append(f"{u.get('unit', '?')}:{' ' + value if value else ''} {u.get('verdict', '')}".strip())
     rest = shown[MAX_UNITS_SHOWN:]
     if rest:
         counts = Counter(str(u.get("verdict")) for u in rest)

@@ -10,7 +10,6 @@ verdict counts the panel titles print: the figure quotes the table, it does not 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from hasfl.analysis.artifacts import FIGURES
 from hasfl.analysis.figures.reading import datasets_of, paths, read_table, run_status, runs_of
 from hasfl.analysis.figures.style import GREY, empty_panel, save_figure, set_style
 from hasfl.analysis.labels import dataset_label
+from hasfl.analysis.markdown import ci
 from hasfl.analysis.runs import group_data_files
 from hasfl.analysis.specs import ESTIMATORS, EstimatorSpec
 
@@ -50,12 +50,6 @@ def _tier_colors(tiers: Sequence[float]) -> dict[float, str]:
         pal = sns.color_palette("viridis", len(levels)).as_hex()
         return dict(zip(levels, pal, strict=True))
     return {t: _TIER_PALETTE[i] for i, t in enumerate(levels)}
-
-
-def _fmt_r(r: float, low: float, high: float) -> str:
-    if not math.isfinite(r):
-        return "--"
-    return f"{r:+.2f} [{low:+.2f}, {high:+.2f}]" if math.isfinite(low) else f"{r:+.2f}"
 
 
 def _panel(ax: plt.Axes, ok: pd.DataFrame, est: EstimatorSpec, colors: Mapping[float, str]) -> bool:
@@ -116,8 +110,8 @@ def figure(points: pd.DataFrame, datasets: Sequence[str],
             log_y = _panel(ax, d[np.isfinite(d[est.column].to_numpy(float))], est, colors)
             r = (stats or {}).get((dataset, est.id))
             if r is not None:
-                partial = _fmt_r(r["pr_e_tv_pmax"], r["pr_e_tv_pmax_low"], r["pr_e_tv_pmax_high"])
-                head += (f"\nr(E, pmax) {_fmt_r(r['r_e_pmax'], r['r_e_pmax_low'], r['r_e_pmax_high'])}"
+                partial = ci(r["pr_e_tv_pmax"], r["pr_e_tv_pmax_low"], r["pr_e_tv_pmax_high"])
+                head += (f"\nr(E, pmax) {ci(r['r_e_pmax'], r['r_e_pmax_low'], r['r_e_pmax_high'])}"
                          f"\nr(E, TV | pmax) {partial}")
                 if isinstance(r.get("verdicts"), str) and r["verdicts"] != "--":
                     head += f"\ncheck per run: {r['verdicts']}"

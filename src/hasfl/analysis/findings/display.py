@@ -10,7 +10,7 @@ import pandas as pd
 
 from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, finding_kind
 from hasfl.analysis.labels import method_label
-from hasfl.analysis.markdown import num
+from hasfl.analysis.markdown import interval, num
 
 __all__ = ["FINDING_METHODS", "kind_tag", "seeds_cell", "summary_frame", "unit_floor_note", "units_frame"]
 
@@ -57,18 +57,15 @@ def units_frame(findings: Sequence[Mapping[str, Any]],
     for f in findings:
         for u in f["units"]:
             note = u.get("floor_note") or unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
-            lo, hi = u.get("low"), u.get("high")
-            interval = "--" if lo is None or hi is None else f"[{num(lo)}, {num(hi)}]"
             rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": num(u.get("estimate")),
-                         "Interval": interval, "MDE": num(u.get("mde")), "Verdict": u["verdict"],
+                         "Interval": interval(u.get("low"), u.get("high")), "MDE": num(u.get("mde")), "Verdict": u["verdict"],
                          "Seeds for power": seeds_cell(u), "Why": u["reason"], "Floor": note})
             for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
-                plo, phi = part.get("low"), part.get("high")
                 rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
                              "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
                              "Estimate": num(part.get("estimate")),
-                             "Interval": "--" if plo is None or phi is None else f"[{num(plo)}, {num(phi)}]",
+                             "Interval": interval(part.get("low"), part.get("high")),
                              "MDE": num(part.get("mde")), "Verdict": part["verdict"], "Seeds for power": "",
                              "Why": part["reason"], "Floor": note})
     df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",

@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hasfl.analysis.markdown import num as markdown_num
+
 __all__ = ["CONTRADICTED", "INCONCLUSIVE", "MIXED", "SUPPORTED", "clean", "combine", "directional", "equivalence",
            "fmt", "num"]
 
@@ -37,8 +39,9 @@ def num(x: Any) -> float:
         return math.nan
 
 
-def fmt(x: float, digits: int = 3) -> str:
-    return "--" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
+def fmt(x: float | None) -> str:
+    """A verdict's number as every page writes it (:func:`hasfl.analysis.markdown.num`)."""
+    return markdown_num(x)
 
 
 def combine(verdicts: Sequence[str], conjunction: bool = False) -> str:
