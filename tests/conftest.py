@@ -6,6 +6,9 @@
   (``snakemake.job_counts``, also the fixture ``job_counts``);
 * ``tiny_preset`` -- writes a tiny-preset overlay (digits, a few methods, seeds and rounds);
 * ``small_cnn`` / ``small_lstm`` -- tiny model families for slicing and client tests;
+* ``hasfl_cli`` -- the ``hasfl`` command line run in this process (``hasfl_cli(*args)``: exit code, stdout, stderr;
+  an uncaught exception is exit 1 with its traceback on stderr, as the console script gives), for tests of what a
+  command says and returns; a subprocess only where the process itself is under test (kills, imports, entry point);
 * ``engine_cfg``, ``digits``, ``digits_family``, ``federate``, ``one_thread`` -- the quick preset's
   digits federation on the CPU, for tests of the engine (hasfl.fl).
 """
@@ -34,6 +37,9 @@ _QUICK = _REPO / "presets" / "quick.yaml"
 # --------------------------------------------------------------------------- tests that start Snakemake
 #: Fixtures whose use means the test starts Snakemake (a dry run or a DAG): such a test is marked ``snakemake``.
 SNAKEMAKE_FIXTURES = frozenset({"snakemake"})
+#: Fixtures whose use means the test starts and signals processes of its own (concurrent training jobs): marked
+#: ``processes`` (the README's short check leaves them out; the full suite runs them).
+PROCESSES_FIXTURES = frozenset({"cpu_packing_calibration"})
 _ITEM: list[pytest.Item] = []  # the test being set up or run
 
 
@@ -45,7 +51,7 @@ def _starts_snakemake(args: Any) -> bool:
 
 class _GuardedPopen(subprocess.Popen):  # type: ignore[type-arg]
     """``subprocess.Popen`` that refuses to start Snakemake for a test not marked ``snakemake`` (or ``dag``), so
-    the README's short check (``-m 'not dag and not slow and not snakemake'``) starts none."""
+    the README's short check (``-m 'not dag and not slow and not snakemake and not processes'``) starts none."""
 
     def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
         item = _ITEM[-1] if _ITEM else None
@@ -61,10 +67,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses a fixture of :data:`SNAKEMAKE_FIXTURES`, or runs the DAG, is marked ``snakemake``."""
+    """A test that uses a fixture of :data:`SNAKEMAKE_FIXTURES`, or runs the DAG, is marked ``snakemake``; one that
+    uses a fixture of :data:`PROCESSES_FIXTURES` is marked ``processes``."""
     for item in items:
-        if SNAKEMAKE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("dag"):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SNAKEMAKE_FIXTURES & fixtures or item.get_closest_marker("dag"):
             item.add_marker(pytest.mark.snakemake)
+        if PROCESSES_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.processes)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -91,6 +101,43 @@ def paper_config() -> dict:
 @pytest.fixture()
 def quick_config() -> dict:
     return load_config(_QUICK)
+
+
+# --------------------------------------------------------------------------- the hasfl command line, in process
+class CliResult(NamedTuple):
+    """What ``hasfl ARGS`` returned and printed (the fields of :class:`subprocess.CompletedProcess` tests read)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _hasfl_cli(*args: str | Path) -> CliResult:
+    """``hasfl ARGS`` through :func:`hasfl.cli.main` in this process: argparse's exits keep their code, any other
+    exception is exit 1 with its traceback on stderr (what the console script's process would give)."""
+    import contextlib
+    import io
+    import traceback
+
+    from hasfl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if not isinstance(exc.code, int) and exc.code is not None:
+                print(exc.code, file=sys.stderr)
+        except Exception:  # noqa: BLE001 (a traceback is what a process would print)
+            traceback.print_exc()
+            rc = 1
+    return CliResult(int(rc), out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def hasfl_cli() -> Callable[..., CliResult]:
+    return _hasfl_cli
 
 
 # --------------------------------------------------------------------------- Snakemake
@@ -372,13 +419,24 @@ def interrupted(federate) -> Callable[..., Any]:
 
 # --------------------------------------------------------------------------- measured once per session
 @pytest.fixture(scope="session")
-def cpu_packing_calibration() -> dict[str, Any]:
+def cpu_packing_calibration(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Any]:
     """One real packing calibration on this CPU (``hasfl.bench.packing.calibrate_packing("cpu", ks=(1, 2))``: K jobs
     started at once, their steps counted), shared by the tests that read one: each measurement starts K processes
-    that import torch (~10 s)."""
+    that import torch (~10 s). Under pytest-xdist measured once for all workers (the first to ask measures, under
+    a lock in the session's shared temporary folder; the others read its JSON)."""
+    import fcntl
+
     from hasfl.bench.packing import calibrate_packing
 
-    return calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
+    if worker_id == "master":
+        return calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
+    shared = tmp_path_factory.getbasetemp().parent  # .../pytest-N/, one per session, above each worker's folder
+    path = shared / "cpu_packing_calibration.json"
+    with open(shared / "cpu_packing_calibration.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            path.write_text(json.dumps(calibrate_packing("cpu", ks=(1, 2), seconds=0.5)))
+        return json.loads(path.read_text())
 
 
 # --------------------------------------------------------------------------- a finished folder, fabricated

@@ -7,8 +7,6 @@ job). Here: data files, stage inputs and CLI arguments, and a diverging run.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,10 +22,6 @@ from hasfl.data.stage import run_data_stage
 from hasfl.io import InputFileError
 from hasfl.dag.outputs import train_job
 from hasfl.fl.train import read_data_stage
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hasfl.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_missing_cifar_names_files(tmp_path):
@@ -87,38 +81,38 @@ def test_missing_manifest_named(tmp_path):
         read_data_stage(tmp_path)
 
 
-def test_cli_unknown_method():
-    res = _cli("train", "--dataset", "digits", "--method", "fedsgd", "--seed", "1", "--out", "/tmp/x")
+def test_cli_unknown_method(hasfl_cli):
+    res = hasfl_cli("train", "--dataset", "digits", "--method", "fedsgd", "--seed", "1", "--out", "/tmp/x")
     assert res.returncode == 2 and "invalid choice: 'fedsgd'" in res.stderr
 
 
-def test_cli_seed_not_an_integer():
-    res = _cli("train", "--dataset", "digits", "--method", "hasfl", "--seed", "forty", "--out", "/tmp/x")
+def test_cli_seed_not_an_integer(hasfl_cli):
+    res = hasfl_cli("train", "--dataset", "digits", "--method", "hasfl", "--seed", "forty", "--out", "/tmp/x")
     assert res.returncode == 2 and "--seed: invalid int value: 'forty'" in res.stderr
 
 
-def test_cli_missing_preset_file(tmp_path):
-    res = _cli("config", "--config", str(tmp_path / "nope.yaml"))
+def test_cli_missing_preset_file(hasfl_cli, tmp_path):
+    res = hasfl_cli("config", "--config", str(tmp_path / "nope.yaml"))
     assert res.returncode == 2 and "nope.yaml' does not exist" in res.stderr
 
 
-def test_cli_random_budget_needs_hasfl_run(quick_yaml, tmp_path):
-    res = _cli("train", "--config", quick_yaml, "--dataset", "digits",
+def test_cli_random_budget_needs_hasfl_run(hasfl_cli, quick_yaml, tmp_path):
+    res = hasfl_cli("train", "--config", quick_yaml, "--dataset", "digits",
                "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "random_budget needs --hasfl-run" in res.stderr
 
 
-def test_cli_hasfl_run_file_missing(quick_yaml, tmp_path):
-    res = _cli("train", "--config", quick_yaml, "--dataset", "digits",
+def test_cli_hasfl_run_file_missing(hasfl_cli, quick_yaml, tmp_path):
+    res = hasfl_cli("train", "--config", quick_yaml, "--dataset", "digits",
                "--method", "random_budget", "--seed", "1", "--out", str(tmp_path / "o"),
                "--hasfl-run", str(tmp_path / "run.json"))
     assert res.returncode == 2 and "run.json' does not exist" in res.stderr
 
 
-def test_cli_cifar_offline_message(tmp_path):
+def test_cli_cifar_offline_message(hasfl_cli, tmp_path):
     preset = tmp_path / "p.yaml"
     preset.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "nodata")}))
-    res = _cli("data", "--config", str(preset), "--dataset", "cifar10", "--seed", "42", "--out", str(tmp_path / "o"))
+    res = hasfl_cli("data", "--config", str(preset), "--dataset", "cifar10", "--seed", "42", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "data_batch_1" in res.stderr and str(tmp_path / "nodata") in res.stderr
 
 

@@ -192,13 +192,10 @@ def test_overrides_set_any_nested_key_with_yaml_types(paper_config) -> None:
             load_config(overrides=[bad])
 
 
-def test_hasfl_config_set_writes_a_preset_snakemake_runs(snakemake, repo, tmp_path) -> None:
-    import subprocess
-    import sys
+def test_hasfl_config_set_writes_a_preset_snakemake_runs(hasfl_cli, snakemake, repo, tmp_path) -> None:
 
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "config", "--config", str(repo / "presets/quick.yaml"),
-                          "--set", "method_params.fedprox.mu=0.25", "--set", "federation.rounds=3", "--set", "hasfl.warmup=1", "--yaml"],
-                         capture_output=True, text=True)
+    res = hasfl_cli("config", "--config", str(repo / "presets/quick.yaml"),
+                          "--set", "method_params.fedprox.mu=0.25", "--set", "federation.rounds=3", "--set", "hasfl.warmup=1", "--yaml")
     assert res.returncode == 0, res.stderr
     assert "add --set name=" in res.stderr  # results would land in results/quick: say so
     preset = tmp_path / "mine.yaml"

@@ -4,8 +4,6 @@ ro-crate-py reads back, holding real bytes checked against their manifests, and 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -105,12 +103,11 @@ def test_where_a_crate_may_go_and_a_second_export_replaces_the_first(results, tm
     assert ResultsLock.NAME not in {p.name for p in out.iterdir()}
 
 
-def test_bad_input_is_named(results, tmp_path) -> None:
+def test_bad_input_is_named(hasfl_cli, results, tmp_path) -> None:
     with pytest.raises(CrateError, match="config file .*nope.yaml"):
         export_rocrate(results, tmp_path / "c", configfiles=[tmp_path / "nope.yaml"])
     (results / "findings.json").unlink()
     with pytest.raises(CrateError, match="no findings.json"):
         export_rocrate(results, tmp_path / "c")
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "export", "rocrate", str(results)], capture_output=True,
-                         text=True)
+    res = hasfl_cli("export", "rocrate", str(results))
     assert res.returncode != 0 and "--out DIR" in res.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -122,17 +120,17 @@ def test_diagnose_bad_input(mutate, message) -> None:
         diagnose(mutate(_table("truth")), "est", "pmax", "tv")
 
 
-def test_diagnose_cli(tmp_path) -> None:
+def test_diagnose_cli(hasfl_cli, tmp_path) -> None:
     path = tmp_path / "clients.parquet"
     _table("capacity").to_parquet(path)
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "diagnose", str(path), "--estimate", "est",
+    res = hasfl_cli("diagnose", str(path), "--estimate", "est",
                           "--capacity", "pmax", "--truth", "tv", "--json", "--permutations", "200",
-                          "--plot", str(tmp_path / "d.png")], capture_output=True, text=True)
+                          "--plot", str(tmp_path / "d.png"))
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["verdict"] == "confounded" and out["columns"]["truth"] == "tv"
     assert (tmp_path / "d.png").stat().st_size > 1000
-    bad = subprocess.run([sys.executable, "-m", "hasfl.cli", "diagnose", str(path), "--estimate", "nope",
-                          "--capacity", "pmax"], capture_output=True, text=True)
+    bad = hasfl_cli("diagnose", str(path), "--estimate", "nope",
+                          "--capacity", "pmax")
     assert bad.returncode == 2 and "estimate column 'nope' is not in the table" in bad.stderr
     assert "Traceback" not in bad.stderr

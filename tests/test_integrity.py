@@ -220,15 +220,14 @@ def _edit_keeping_mtime(path: Path) -> None:
 
 
 @pytest.mark.snakemake
-def test_3_edited_run_file_stops_the_workflow_and_verify(finished_results) -> None:
+def test_3_edited_run_file_stops_the_workflow_and_verify(hasfl_cli, finished_results) -> None:
     rounds = finished_results / "runs/digits/fedavg/seed42/rounds.parquet"
     assert verify_results(finished_results) == {"data": 1, "runs": 1, "unfinished": 0}
     _edit_keeping_mtime(rounds)
     res = _snakemake(finished_results, "-n", "all")
     assert res.returncode == 1
     assert f"result file '{rounds}' was modified" in res.stderr and "Traceback" not in res.stderr
-    cli = subprocess.run([sys.executable, "-m", "hasfl.cli", "verify", str(finished_results)], capture_output=True,
-                         text=True)
+    cli = hasfl_cli("verify", str(finished_results))
     assert cli.returncode == 2 and "rounds.parquet" in cli.stderr and "was modified" in cli.stderr
 
 
@@ -329,11 +328,10 @@ def test_7_nan_in_a_preset_stops_the_workflow_before_any_job(tmp_path) -> None:
     assert "Traceback" not in res.stderr and 'File "' not in res.stderr
 
 
-def test_8_non_utf8_config_is_named_in_one_line(tmp_path) -> None:
+def test_8_non_utf8_config_is_named_in_one_line(hasfl_cli, tmp_path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"name: caf\xe9\n")
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "config", "--config", str(bad)], capture_output=True,
-                         text=True)
+    res = hasfl_cli("config", "--config", str(bad))
     assert res.returncode == 2
     assert res.stderr.strip() == f"hasfl: error: config file '{bad}' is not UTF-8 text (byte 9: invalid continuation byte)"
 
@@ -357,6 +355,7 @@ def test_8_non_utf8_base_config_stops_the_workflow_in_one_line(tmp_path) -> None
     assert "Traceback" not in res.stderr and 'File "' not in res.stderr
 
 
+@pytest.mark.processes
 def test_8_sigterm_is_logged_with_the_checkpoint_round(tmp_path) -> None:
     preset = tmp_path / "p.yaml"
     overlay = yaml.safe_load((REPO / "presets/quick.yaml").read_text())

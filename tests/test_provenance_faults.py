@@ -273,16 +273,13 @@ def test_a_dirty_checkout_warns_naming_its_files_and_ships_them(tmp_path, make_r
     assert "(dirty)" in wf["version"] and "src/hasfl/newmod.py" in wf["description"]
 
 
-def test_the_command_line_refuses_other_code_and_allow_other_code_ships_it(tmp_path, make_results) -> None:
+def test_the_command_line_refuses_other_code_and_allow_other_code_ships_it(hasfl_cli, tmp_path, make_results) -> None:
     """``hasfl export rocrate`` exits 2 naming the run whose code differs; ``--allow-other-code`` writes the crate."""
-    import sys
-
     results = make_results(tmp_path, code={"hasfl": "0" * 64})
     out = tmp_path / "crate"
-    cmd = [sys.executable, "-m", "hasfl.cli", "export", "rocrate", str(results), "--out", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = hasfl_cli("export", "rocrate", results, "--out", out)
     assert res.returncode == 2 and "runs/digits/hasfl/seed42 training code: recorded 000000000000" in res.stderr
     assert "Traceback" not in res.stderr and not out.exists()
-    res = subprocess.run([*cmd, "--allow-other-code"], capture_output=True, text=True)
+    res = hasfl_cli("export", "rocrate", results, "--out", out, "--allow-other-code")
     assert res.returncode == 0, res.stderr
     assert "hasfl export: RO-Crate" in res.stdout and (out / "ro-crate-metadata.json").is_file()

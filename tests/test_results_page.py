@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -82,17 +81,15 @@ def _results(root, findings=None, methods=("hasfl", "random_budget", "fedavg"), 
     write_analysis_manifest(root, [str(f) for f in files], verified, identity={"digest": "abc123identity"})
 
 
-def _page(results, out, *extra):
-    return subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out), *extra],
-                          capture_output=True, text=True)
+def _page(cli, results, out, *extra):
+    return cli("results-page", results, out, *extra)
 
 
-def test_results_page_from_files(tmp_path) -> None:
+def test_results_page_from_files(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     out = tmp_path / "docs" / "results" / "quick.md"
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out)],
-                         capture_output=True, text=True)
+    res = hasfl_cli("results-page", str(results), str(out))
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "| F3 | HAS-FL and random budget are indistinguishable | **inconclusive** |" in page
@@ -113,7 +110,7 @@ def test_results_page_from_files(tmp_path) -> None:
         assert im.width == 800  # shrunk from 1600 px
 
 
-def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(tmp_path) -> None:
+def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(hasfl_cli, tmp_path) -> None:
     """Figure 9 and its fallback Figure 5 draw the hasfl runs: without them every panel says "not run", so a
     preset without hasfl (the coverage overlay) shows neither; with hasfl, Figure 9 is shown."""
     figs = ("fig6_frontier", "fig9_estimators", "fig5_final_allocation")
@@ -121,7 +118,7 @@ def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(tmp_path
         results = tmp_path / "-".join(methods) / "results" / "cov"
         _results(results, methods=methods, figures=figs)
         out = tmp_path / "-".join(methods) / "page.md"
-        res = _page(results, out)
+        res = _page(hasfl_cli, results, out)
         assert res.returncode == 0, res.stderr
         page = out.read_text()
         assert "![fig6_frontier]" in page
@@ -129,7 +126,7 @@ def test_results_page_skips_a_figure_of_methods_the_preset_does_not_run(tmp_path
         assert "![fig5_final_allocation]" not in page  # the fallback only replaces a missing Figure 9
 
 
-def test_results_page_removes_the_figure_copies_it_no_longer_shows(tmp_path) -> None:
+def test_results_page_removes_the_figure_copies_it_no_longer_shows(hasfl_cli, tmp_path) -> None:
     """The page's figure folder held a Figure 9 copy from an earlier page after the page stopped showing it (removed
     by hand in aa51e0c); a file there that is no registry figure is the user's and stays."""
     results = tmp_path / "results" / "cov"
@@ -139,13 +136,13 @@ def test_results_page_removes_the_figure_copies_it_no_longer_shows(tmp_path) -> 
     fig_dir.mkdir()
     (fig_dir / "fig9_estimators.png").write_bytes(b"an earlier page's copy")
     (fig_dir / "sketch.png").write_bytes(b"someone's own file")
-    res = _page(results, out)
+    res = _page(hasfl_cli, results, out)
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in fig_dir.iterdir()) == ["fig6_frontier.png", "sketch.png"]
     assert "![fig6_frontier](cov/fig6_frontier.png)" in out.read_text()
 
 
-def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) -> None:
+def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(hasfl_cli, tmp_path) -> None:
     """Issue 37: F9's batch-norm sensitivity lines on the page (they were in report.md only; the page listed the
     per-run accuracies): what each rule applied to every method alike concludes, from
     bn_sensitivity_findings.parquet, as report.md renders it."""
@@ -174,7 +171,7 @@ def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) ->
                                                "bytes": f.stat().st_size}
     (results / "analysis.manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "cov.md"
-    res = _page(results, out)
+    res = _page(hasfl_cli, results, out)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "and `tables/bn_sensitivity_findings.parquet`" in page
@@ -187,65 +184,64 @@ def test_results_page_shows_the_verdicts_under_each_batch_norm_rule(tmp_path) ->
     assert "F8-probe" not in page.split("#### Would a verdict change", 1)[1].split("\n## ", 1)[0]
 
 
-def test_results_page_needs_a_finished_run(tmp_path) -> None:
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(tmp_path), str(tmp_path / "p.md")],
-                         capture_output=True, text=True)
+def test_results_page_needs_a_finished_run(hasfl_cli, tmp_path) -> None:
+    res = hasfl_cli("results-page", str(tmp_path), str(tmp_path / "p.md"))
     assert res.returncode == 2 and "findings.json' does not exist" in res.stderr
 
 
-def test_results_page_names_its_notes_file(tmp_path) -> None:
+def test_results_page_names_its_notes_file(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     notes = tmp_path / "quick.notes.md"
     notes.write_text("At this scale F3 is {F3.verdict} ({F3.digits.estimate:.1f} points, {{3 seeds}}).\n")
     out = tmp_path / "quick.md"
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(out), "--notes",
-                          str(notes)], capture_output=True, text=True)
+    res = hasfl_cli("results-page", str(results), str(out), "--notes",
+                          str(notes))
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert f"--notes {notes.as_posix()} --configfile presets/quick.yaml`" in page and "a person's reading" in page
     assert page.index("At this scale F3 is inconclusive (2.2 points, {3 seeds}).") < page.index("## Findings")
 
 
-def test_results_page_names_a_missing_notes_file(tmp_path) -> None:
+def test_results_page_names_a_missing_notes_file(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     missing = tmp_path / "none.md"
-    res = subprocess.run([sys.executable, "-m", "hasfl.cli", "results-page", str(results), str(tmp_path / "p.md"),
-                          "--notes", str(missing)], capture_output=True, text=True)
+    res = hasfl_cli("results-page", str(results), str(tmp_path / "p.md"),
+                          "--notes", str(missing))
     assert res.returncode == 2 and f"notes file '{missing}' does not exist" in res.stderr
     assert "Traceback" not in res.stderr
 
 
-def test_results_page_refuses_an_edited_analysis_file(tmp_path) -> None:
+def test_results_page_refuses_an_edited_analysis_file(hasfl_cli, tmp_path) -> None:
     """A findings.json changed after the analysis wrote it never reaches a page (exit 2, the file named)."""
     results = tmp_path / "results" / "quick"
     _results(results)
     findings = results / "findings.json"
     findings.write_text(findings.read_text().replace('"inconclusive"', '"supported"'))
-    res = _page(results, tmp_path / "p.md")
+    res = _page(hasfl_cli, results, tmp_path / "p.md")
     assert res.returncode == 2 and f"analysis file '{findings}' was modified after the analysis wrote it" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "p.md").exists()
 
 
-def test_results_page_refuses_a_table_the_analysis_did_not_write(tmp_path) -> None:
+def test_results_page_refuses_a_table_the_analysis_did_not_write(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     extra = results / "tables" / "table7_shakespeare.parquet"
     pd.DataFrame(TABLE3).to_parquet(extra)
-    res = _page(results, tmp_path / "p.md")
+    res = _page(hasfl_cli, results, tmp_path / "p.md")
     assert res.returncode == 2 and f"'{extra}' is not an output of the analysis" in res.stderr
 
 
-def test_results_page_needs_the_analysis_manifest(tmp_path) -> None:
+def test_results_page_needs_the_analysis_manifest(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     (results / "analysis.manifest.json").unlink()
-    res = _page(results, tmp_path / "p.md")
+    res = _page(hasfl_cli, results, tmp_path / "p.md")
     assert res.returncode == 2 and "has no analysis.manifest.json: its analysis did not finish" in res.stderr
 
 
-def test_results_page_refuses_its_own_notes_file_as_the_page(tmp_path) -> None:
+def test_results_page_refuses_its_own_notes_file_as_the_page(hasfl_cli, tmp_path) -> None:
     """`--notes X` with X the page itself (same path, a ./ spelling, or a symlink to it) is refused before anything
     is written: the notes stay as they were and no figure folder appears."""
     results = tmp_path / "results" / "quick"
@@ -259,40 +255,40 @@ def test_results_page_refuses_its_own_notes_file_as_the_page(tmp_path) -> None:
     spellings = [(notes, notes), (notes, docs / "." / "quick.md"), (notes, docs / ".." / "docs" / "quick.md"),
                  (tmp_path / "alias.md", notes), (notes, tmp_path / "alias.md")]
     for out, given in spellings:
-        res = _page(results, out, "--notes", str(given))
+        res = _page(hasfl_cli, results, out, "--notes", str(given))
         assert res.returncode == 2, (out, given, res.stderr)
         assert f"notes file '{given}' is the page to write '{out}'" in res.stderr and "Traceback" not in res.stderr
         assert notes.read_text() == text and (tmp_path / "alias.md").is_symlink()
         assert not (docs / "quick").exists() and not (tmp_path / "alias").exists()
 
 
-def _notes_page(tmp_path, text, findings=None):
+def _notes_page(cli, tmp_path, text, findings=None):
     results = tmp_path / "results" / "quick"
     _results(results, findings)
     notes = tmp_path / "quick.notes.md"
     notes.write_text(text)
     out = tmp_path / "quick.md"
-    return _page(results, out, "--notes", str(notes)), out, notes
+    return _page(cli, results, out, "--notes", str(notes)), out, notes
 
 
-def test_results_page_reading_follows_findings_json(tmp_path) -> None:
+def test_results_page_reading_follows_findings_json(hasfl_cli, tmp_path) -> None:
     """One verdict changed in a copy of findings.json: the notes' reading on the page follows it."""
     text = "F3 is {F3.verdict} on digits ({F3.digits.estimate:+.2f}, interval {F3.digits.low:.2f} to {F3.digits.high:.2f}).\n"
-    res, out, _ = _notes_page(tmp_path / "a", text)
+    res, out, _ = _notes_page(hasfl_cli, tmp_path / "a", text)
     assert res.returncode == 0, res.stderr
     assert "F3 is inconclusive on digits (+2.20, interval -2.65 to 7.11)." in out.read_text()
     changed = json.loads(json.dumps(FINDINGS))
     changed["findings"][0]["verdict"] = "contradicted"
     changed["findings"][0]["units"][0].update(estimate=-4.0, high=-3.0)
-    res, out, _ = _notes_page(tmp_path / "b", text, changed)
+    res, out, _ = _notes_page(hasfl_cli, tmp_path / "b", text, changed)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "F3 is contradicted on digits (-4.00, interval -2.65 to -3.00)." in page and "F3 is inconclusive" not in page
     assert "| F3 | HAS-FL and random budget are indistinguishable | **contradicted** |" in page
 
 
-def test_results_page_refuses_a_verdict_typed_by_hand(tmp_path) -> None:
-    res, out, notes = _notes_page(tmp_path, "F6 is {F6.verdict}.\nF3 is supported.\n")
+def test_results_page_refuses_a_verdict_typed_by_hand(hasfl_cli, tmp_path) -> None:
+    res, out, notes = _notes_page(hasfl_cli, tmp_path, "F6 is {F6.verdict}.\nF3 is supported.\n")
     assert res.returncode == 2 and "Traceback" not in res.stderr and not out.exists()
     assert (f"{notes}, line 2: the verdict word 'supported' is typed by hand; write it as a reference to the finding "
             "it describes, e.g. {F1c.verdict}") in res.stderr
@@ -303,8 +299,8 @@ def test_results_page_refuses_a_verdict_typed_by_hand(tmp_path) -> None:
     assert fill_notes("supportedly; {F6.verdict}", FINDINGS) == "supportedly; supported"
 
 
-def test_results_page_refuses_an_unresolvable_reference_naming_it(tmp_path) -> None:
-    res, out, notes = _notes_page(tmp_path, "First line.\nSee {F9x.verdict} here.\n")
+def test_results_page_refuses_an_unresolvable_reference_naming_it(hasfl_cli, tmp_path) -> None:
+    res, out, notes = _notes_page(hasfl_cli, tmp_path, "First line.\nSee {F9x.verdict} here.\n")
     assert res.returncode == 2 and "Traceback" not in res.stderr and not out.exists()
     assert f"{notes}, line 2: reference {{F9x.verdict}} does not resolve: findings.json has no finding 'F9x'" \
         in res.stderr
@@ -319,8 +315,8 @@ def test_results_page_refuses_an_unresolvable_reference_naming_it(tmp_path) -> N
         assert why in str(err.value) and (ref in str(err.value) or "brace" in why), (ref, str(err.value))
 
 
-def test_results_page_not_run_is_its_own_verdict(tmp_path) -> None:
-    res, out, _ = _notes_page(tmp_path, "F8-probe: {F8-probe.verdict}; {count.not_run} finding(s) not in this preset.\n")
+def test_results_page_not_run_is_its_own_verdict(hasfl_cli, tmp_path) -> None:
+    res, out, _ = _notes_page(hasfl_cli, tmp_path, "F8-probe: {F8-probe.verdict}; {count.not_run} finding(s) not in this preset.\n")
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "F8-probe: not run; 1 finding(s) not in this preset." in page
@@ -328,11 +324,11 @@ def test_results_page_not_run_is_its_own_verdict(tmp_path) -> None:
     assert "Verdicts: 2 supported, 1 inconclusive, 1 not run" in page
 
 
-def test_results_page_states_provenance_and_commands(tmp_path) -> None:
+def test_results_page_states_provenance_and_commands(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
     out = tmp_path / "quick.md"
-    res = _page(results, out)
+    res = _page(hasfl_cli, results, out)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -354,10 +350,10 @@ def test_results_page_states_provenance_and_commands(tmp_path) -> None:
     assert "6 training runs, 0.6 CPU job-hours of training measured" in page
 
 
-def test_results_page_refuses_config_files_of_another_folder(tmp_path) -> None:
+def test_results_page_refuses_config_files_of_another_folder(hasfl_cli, tmp_path) -> None:
     results = tmp_path / "results" / "quick"
     _results(results)
-    res = _page(results, tmp_path / "p.md", "--configfile", "presets/medium.yaml")
+    res = _page(hasfl_cli, results, tmp_path / "p.md", "--configfile", "presets/medium.yaml")
     assert res.returncode == 2 and "make results folder 'medium', not 'quick'" in res.stderr
 
 
@@ -406,19 +402,19 @@ def test_the_committed_notes_refer_to_known_findings_and_type_no_verdict() -> No
         fill_notes(text, doc, source=notes.name)  # raises on a verdict typed by hand or a malformed reference
 
 
-def test_results_page_without_a_preset_file_names_what_is_missing(tmp_path) -> None:
+def test_results_page_without_a_preset_file_names_what_is_missing(hasfl_cli, tmp_path) -> None:
     """A results folder with no presets/<name>.yaml and no --configfile: the page is written, its commands say
     which config files to name (as `hasfl results-page --configfile` would)."""
     results = tmp_path / "results" / "tiny"
     _results(results)
-    res = _page(results, tmp_path / "p.md")
+    res = _page(hasfl_cli, results, tmp_path / "p.md")
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "p.md").read_text()
     assert "`snakemake --cores 2 all --configfile <the config files of 'tiny': hasfl results-page --configfile>`" in page
     assert "(6 training runs, identities digest" in page
 
 
-def test_results_page_refuses_config_files_without_the_runs_methods(tmp_path) -> None:
+def test_results_page_refuses_config_files_without_the_runs_methods(hasfl_cli, tmp_path) -> None:
     """Runs of a method the named config files do not run (an overlay left out): refused, naming the method."""
     results = tmp_path / "results" / "quick"
     _results(results)
@@ -428,10 +424,10 @@ def test_results_page_refuses_config_files_without_the_runs_methods(tmp_path) ->
     verified.write_text(json.dumps({**listed, str(run): "digits-fedrolex-42"}))
     write_analysis_manifest(results, [str(results / f) for f in json.loads(
         (results / "analysis.manifest.json").read_text())["files"]], verified, identity={"digest": "x"})
-    res = _page(results, tmp_path / "p.md")
+    res = _page(hasfl_cli, results, tmp_path / "p.md")
     assert res.returncode == 2 and "the analysis read runs of fedrolex, which config files presets/quick.yaml" \
         in res.stderr, res.stderr
-    res = _page(results, tmp_path / "p.md", "--configfile", "presets/quick.yaml", "presets/quick-rolling.yaml")
+    res = _page(hasfl_cli, results, tmp_path / "p.md", "--configfile", "presets/quick.yaml", "presets/quick-rolling.yaml")
     assert res.returncode == 0, res.stderr
     assert "`snakemake --cores 2 all --configfile presets/quick.yaml presets/quick-rolling.yaml`" in \
         (tmp_path / "p.md").read_text()

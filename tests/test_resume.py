@@ -90,6 +90,7 @@ def _run_killed(cmd: list[str], out: Path, when) -> None:
 
 
 # uniform_rolling: wrapped windows; fedecover: sampled units (its pools are checkpointed)
+@pytest.mark.processes
 @pytest.mark.parametrize("method", ["scaffold", "hasfl", "uniform_rolling", "fedecover"])
 def test_sigkill_mid_run_resumes_to_identical_bytes(preset, tmp_path, method):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
@@ -103,6 +104,7 @@ def test_sigkill_mid_run_resumes_to_identical_bytes(preset, tmp_path, method):
     assert _digests(killed) == _digests(ref)
 
 
+@pytest.mark.processes
 def test_sigkill_during_checkpoint_write(preset, tmp_path):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_cmd(preset, ref, "hasfl"), env=_env(), check=True, capture_output=True)

@@ -20,6 +20,8 @@ import pytest
 
 from hasfl.dag import worker
 
+pytestmark = pytest.mark.processes  # every test starts a worker or a job process and signals it
+
 JOB = textwrap.dedent('''
     import logging, os, sys, time
 
