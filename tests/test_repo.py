@@ -34,3 +34,23 @@ def test_hasfl_cli_reports_bad_config(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 2
     assert "config key 'federation.rounds': must be >= 1, got 0" in res.stderr
+
+
+def test_the_short_check_leaves_out_what_starts_snakemake_or_signals_processes(repo):
+    """The README's short check selects by markers; a test using the packing calibration (concurrent jobs it starts) is
+    marked ``processes`` by its fixture, so the short check collects none of them, the full suite all."""
+    readme = (repo / "README.md").read_text()
+    expr = "not dag and not slow and not snakemake and not processes"
+    assert f"python -m pytest -m '{expr}'" in readme
+
+    def collected(marks: str) -> set[str]:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-n", "0",
+                              "-m", marks, "tests/test_gpu_packing.py", "tests/test_resume.py"],
+                             cwd=repo, capture_output=True, text=True, timeout=120)
+        return {ln.split("::")[1].split("[")[0] for ln in out.stdout.splitlines() if "::" in ln}
+
+    short, full = collected(expr), collected("not slow")
+    for name in ("test_calibration_measures_concurrent_jobs_for_real", "test_plan_k_from_config_or_cached_calibration",
+                 "test_sigkill_mid_run_resumes_to_identical_bytes", "test_sigkill_during_checkpoint_write"):
+        assert name in full and name not in short, name
+    assert "test_checkpoint_payload_and_resume_in_process" in short
