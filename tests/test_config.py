@@ -283,3 +283,22 @@ def test_execution_keys_live_in_one_block_outside_every_identity() -> None:
     merged = {**base, "execution": {**base["execution"], **cli["execution"]}}
     typed = typed_command_line(merged, cli)["execution"]
     assert typed["max_cpu_wall_hours"] == 0 and typed["warm_worker"] is False and typed["checkpoint_every"] == 10
+
+
+def test_the_long_horizon_overlay_changes_only_the_rounds_and_seeds(repo) -> None:
+    """presets/medium-coverage-long.yaml (issue 48 point 4): the coverage rung's runs at 300 rounds on three seeds; every
+    other config value of a run is the rung's, and its data stages are the rung's (their identity holds no rounds), so
+    the store links them; its own results folder."""
+    from hasfl.config import data_config, load_config, run_config
+
+    presets = repo / "presets"
+    rung = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml"])
+    long = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml", presets / "medium-coverage-long.yaml"])
+    assert long["federation"]["rounds"] == 300 and rung["federation"]["rounds"] == 100
+    assert long["seeds"] == [42, 43, 44] and set(long["seeds"]) < set(rung["seeds"])
+    assert long["methods"] == rung["methods"] and long["name"] != rung["name"]
+    for m in long["methods"]:
+        a, b = run_config(long, "fashion_mnist", m, 42), run_config(rung, "fashion_mnist", m, 42)
+        assert a["federation"] | {"rounds": 100} == b["federation"] and {k: v for k, v in a.items() if k != "federation"} \
+            == {k: v for k, v in b.items() if k != "federation"}, m
+    assert data_config(long, "fashion_mnist") == data_config(rung, "fashion_mnist")  # the data stage's whole slice
