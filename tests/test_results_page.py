@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -57,7 +58,8 @@ TABLE3 = {"dataset": ["digits"], "method": ["hasfl"], "status": ["ok"], "n_compl
           "avg_p_std": [0.01]}
 
 
-def _results(root, findings=None, methods=("hasfl", "random_budget", "fedavg"), figures=("fig6_frontier",)):
+def _results(root, findings=None, methods=("hasfl", "random_budget", "fedavg"), figures=("fig6_frontier",),
+             dataset="digits"):
     (root / "tables").mkdir(parents=True)
     (root / "figures").mkdir()
     (root / "findings.json").write_text(json.dumps(findings or FINDINGS))
@@ -72,10 +74,10 @@ def _results(root, findings=None, methods=("hasfl", "random_budget", "fedavg"), 
         plt.close(fig)
     (root / "report.md").write_text("### Figure 6\n\n![Figure 6](figures/fig6_frontier.png)\n\n"
                                     "*Figure 6.* Final accuracy against width.\n\n")
-    runs = [_run(root, "digits", m, s, 360.0) for m in methods for s in (42, 43)]
+    runs = [_run(root, dataset, m, s, 360.0) for m in methods for s in (42, 43)]
     # the DAG's last rule: the analysis outputs' sha256 and the runs they read
-    verified = root.parent / "verified.json"
-    verified.write_text(json.dumps({str(r): f"digits-{r.parent.name}-{r.name[4:]}" for r in runs}))
+    verified = root.parent / f"verified-{root.name}.json"
+    verified.write_text(json.dumps({str(r): f"{dataset}-{r.parent.name}-{r.name[4:]}" for r in runs}))
     files = [root / "findings.json", root / "report.md", root / "tables" / "table3_allocation.md",
              root / "tables" / "table3_allocation.parquet", *(root / "figures" / f"{s}.png" for s in figures)]
     write_analysis_manifest(root, [str(f) for f in files], verified, identity={"digest": "abc123identity"})
@@ -419,7 +421,7 @@ def test_results_page_refuses_config_files_without_the_runs_methods(hasfl_cli, t
     results = tmp_path / "results" / "quick"
     _results(results)
     run = _run(results, "digits", "fedrolex", 42, 60.0)
-    verified = results.parent / "verified.json"
+    verified = results.parent / f"verified-{results.name}.json"
     listed = json.loads(verified.read_text())
     verified.write_text(json.dumps({**listed, str(run): "digits-fedrolex-42"}))
     write_analysis_manifest(results, [str(results / f) for f in json.loads(
@@ -465,3 +467,34 @@ def test_the_page_and_report_md_write_a_units_interval_the_same_way() -> None:
     assert _measured([unit]) == "digits: -1.23 [-3.83, 1.05] inconclusive"
     row = units_frame([{"id": "F0", "units": [unit]}]).iloc[0]
     assert f"{row['Estimate']} {row['Interval']}" == measured(unit["estimate"], unit["low"], unit["high"])
+
+
+def test_an_overlay_folder_is_a_section_with_the_findings_it_ran(hasfl_cli, tmp_path) -> None:
+    """``--overlay results/medium-coverage-long``: a section after the findings with its command (the page's config
+    files and presets/<its name>.yaml), its runs' digest, the findings it ran (the others omitted as not run there);
+    an overlay without its config file, or without findings.json, is refused naming it."""
+    root = tmp_path / "results"
+    ran = {**FINDINGS, "findings": [{**FINDINGS["findings"][0], "id": "F9e", "claim": "FIARSE beats Uniform",
+                                     "units": [{"unit": "fashion_mnist", "in_scope": True, "estimate": 3.25,
+                                                "low": 1.5, "high": 5.0, "verdict": "supported"}],
+                                     "verdict": "supported"}, FINDINGS["findings"][3]]}
+    _results(root / "medium-coverage", methods=("uniform", "fiarse"), dataset="fashion_mnist")
+    _results(root / "medium-coverage-long", ran, methods=("uniform", "fiarse"), dataset="fashion_mnist")
+    out = tmp_path / "p.md"
+    files = ("--configfile", "presets/medium.yaml", "presets/medium-coverage.yaml")
+    res = _page(hasfl_cli, root / "medium-coverage", out, "--overlay", root / "medium-coverage-long", *files)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    section = page.split("## Overlay `medium-coverage-long`", 1)[1].split("\n## ", 1)[0]
+    assert ("`snakemake --cores 2 all --configfile presets/medium.yaml presets/medium-coverage.yaml "
+            "presets/medium-coverage-long.yaml`") in section
+    assert "4 training runs" in section and "(1; 1 not run there)" in section
+    assert "| F9e | FIARSE beats Uniform | **supported** |" in section and "fashion_mnist: 3.25 [1.5, 5] supported" in section
+    assert "F8-probe" not in section and page.index("## Overlay") < page.index("## Tables")
+    assert f"--overlay {(root / 'medium-coverage-long').as_posix()} --configfile" in page
+    (root / "medium-coverage-x").mkdir()
+    res = _page(hasfl_cli, root / "medium-coverage", out, "--overlay", root / "medium-coverage-x", *files)
+    assert res.returncode == 2 and "medium-coverage-x/findings.json' does not exist" in res.stderr
+    shutil.copytree(root / "medium-coverage-long", root / "medium-coverage-y", symlinks=True)
+    res = _page(hasfl_cli, root / "medium-coverage", out, "--overlay", root / "medium-coverage-y", *files)
+    assert res.returncode == 2 and "expected its config file 'presets/medium-coverage-y.yaml'" in res.stderr

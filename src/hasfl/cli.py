@@ -271,7 +271,7 @@ def _cmd_results_page(args: argparse.Namespace) -> int:
     from hasfl.dag.identity import analysis_code_digest, checkout_root
 
     out = write_results_page(args.results, args.out, notes_path=args.notes, configfiles=args.configfile,
-                             analysis_code=analysis_code_digest(checkout_root()))
+                             analysis_code=analysis_code_digest(checkout_root()), overlays=args.overlay or ())
     print(f"hasfl results-page: wrote {out} and its figures under {out.parent / out.stem}/")
     return 0
 
@@ -517,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--configfile", nargs="+", default=None,
                    help="the config files that made the results folder, as given to snakemake (default "
                         "presets/<name>.yaml): the page states the command that reproduces it")
+    p.add_argument("--overlay", nargs="+", type=Path, default=None,
+                   help="results folders made with one more config file on top of these (presets/<folder name>.yaml, "
+                        "e.g. results/medium-coverage-long): a section each with the findings it ran")
     p.set_defaults(func=_cmd_results_page)
 
     p = sub.add_parser("preregistration", help="the pre-registration record (docs/preregistration.md) from git: every "

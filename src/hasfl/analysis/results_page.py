@@ -355,15 +355,53 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str, not_run: s
             *([pre, ""] if pre else []), body, ""]
 
 
+def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str | None, ci_level: float,
+                   power: float) -> list[str]:
+    """The section of a folder made with one more config file on top of the page's (``presets/<its name>.yaml``: a
+    longer horizon, methods at each client's capacity): its command and provenance in one paragraph, the findings it
+    ran (the table of the page's own findings, the others omitted as not run there) and its coverage table. Its
+    analysis is verified against its manifest and its runs against the config files, as the page's own."""
+    findings_path = overlay / "findings.json"
+    if not findings_path.is_file():
+        raise ResultsPageError(f"overlay '{overlay}': '{findings_path}' does not exist: run its DAG to the end first")
+    manifest = verify_analysis(overlay)
+    listed = manifest["files"]
+    doc = json.loads(_listed(overlay, listed, findings_path).read_text())
+    extra = Path("presets") / f"{overlay.name}.yaml"
+    if not (REPO / extra).is_file():
+        raise ResultsPageError(f"overlay '{overlay}': expected its config file '{extra.as_posix()}' (the overlay "
+                               "folder's name is the name its config file sets)")
+    files = _preset_files(overlay.name, [*base_files, extra.as_posix()])
+    _refuse_other_methods(files, manifest["runs"])
+    _refuse_other_configs(overlay, files, manifest["runs"])
+    prov = provenance(overlay, manifest, analysis_code=analysis_code)
+    ran = [f for f in doc["findings"] if shown_verdict(f) != NOT_RUN]
+    omitted = len(doc["findings"]) - len(ran)
+    lines = [f"## Overlay `{overlay.name}`", "",
+             f"Made by `{dag_command(files)}` (its own results folder `{overlay.as_posix()}`; {prov['n_runs']} training "
+             f"runs, identities digest `{prov['runs_digest']}`, analysis identity `{prov['analysis_identity'][:16]}`). "
+             f"{code_sentence(prov['training_code'])} The findings it tests, at its own horizon and budget "
+             f"({len(ran)}; {omitted} not run there); the rules and columns are those of section Findings.", ""]
+    lines += [*_findings_table(ran, ci_level, power), ""] if ran else ["No finding ran in this folder.", ""]
+    coverage = "table4c_coverage_over_time"
+    if (overlay / "tables" / f"{coverage}.parquet").is_file():
+        lines += [line.replace("### ", "#### ", 1) if line.startswith("### ") else line
+                  for line in _table_lines(overlay, listed, coverage, {f["id"] for f in doc["findings"]} - {
+                      f["id"] for f in ran})]
+    return lines
+
+
 def write_results_page(results: str | Path, out_md: str | Path, *, title: str | None = None,
                        notes_path: str | Path | None = None,
-                       configfiles: Sequence[str | Path] | None = None, analysis_code: str | None = None) -> Path:
+                       configfiles: Sequence[str | Path] | None = None, analysis_code: str | None = None,
+                       overlays: Sequence[str | Path] = ()) -> Path:
     """Write the page for the finished preset in ``results`` (``<results_dir>/<name>``), with the notes of
     ``notes_path`` (a person's reading of the findings, its references filled from findings.json) under the
     title; ``configfiles``: the preset's config files (default ``presets/<name>.yaml``), for the commands, checked
     against the runs' recorded config slices; ``analysis_code``: this checkout's analysis code digest, compared
-    with the analysis manifest's in the provenance. The page says whether the runs' recorded training code is this
-    checkout's (runs record code digests, not a commit)."""
+    with the analysis manifest's in the provenance; ``overlays``: results folders made with one more config file on
+    top (:func:`_overlay_lines`), a section each after the findings. The page says whether the runs' recorded
+    training code is this checkout's (runs record code digests, not a commit)."""
     results, out_md = Path(results), Path(out_md)
     if notes_path is not None and not Path(notes_path).is_file():
         raise ResultsPageError(f"notes file '{notes_path}' does not exist")
@@ -393,7 +431,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     fig_dir = out_md.parent / out_md.stem
     notes_arg = f" --notes {Path(notes_path).as_posix()}" if notes_path is not None else ""
     dag = dag_command(files)
-    page_cmd = (f"hasfl results-page {results.as_posix()} {out_md.as_posix()}{notes_arg} --configfile "
+    overlay_arg = f" --overlay {' '.join(Path(o).as_posix() for o in overlays)}" if overlays else ""
+    page_cmd = (f"hasfl results-page {results.as_posix()} {out_md.as_posix()}{notes_arg}{overlay_arg} --configfile "
                 f"{' '.join(files)}")
     dirty = " (tree dirty)" if prov["dirty"] else ""
     lines = [f"# {title or f'Results of the {name} preset'}", "",
@@ -417,6 +456,9 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
               f"A finding none of whose methods or datasets this preset runs is **{NOT_RUN}**.", "",
               *_findings_table(findings, float(th.get("ci_level", 0.95)), float(th.get("power", 0.8))), ""]
     lines += reproduce_lines(rows, prov["kernels"])
+    for overlay in overlays:
+        lines += _overlay_lines(Path(overlay), files, analysis_code, float(th.get("ci_level", 0.95)),
+                                float(th.get("power", 0.8)))
     lines += ["## Tables", ""]
     for table in TABLES:
         if (results / "tables" / f"{table}.parquet").is_file():
