@@ -355,18 +355,23 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str, not_run: s
             *([pre, ""] if pre else []), body, ""]
 
 
+def _verified_findings(results: Path, what: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The analysis manifest of ``results`` (every listed file checked) and its findings.json, read through it."""
+    findings_path = results / "findings.json"
+    if not findings_path.is_file():
+        raise ResultsPageError(f"{what}'{findings_path}' does not exist: run the preset's DAG to the end first")
+    manifest = verify_analysis(results)
+    return manifest, json.loads(_listed(results, manifest["files"], findings_path).read_text())
+
+
 def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str | None, ci_level: float,
                    power: float) -> list[str]:
     """The section of a folder made with one more config file on top of the page's (``presets/<its name>.yaml``: a
     longer horizon, methods at each client's capacity): its command and provenance in one paragraph, the findings it
     ran (the table of the page's own findings, the others omitted as not run there) and its coverage table. Its
     analysis is verified against its manifest and its runs against the config files, as the page's own."""
-    findings_path = overlay / "findings.json"
-    if not findings_path.is_file():
-        raise ResultsPageError(f"overlay '{overlay}': '{findings_path}' does not exist: run its DAG to the end first")
-    manifest = verify_analysis(overlay)
+    manifest, doc = _verified_findings(overlay, f"overlay '{overlay}': ")
     listed = manifest["files"]
-    doc = json.loads(_listed(overlay, listed, findings_path).read_text())
     extra = Path("presets") / f"{overlay.name}.yaml"
     if not (REPO / extra).is_file():
         raise ResultsPageError(f"overlay '{overlay}': expected its config file '{extra.as_posix()}' (the overlay "
@@ -407,12 +412,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
         raise ResultsPageError(f"notes file '{notes_path}' does not exist")
     if notes_path is not None:
         _refuse_notes_as_page(Path(notes_path), out_md)
-    findings_path = results / "findings.json"
-    if not findings_path.is_file():
-        raise ResultsPageError(f"'{findings_path}' does not exist: run the preset's DAG to the end first")
-    manifest = verify_analysis(results)
+    manifest, doc = _verified_findings(results)
     listed = manifest["files"]
-    doc = json.loads(_listed(results, listed, findings_path).read_text())
     findings = doc["findings"]
     not_run = {str(f["id"]) for f in findings if shown_verdict(f) == NOT_RUN}
     name = results.name
