@@ -474,7 +474,7 @@ def test_an_overlay_folder_is_a_section_with_the_findings_it_ran(hasfl_cli, tmp_
     files and presets/<its name>.yaml), its runs' digest, the findings it ran (the others omitted as not run there);
     an overlay without its config file, or without findings.json, is refused naming it."""
     root = tmp_path / "results"
-    ran = {**FINDINGS, "findings": [{**FINDINGS["findings"][0], "id": "F9e", "claim": "FIARSE beats Uniform",
+    ran = {**FINDINGS, "thresholds": {"ci_level": 0.9}, "findings": [{**FINDINGS["findings"][0], "id": "F9e", "claim": "FIARSE beats Uniform",
                                      "units": [{"unit": "fashion_mnist", "in_scope": True, "estimate": 3.25,
                                                 "low": 1.5, "high": 5.0, "verdict": "supported"}],
                                      "verdict": "supported"}, FINDINGS["findings"][3]]}
@@ -491,6 +491,8 @@ def test_an_overlay_folder_is_a_section_with_the_findings_it_ran(hasfl_cli, tmp_
     assert "4 training runs" in section and "(1; 1 not run there)" in section
     assert "| F9e | FIARSE beats Uniform | **supported** |" in section and "fashion_mnist: 3.25 [1.5, 5] supported" in section
     assert "F8-probe" not in section and page.index("## Overlay") < page.index("## Tables")
+    # its intervals are labelled at the level its own findings.json computed them (90%: two-sided 80%), the page's at 95%
+    assert "two-sided 80% interval" in section and "two-sided 80% interval" not in page.split("## Overlay", 1)[0]
     assert f"--overlay {(root / 'medium-coverage-long').as_posix()} --configfile" in page
     (root / "medium-coverage-x").mkdir()
     res = _page(hasfl_cli, root / "medium-coverage", out, "--overlay", root / "medium-coverage-x", *files)

@@ -355,6 +355,12 @@ def _table_lines(results: Path, listed: Mapping[str, Any], name: str, not_run: s
             *([pre, ""] if pre else []), body, ""]
 
 
+def _levels(doc: Mapping[str, Any]) -> tuple[float, float]:
+    """(interval level, power) that a findings.json's intervals and MDEs were computed at (its ``thresholds``)."""
+    th = doc.get("thresholds") or {}
+    return float(th.get("ci_level", 0.95)), float(th.get("power", 0.8))
+
+
 def _verified_findings(results: Path, what: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     """The analysis manifest of ``results`` (every listed file checked) and its findings.json, read through it."""
     findings_path = results / "findings.json"
@@ -364,8 +370,7 @@ def _verified_findings(results: Path, what: str = "") -> tuple[dict[str, Any], d
     return manifest, json.loads(_listed(results, manifest["files"], findings_path).read_text())
 
 
-def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str | None, ci_level: float,
-                   power: float) -> list[str]:
+def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str | None) -> list[str]:
     """The section of a folder made with one more config file on top of the page's (``presets/<its name>.yaml``: a
     longer horizon, methods at each client's capacity): its command and provenance in one paragraph, the findings it
     ran (the table of the page's own findings, the others omitted as not run there) and its coverage table. Its
@@ -380,19 +385,18 @@ def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str 
     _refuse_other_methods(files, manifest["runs"])
     _refuse_other_configs(overlay, files, manifest["runs"])
     prov = provenance(overlay, manifest, analysis_code=analysis_code)
-    ran = [f for f in doc["findings"] if shown_verdict(f) != NOT_RUN]
-    omitted = len(doc["findings"]) - len(ran)
+    not_run = {str(f["id"]) for f in doc["findings"] if shown_verdict(f) == NOT_RUN}
+    ran = [f for f in doc["findings"] if str(f["id"]) not in not_run]
     lines = [f"## Overlay `{overlay.name}`", "",
              f"Made by `{dag_command(files)}` (its own results folder `{overlay.as_posix()}`; {prov['n_runs']} training "
              f"runs, identities digest `{prov['runs_digest']}`, analysis identity `{prov['analysis_identity'][:16]}`). "
              f"{code_sentence(prov['training_code'])} The findings it tests, at its own horizon and budget "
-             f"({len(ran)}; {omitted} not run there); the rules and columns are those of section Findings.", ""]
-    lines += [*_findings_table(ran, ci_level, power), ""] if ran else ["No finding ran in this folder.", ""]
+             f"({len(ran)}; {len(not_run)} not run there); the rules and columns are those of section Findings.", ""]
+    lines += [*_findings_table(ran, *_levels(doc)), ""] if ran else ["No finding ran in this folder.", ""]
     coverage = "table4c_coverage_over_time"
     if (overlay / "tables" / f"{coverage}.parquet").is_file():
         lines += [line.replace("### ", "#### ", 1) if line.startswith("### ") else line
-                  for line in _table_lines(overlay, listed, coverage, {f["id"] for f in doc["findings"]} - {
-                      f["id"] for f in ran})]
+                  for line in _table_lines(overlay, listed, coverage, not_run)]
     return lines
 
 
@@ -448,18 +452,16 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     lines += failed_lines(findings, name)
     if notes:
         lines += ["## Reading", "", notes.strip(), ""]
-    th = doc.get("thresholds") or {}
     record = Path(os.path.relpath(REPO / "docs" / "preregistration.md", out_md.resolve().parent)).as_posix()
     lines += ["## Findings", "", KIND_LEGEND, "", VERDICT_RULES, "",
               f"Every margin, level, seed minimum, horizon and rule constant above, with the commit at which it was "
               f"fixed and the results that existed then: the [pre-registration record]({record}).", "",
               *calibration_lines(doc),
               f"A finding none of whose methods or datasets this preset runs is **{NOT_RUN}**.", "",
-              *_findings_table(findings, float(th.get("ci_level", 0.95)), float(th.get("power", 0.8))), ""]
+              *_findings_table(findings, *_levels(doc)), ""]
     lines += reproduce_lines(rows, prov["kernels"])
     for overlay in overlays:
-        lines += _overlay_lines(Path(overlay), files, analysis_code, float(th.get("ci_level", 0.95)),
-                                float(th.get("power", 0.8)))
+        lines += _overlay_lines(Path(overlay), files, analysis_code)
     lines += ["## Tables", ""]
     for table in TABLES:
         if (results / "tables" / f"{table}.parquet").is_file():
