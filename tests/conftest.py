@@ -5,6 +5,8 @@
   command line of a preset run (``snakemake.dag_args``) and reads its job counts
   (``snakemake.job_counts``, also the fixture ``job_counts``);
 * ``tiny_preset`` -- writes a tiny-preset overlay (digits, a few methods, seeds and rounds);
+* ``tiny_world`` -- a module's copy of the one finished tiny world (a workflow copy where a tiny preset ran to the
+  end), built once per session for every module and xdist worker;
 * ``small_cnn`` / ``small_lstm`` -- tiny model families for slicing and client tests;
 * ``hasfl_cli`` -- the ``hasfl`` command line run in this process (``hasfl_cli(*args)``: exit code, stdout, stderr;
   an uncaught exception is exit 1 with its traceback on stderr, as the console script gives), for tests of what a
@@ -36,7 +38,7 @@ _QUICK = _REPO / "presets" / "quick.yaml"
 
 # --------------------------------------------------------------------------- tests that start Snakemake
 #: Fixtures whose use means the test starts Snakemake (a dry run or a DAG): such a test is marked ``snakemake``.
-SNAKEMAKE_FIXTURES = frozenset({"snakemake"})
+SNAKEMAKE_FIXTURES = frozenset({"snakemake", "tiny_world"})
 #: Fixtures whose use means the test starts and signals processes of its own (concurrent training jobs): marked
 #: ``processes`` (the README's short check leaves them out; the full suite runs them).
 PROCESSES_FIXTURES = frozenset({"cpu_packing_calibration"})
@@ -233,6 +235,69 @@ class TinyPreset:
 def tiny_preset() -> TinyPreset:
     """``tiny_preset(folder, file="tiny", *, results_dir=..., data_dir=..., rounds=..., **overrides)``."""
     return TinyPreset()
+
+
+# --------------------------------------------------------------------------- one finished world, built once
+#: The shared world's preset (over presets/quick.yaml): digits, 2 rounds, 2 seeds, a method whose run another reads
+#: (random_budget reads hasfl's), one with a method parameter (fedprox's mu); one thread per job.
+WORLD_METHODS = ("hasfl", "random_budget", "fedprox")
+WORLD_SEEDS = (42, 43)
+#: What a copy of the workflow holds (the jobs' code digests are hashed from the copy's src/hasfl).
+WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "presets", "profiles", "workflow", "src")
+
+
+def _build_world(snakemake: Snakemake, tiny_preset: TinyPreset, work: Path) -> None:
+    """A copy of the workflow in ``work`` and the world's preset run to the end there: ``work/tiny.yaml`` (the
+    overlay), ``work/tiny-standalone.yaml`` (the same config merged over presets/quick.yaml, for the ``hasfl`` CLI),
+    the finished folder ``work/results/tiny`` and its run store ``work/results/.store`` (links relative, so a copy
+    of ``work`` is a world of its own)."""
+    import shutil
+
+    for item in WORKFLOW_ITEMS:
+        src = _REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy2)(
+            src, work / item, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
+    kw: dict[str, Any] = {"methods": list(WORLD_METHODS), "seeds": list(WORLD_SEEDS), "rounds": 2,
+                          "threads_per_job": 1}
+    tiny_preset(work, "tiny", results_dir=None, data_dir=None, **kw)
+    tiny_preset(work, "tiny-standalone", results_dir=None, data_dir=None, standalone=True, **kw)
+    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", cwd=work, timeout=1500)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+
+@pytest.fixture(scope="session")
+def _tiny_world(snakemake: Snakemake, tiny_preset: TinyPreset, tmp_path_factory: pytest.TempPathFactory,
+                worker_id: str) -> Path:
+    """The finished world, built once per test session: under pytest-xdist by the first worker that asks (a lock in
+    the session's shared temporary folder), the others wait and read it. Never handed out: tests get a copy."""
+    import fcntl
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # .../pytest-N/, one per session
+    world = shared / "tiny-world"
+    with open(shared / "tiny-world.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (world / ".built").exists():
+            partial = shared / "tiny-world.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            _build_world(snakemake, tiny_preset, partial)
+            (partial / ".built").write_text("")
+            partial.rename(world)
+    return world
+
+
+@pytest.fixture(scope="module")
+def tiny_world(_tiny_world: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A module's own copy of the finished world (see ``_build_world``): a workflow copy in which the tiny preset
+    (``tiny.yaml`` over ``presets/quick.yaml``; digits x hasfl, random_budget, fedprox x seeds 42, 43; 2 rounds) has
+    run to the end. Run Snakemake there with ``cwd=`` the copy; edit its sources, configs and folders freely."""
+    import shutil
+
+    work = tmp_path_factory.mktemp("world") / "work"
+    shutil.copytree(_tiny_world, work, symlinks=True)
+    return work
 
 
 # --------------------------------------------------------------------------- tiny model families

@@ -35,16 +35,18 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def world(snakemake, tiny_preset, repo, tmp_path_factory) -> dict[str, Path]:
-    """A finished tiny DAG under ``<tmp>/results/tiny`` (run from the repository, with its default
-    workflow profile), its overlay and a stand-alone preset of the same config for the CLI."""
-    tmp = tmp_path_factory.mktemp("identity")
-    kw = {"methods": METHODS, "seeds": SEEDS, "rounds": 2, "threads_per_job": 1}
-    overlay = tiny_preset(tmp, "tiny", results_dir="results", data_dir=None, **kw)
-    standalone = tiny_preset(tmp, "tiny-standalone", results_dir="results", data_dir=None, standalone=True, **kw)
-    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", overlay, timeout=1500)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return {"tmp": tmp, "overlay": overlay, "standalone": standalone, "results": tmp / "results" / "tiny"}
+def world(tiny_world) -> dict[str, Path]:
+    """The module's copy of the shared finished world (conftest ``tiny_world``: digits x hasfl, random_budget,
+    fedprox x seeds 42, 43; 2 rounds): its folder ``results/tiny``, its overlay and the stand-alone preset of the
+    same config for the CLI. Snakemake runs there (fixture ``sm``), as it would from a clone."""
+    return {"tmp": tiny_world, "overlay": tiny_world / "tiny.yaml", "standalone": tiny_world / "tiny-standalone.yaml",
+            "results": tiny_world / "results" / "tiny"}
+
+
+@pytest.fixture()
+def sm(snakemake, world):
+    """``snakemake(*args)`` in the world's folder."""
+    return lambda *args, **kw: snakemake(*args, cwd=world["tmp"], **kw)
 
 
 def _copy(world: dict[str, Path], name: str, **changes) -> tuple[Path, Path]:
@@ -68,21 +70,21 @@ def _copy(world: dict[str, Path], name: str, **changes) -> tuple[Path, Path]:
     return dst, path
 
 
-def _plan(snakemake, job_counts, *configfiles: Path | str, extra: tuple[str, ...] = ()):
-    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", *map(str, configfiles), *extra)
+def _plan(sm, job_counts, *configfiles: Path | str, extra: tuple[str, ...] = ()):
+    res = sm("-n", "all", "--configfile", "presets/quick.yaml", *map(str, configfiles), *extra)
     return res, job_counts(res.stdout + res.stderr)
 
 
-def test_nothing_to_do_after_the_run(world, snakemake, job_counts) -> None:
-    res, jobs = _plan(snakemake, job_counts, world["overlay"])
+def test_nothing_to_do_after_the_run(world, sm, job_counts) -> None:
+    res, jobs = _plan(sm, job_counts, world["overlay"])
     assert res.returncode == 0 and jobs == {}, res.stderr[-2000:]
 
 
 # --- 3. cp -a results/quick results/quick-mu05, then another FedProx mu --------------------------
-def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, snakemake, job_counts) -> None:
+def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, sm, job_counts) -> None:
     """Before: "Nothing to be done", verify passed, the runs kept mu = 1.0."""
     copy, overlay = _copy(world, "tiny-mu05", method_params__fedprox__mu=0.5)
-    res, jobs = _plan(snakemake, job_counts, overlay)
+    res, jobs = _plan(sm, job_counts, overlay)
     assert res.returncode == 0, res.stderr[-2000:]
     # the two FedProx runs, and the analysis (another name: the report names its preset)
     assert jobs.get("train") == 2 and jobs.get("identity_rerun") == 3 and "data_stage" not in jobs, jobs
@@ -95,11 +97,11 @@ def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, snakemak
     assert _hasfl("verify", copy).returncode == 0  # without a preset: the chain itself is intact
 
 
-def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, snakemake, job_counts) -> None:
+def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, sm, job_counts) -> None:
     """The same for the analysis: a copied folder and another `analysis.ci_level` rerun the analysis, not
     a single training job (the analysis manifest records the analysis's config and code)."""
     _copy_, overlay = _copy(world, "tiny-ci90", analysis__ci_level=0.9)
-    res, jobs = _plan(snakemake, job_counts, overlay)
+    res, jobs = _plan(sm, job_counts, overlay)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "analysis: config (analysis.ci_level)" in res.stderr  # the name is in no analysis identity (fault 18)
     assert jobs.get("identity_rerun") == 1 and jobs.get("verify_runs") == 1 and jobs.get("analysis_findings") == 1
@@ -107,7 +109,7 @@ def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, snakem
 
 
 # --- 2. a data stage of another config copied under finished runs ---------------------------------
-def test_2_a_swapped_data_stage_is_found_and_rerun(world, snakemake, job_counts) -> None:
+def test_2_a_swapped_data_stage_is_found_and_rerun(world, sm, job_counts) -> None:
     """Before: the runs trained on the copied partition, `hasfl verify` said unchanged, `hasfl data --out` overwrote."""
     other = world["tmp"] / "alpha100"
     preset = yaml.safe_load(world["standalone"].read_text())
@@ -122,7 +124,7 @@ def test_2_a_swapped_data_stage_is_found_and_rerun(world, snakemake, job_counts)
         shutil.copy2(f, target / f.name)
     cli = _hasfl("verify", copy)
     assert cli.returncode == 2 and "data-stage files" in cli.stderr and "runs/digits/hasfl/seed42" in cli.stderr
-    res, jobs = _plan(snakemake, job_counts, overlay)
+    res, jobs = _plan(sm, job_counts, overlay)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "data/digits/seed42: config (partition.alpha)" in res.stderr
     assert jobs.get("data_stage") == 1 and jobs.get("train") == 3, jobs  # seed 42's data stage and its runs
@@ -151,13 +153,13 @@ def test_4_hasfl_train_refuses_another_seeds_inputs(world, tmp_path) -> None:
 
 
 # --- 5. a YAML key given twice ------------------------------------------------------------------------
-def test_5_a_duplicate_key_is_refused(world, snakemake, tmp_path) -> None:
+def test_5_a_duplicate_key_is_refused(world, sm, tmp_path) -> None:
     """Before: the first `federation:` block was dropped silently (200 rounds)."""
     bad = tmp_path / "dup.yaml"
     bad.write_text(world["overlay"].read_text() + "federation:\n  clients_per_round: 5\n")
     cli = _hasfl("config", "--config", bad)
     assert cli.returncode == 2 and "'federation' is given twice" in cli.stderr, cli.stderr
-    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", bad)
+    res = sm("-n", "all", "--configfile", "presets/quick.yaml", bad)
     assert res.returncode == 1 and "'federation' is given twice" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -174,7 +176,7 @@ def test_7_results_page_never_writes_into_a_results_folder(world) -> None:
 
 
 # --- 8. two seeds' run folders swapped -------------------------------------------------------------------
-def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, snakemake) -> None:
+def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, sm) -> None:
     """Before: the correct random-budget run was deleted and retrained against the wrong budget."""
     copy, overlay = _copy(world, "tiny-swapped-runs")
     runs = copy / "runs/digits/hasfl"
@@ -183,7 +185,7 @@ def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, snakema
     (runs / "tmp").rename(runs / "seed43")
     before = _files(copy)
     for args in (("-n", "all"), ("--cores", "1", "all")):
-        res = snakemake(*args, "--configfile", "presets/quick.yaml", overlay)
+        res = sm(*args, "--configfile", "presets/quick.yaml", overlay)
         assert res.returncode == 1, res.stderr[-2000:]
         assert "runs/digits/hasfl/seed42 holds the run of digits / hasfl / seed 43" in res.stderr
         assert "nothing was deleted" in res.stderr and "Traceback" not in res.stderr
@@ -191,13 +193,13 @@ def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, snakema
 
 
 # --- 9 and 10. another spelling of data_dir, another key order, touch ------------------------------------
-def test_9_10_equal_configs_and_touch_rerun_nothing(world, snakemake, job_counts, tmp_path) -> None:
+def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, tmp_path) -> None:
     """Before: `data_dir: ./data` and a reordered config reran all training; touch on a data-stage
     Parquet retrained."""
     spelled = yaml.safe_load(world["overlay"].read_text())
     spelled["data_dir"] = "./data"
     (tmp_path / "spelled.yaml").write_text(yaml.safe_dump(spelled))
-    res, jobs = _plan(snakemake, job_counts, tmp_path / "spelled.yaml")
+    res, jobs = _plan(sm, job_counts, tmp_path / "spelled.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
     full = _hasfl("config", "--config", world["standalone"], "--yaml")
@@ -207,12 +209,12 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, snakemake, job_counts
         return {k: reverse(value[k]) for k in reversed(list(value))} if isinstance(value, dict) else value
 
     (tmp_path / "reordered.yaml").write_text(yaml.safe_dump(reverse(yaml.safe_load(full.stdout)), sort_keys=False))
-    res, jobs = _plan(snakemake, job_counts, tmp_path / "reordered.yaml")
+    res, jobs = _plan(sm, job_counts, tmp_path / "reordered.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
     for f in [*world["results"].glob("data/*/*/*.parquet"), *world["results"].glob("runs/*/*/*/*")]:
         f.touch()
-    res, jobs = _plan(snakemake, job_counts, world["overlay"])
+    res, jobs = _plan(sm, job_counts, world["overlay"])
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
 
@@ -249,7 +251,7 @@ def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
 
 
 # --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------
-def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake, job_counts, tmp_path) -> None:
+def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, sm, job_counts, tmp_path) -> None:
     """Before: with ``device: auto`` on a machine without a GPU, ``cuda_deterministic: false`` retrained every run
     (byte-identical: CUDA's algorithms never touch a CPU run) and reran the analysis; now the slice the jobs receive,
     the store keys, the gate and the analysis identity are keyed on the device class, and nothing is planned."""
@@ -261,7 +263,7 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake,
     assert overlay.get("device", "auto") == "auto"
     overlay["cuda_deterministic"] = False
     (tmp_path / "nondeterministic.yaml").write_text(yaml.safe_dump(overlay))
-    res, jobs = _plan(snakemake, job_counts, tmp_path / "nondeterministic.yaml")
+    res, jobs = _plan(sm, job_counts, tmp_path / "nondeterministic.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
     standalone = yaml.safe_load(world["standalone"].read_text()) | {"cuda_deterministic": False}
     (tmp_path / "nondeterministic-standalone.yaml").write_text(yaml.safe_dump(standalone))
@@ -281,18 +283,18 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, snakemake,
     ({"federation": {"rounds": 10}, "hasfl": {"warmup": 10}}, "config key 'hasfl.warmup'"),
     ({"federation": {"rounds": 10}, "hasfl": {"warmup": 9}}, "leaves no round after t0"),
 ])
-def test_12_bad_presets_are_named_before_the_preflight(world, snakemake, tmp_path, change, message) -> None:
+def test_12_bad_presets_are_named_before_the_preflight(world, sm, tmp_path, change, message) -> None:
     """Before: each ran (or failed with a traceback after the pre-flight, some after all training)."""
     from hasfl.config import deep_merge
 
     overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), change)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(overlay))
-    res = snakemake("-n", "all", "--configfile", "presets/quick.yaml", tmp_path / "bad.yaml")
+    res = sm("-n", "all", "--configfile", "presets/quick.yaml", tmp_path / "bad.yaml")
     assert res.returncode == 1 and message in res.stderr, res.stderr[-2000:]
     assert "pre-flight" not in res.stderr and "Traceback" not in res.stderr
 
 
-def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, snakemake, tmp_path) -> None:
+def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, sm, tmp_path) -> None:
     """Before: `device: cuda` without a GPU started the run (the pre-flight only noticed); a results folder
     that cannot be written ended in a traceback."""
     cuda = yaml.safe_load(world["overlay"].read_text()) | {"device": "cuda", "name": "tiny-cuda",
@@ -302,7 +304,7 @@ def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, s
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    res = snakemake("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "cuda.yaml")
+    res = sm("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "cuda.yaml")
     assert res.returncode == 1 and "'device' is 'cuda' but this machine has no GPU" in res.stderr, res.stderr[-2000:]
     assert not (world["results"].parent / "tiny-cuda" / "logs").exists()  # no job started
 
@@ -310,13 +312,13 @@ def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, s
     blocker.write_text("not a folder\n")
     unwritable = yaml.safe_load(world["overlay"].read_text()) | {"results_dir": str(blocker)}
     (tmp_path / "unwritable.yaml").write_text(yaml.safe_dump(unwritable))
-    res = snakemake("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "unwritable.yaml")
+    res = sm("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "unwritable.yaml")
     assert res.returncode == 1 and "cannot be written" in res.stderr and "is a file" in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
 
 
-def test_12_seeds_on_the_command_line_are_integers(world, snakemake, job_counts) -> None:
-    res, jobs = _plan(snakemake, job_counts, world["overlay"], extra=("--config", "seeds=[42,43,44]"))
+def test_12_seeds_on_the_command_line_are_integers(world, sm, job_counts) -> None:
+    res, jobs = _plan(sm, job_counts, world["overlay"], extra=("--config", "seeds=[42,43,44]"))
     assert res.returncode == 0, res.stderr[-2000:]
     assert jobs.get("train") == len(METHODS) and jobs.get("data_stage") == 1, jobs  # only seed 44's jobs
 

@@ -1,7 +1,7 @@
 """After a complete run, only what a change invalidates reruns (issue 5, section 2).
 
-A tiny preset is run for real in a copy of the workflow; then sources and config in the
-copy are changed and `snakemake -n` says which jobs would run. Jobs import the installed
+A tiny preset is run for real in a copy of the workflow (the shared world, conftest ``tiny_world``); then sources
+and config in the copy are changed and `snakemake -n` says which jobs would run. Jobs import the installed
 package, which has the same content as the copy at the time of the real run.
 """
 
@@ -33,17 +33,10 @@ def planned(snakemake):
 
 
 @pytest.fixture(scope="module")
-def finished(snakemake, tiny_preset, repo, tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("reruns")
-    for item in ("Snakefile", "config.yaml", "presets", "profiles", "workflow", "src"):
-        src = repo / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / item)
-    tiny_preset(work, "tiny", results_dir=None, data_dir=None, methods=["hasfl", "random_budget", "fedprox"],
-                rounds=2)
-    res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", cwd=work,
-                    timeout=1200)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return work
+def finished(tiny_world) -> Path:
+    """The module's copy of the shared finished world (conftest ``tiny_world``: a workflow copy where digits x
+    hasfl, random_budget, fedprox x seeds 42, 43 ran for 2 rounds)."""
+    return tiny_world
 
 
 def _planned_after_edit(planned, workdir: Path, target: Path) -> dict[str, int]:
@@ -76,12 +69,12 @@ def test_analysis_change_reruns_only_analysis(finished, planned):
 
 def test_aggregation_change_reruns_training_not_data(finished, planned):
     plan = _planned_after_edit(planned, finished, finished / "src/hasfl/fl/aggregation.py")
-    assert plan.get("train") == 3 and "data_stage" not in plan, plan
+    assert plan.get("train") == 6 and "data_stage" not in plan, plan
 
 
 def test_partition_change_reruns_from_data_stage(finished, planned):
     plan = _planned_after_edit(planned, finished, finished / "src/hasfl/data/partition.py")
-    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan
+    assert plan.get("data_stage") == 2 and plan.get("train") == 6, plan
 
 
 def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
@@ -93,11 +86,11 @@ def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
 def test_method_hyperparameter_reruns_only_that_method(finished, planned):
     extra = _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}})
     plan = planned(finished, extra)
-    assert plan.get("train") == 1 and "data_stage" not in plan, plan
+    assert plan.get("train") == 2 and "data_stage" not in plan, plan  # fedprox x 2 seeds
     # a HAS-FL hyperparameter changes hasfl and random_budget (which reads hasfl's run)
     extra = _with_overlay(finished, "gamma", {"hasfl": {"gamma": 0.3}})
     plan = planned(finished, extra)
-    assert plan.get("train") == 2 and "data_stage" not in plan, plan
+    assert plan.get("train") == 4 and "data_stage" not in plan, plan
 
 
 def test_adding_methods_reruns_no_finished_run(finished, planned):
@@ -105,7 +98,7 @@ def test_adding_methods_reruns_no_finished_run(finished, planned):
     (a run's identity is its own slice, not the list); the analysis reruns on the larger set."""
     extra = _with_overlay(finished, "more", {"methods": ["hasfl", "random_budget", "fedprox", "uniform"]})
     plan = planned(finished, extra)
-    assert plan.get("train") == 1 and "data_stage" not in plan, plan
+    assert plan.get("train") == 2 and "data_stage" not in plan, plan
 
 
 def test_checkpoint_interval_reruns_nothing(finished, planned):
@@ -151,7 +144,7 @@ def test_a_job_depends_only_on_its_config_slice(finished, snakemake, tmp_path):
     res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
                     timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert snakemake.job_counts(res.stdout + res.stderr).get("train") == 1
+    assert snakemake.job_counts(res.stdout + res.stderr).get("train") == 2  # fedprox x 2 seeds
     assert snapshot(hasfl_dir) == hasfl_before  # same bytes, not even rewritten
     assert (fedprox_dir / "final.pt").read_bytes() != fedprox_final
 
@@ -191,7 +184,7 @@ def test_the_finished_analysis_is_verified_and_an_edit_never_reaches_a_page(fini
     results = finished / tiny.get("results_dir", "results") / tiny["name"]
     manifest = json.loads((results / "analysis.manifest.json").read_text())
     assert "findings.json" in manifest["files"] and "report.md" in manifest["files"]
-    assert len(manifest["runs"]) == 3  # digits x (hasfl, random_budget, fedprox) x seed 42
+    assert len(manifest["runs"]) == 6  # digits x (hasfl, random_budget, fedprox) x seeds 42, 43
     # the command that made it, from the config files the session passes to the report job (not a param)
     assert "--configfile presets/quick.yaml tiny.yaml" in (results / "report.md").read_text()
 
@@ -203,7 +196,7 @@ def test_the_finished_analysis_is_verified_and_an_edit_never_reaches_a_page(fini
     assert res.returncode == 0 and f"{len(manifest['files'])} analysis files match" in res.stdout, res.stderr
     res = hasfl("results-page", results, tmp_path / "page.md")
     assert res.returncode == 0, res.stderr
-    assert "(3 training runs" in (tmp_path / "page.md").read_text()
+    assert "(6 training runs" in (tmp_path / "page.md").read_text()
     copy = tmp_path / "edited" / results.name
     shutil.copytree(results, copy)
     table = copy / "tables" / "matched_budget.md"
@@ -272,7 +265,7 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
         dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work)
         assert dry.returncode == 0, dry.stderr[-3000:]
         plan = snakemake.job_counts(dry.stdout + dry.stderr)
-        assert plan.get("train") == 1 and "data_stage" not in plan, plan  # only digits/toy/seed42
+        assert plan.get("train") == 2 and "data_stage" not in plan, plan  # only digits/toy/seed42 and seed43
         assert "runs/digits/toy/seed42" in dry.stdout + dry.stderr
         assert plan.get("analysis_toy_rows") == 1, plan
         res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
@@ -310,7 +303,7 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     monkeypatch.setattr(fig6_frontier, "save_figure", lambda fig, png, pdf: drawn.setdefault("fig", fig))
     tables = {n: [str(results / "tables" / f"{n}.parquet")] for n in FIGURES["fig6_frontier"].tables}
     jobs.run_artifact("fig6_frontier", tables, {"png": str(tmp_path / "f6.png"), "pdf": str(tmp_path / "f6.pdf")},
-                      {"datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedprox", "toy"], "seeds": [42]})
+                      {"datasets": ["digits"], "methods": ["hasfl", "random_budget", "fedprox", "toy"], "seeds": [42, 43]})
     fig = drawn["fig"]
     legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
     labels = [t.get_text() for lg in legends for t in lg.get_texts()]
@@ -322,15 +315,15 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
 def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo, snakemake):
     """Issue 25: the seeds an inconclusive finding needs are added by an overlay (presets/*-seeds.yaml) and
     only the new seeds' data-stage and training jobs are scheduled; the analysis reruns on all of them."""
-    extra = _with_overlay(finished, "seeds", {"seeds": [42, 43]})
+    extra = _with_overlay(finished, "seeds", {"seeds": [42, 43, 44]})
     plan = planned(finished, extra)
-    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan  # digits seed 43 x 3 methods
+    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan  # digits seed 44 x 3 methods
     assert plan.get("analysis_findings") == 1
     dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=finished)
     assert "jobs: 1 data stage, 3 training" in dry.stderr  # the pre-flight prices only the new seed's jobs
-    assert "3 finished runs and 1 data-stage folders reused, not priced" in dry.stderr
+    assert "6 finished runs and 2 data-stage folders reused, not priced" in dry.stderr
     # the same seeds on the command line (Snakemake reads the list's items as strings; typed as in a preset)
-    cli = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", "--config", "seeds=[42,43]",
+    cli = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", "--config", "seeds=[42,43,44]",
                     cwd=finished)
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert snakemake.job_counts(cli.stdout + cli.stderr).get("train") == 3
