@@ -125,20 +125,39 @@ def test_data_config_is_the_data_stage_slice(paper_config):
     assert data_config(_set(paper_config, "partition.alpha", 0.5), "cifar10") != d
 
 
-@pytest.mark.parametrize("key,value,message", [
+BAD_KEYS = [
     ("partition.alpha", 0, "partition.alpha"),
     ("seeds", [], "seeds"),
     ("methods", ["hasfl", "nope"], "unknown method 'nope'"),
-])
-def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path, key, value, message):
+]
+
+
+def _overlay(key: str, value: object) -> dict:
     overlay: dict = {}
     node = overlay
     *parents, last = key.split(".")
     for p in parents:
         node = node.setdefault(p, {})
     node[last] = value
+    return overlay
+
+
+@pytest.mark.parametrize("key,value,message", BAD_KEYS)
+def test_a_bad_overlay_is_refused_over_config_yaml(repo, key, value, message):
+    """What the Snakefile's session decides for ``--configfile bad.yaml`` (hasfl.dag.session: the file merged over
+    config.yaml, then ``validate_config``), in process; the end-to-end run is the next test."""
+    from hasfl.config import ConfigError, deep_merge, read_yaml, validate_config
+
+    with pytest.raises(ConfigError) as refused:
+        validate_config(deep_merge(read_yaml(repo / "config.yaml"), _overlay(key, value)))
+    assert message in str(refused.value) and "invalid configuration" in str(refused.value)
+    assert "missing config key" not in str(refused.value)  # the overlay merged over config.yaml
+
+
+def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path):
+    key, value, message = BAD_KEYS[2]
     preset = tmp_path / "bad.yaml"
-    preset.write_text(yaml.safe_dump(overlay))
+    preset.write_text(yaml.safe_dump(_overlay(key, value)))
     res = snakemake("-n", "all", "--configfile", str(preset), "--directory", str(tmp_path),
                     "-s", str(repo / "Snakefile"))
     assert res.returncode != 0

@@ -283,14 +283,31 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, sm, job_co
     ({"federation": {"rounds": 10}, "hasfl": {"warmup": 10}}, "config key 'hasfl.warmup'"),
     ({"federation": {"rounds": 10}, "hasfl": {"warmup": 9}}, "leaves no round after t0"),
 ])
-def test_12_bad_presets_are_named_before_the_preflight(world, sm, tmp_path, change, message) -> None:
-    """Before: each ran (or failed with a traceback after the pre-flight, some after all training)."""
-    from hasfl.config import deep_merge
+def test_12_bad_presets_are_named_before_the_preflight(world, tmp_path, change, message) -> None:
+    """Before: each ran (or failed with a traceback after the pre-flight, some after all training). The refusal is
+    decided in process by what the Snakefile's session runs on the config files (``hasfl.config.validate_config`` over
+    config.yaml, presets/quick.yaml and the overlay, merged as presets are); that Snakemake prints it and stops before
+    the pre-flight is one end-to-end dry run (next test)."""
+    from hasfl.config import ConfigError, deep_merge, read_yaml, validate_config
 
     overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), change)
+    merged = read_yaml(world["tmp"] / "config.yaml")
+    for layer in (read_yaml(world["tmp"] / "presets/quick.yaml"), overlay):
+        merged = deep_merge(merged, layer)
+    with pytest.raises(ConfigError) as refused:
+        validate_config(merged)
+    assert message in str(refused.value)
+
+
+def test_12_a_bad_preset_stops_snakemake_before_the_preflight(world, sm, tmp_path) -> None:
+    """The end-to-end half of the test above, for one of its presets: exit 1, the message, no pre-flight, no
+    traceback."""
+    from hasfl.config import deep_merge
+
+    overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), {"seeds": [2**63]})
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(overlay))
     res = sm("-n", "all", "--configfile", "presets/quick.yaml", tmp_path / "bad.yaml")
-    assert res.returncode == 1 and message in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 1 and "config key 'seeds[0]': must be <= 4294967295" in res.stderr, res.stderr[-2000:]
     assert "pre-flight" not in res.stderr and "Traceback" not in res.stderr
 
 
