@@ -6,7 +6,8 @@
   (``snakemake.job_counts``, also the fixture ``job_counts``);
 * ``tiny_preset`` -- writes a tiny-preset overlay (digits, a few methods, seeds and rounds);
 * ``tiny_world`` -- a module's copy of the one finished tiny world (a workflow copy where a tiny preset ran to the
-  end), built once per session for every module and xdist worker;
+  end), built once per session for every module and xdist worker; ``quick_dry_run`` -- the quick preset's dry run
+  in an empty folder, once per session;
 * ``small_cnn`` / ``small_lstm`` -- tiny model families for slicing and client tests;
 * ``hasfl_cli`` -- the ``hasfl`` command line run in this process (``hasfl_cli(*args)``: exit code, stdout, stderr;
   an uncaught exception is exit 1 with its traceback on stderr, as the console script gives), for tests of what a
@@ -38,7 +39,7 @@ _QUICK = _REPO / "presets" / "quick.yaml"
 
 # --------------------------------------------------------------------------- tests that start Snakemake
 #: Fixtures whose use means the test starts Snakemake (a dry run or a DAG): such a test is marked ``snakemake``.
-SNAKEMAKE_FIXTURES = frozenset({"snakemake", "tiny_world"})
+SNAKEMAKE_FIXTURES = frozenset({"snakemake", "tiny_world", "quick_dry_run"})
 #: Fixtures whose use means the test starts and signals processes of its own (concurrent training jobs): marked
 #: ``processes`` (the README's short check leaves them out; the full suite runs them).
 PROCESSES_FIXTURES = frozenset({"cpu_packing_calibration"})
@@ -273,8 +274,7 @@ def _tiny_world(snakemake: Snakemake, tiny_preset: TinyPreset, tmp_path_factory:
     import fcntl
     import shutil
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base if worker_id == "master" else base.parent  # .../pytest-N/, one per session
+    shared = _shared_folder(tmp_path_factory, worker_id)
     world = shared / "tiny-world"
     with open(shared / "tiny-world.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -286,6 +286,38 @@ def _tiny_world(snakemake: Snakemake, tiny_preset: TinyPreset, tmp_path_factory:
             (partial / ".built").write_text("")
             partial.rename(world)
     return world
+
+
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The session's temporary folder every xdist worker sees (``.../pytest-N/``), or this run's own without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+@pytest.fixture(scope="session")
+def quick_dry_run(snakemake: Snakemake, tmp_path_factory: pytest.TempPathFactory,
+                  worker_id: str) -> subprocess.CompletedProcess[str]:
+    """One ``snakemake -n all --configfile presets/quick.yaml`` in an empty folder (``-s Snakefile --directory D
+    --config results_dir=D/results``, console lines whole: ``HASFL_CONSOLE_WIDTH=0``), run once per test session for
+    every test that reads what it plans (its job table, a job's inputs) and every xdist worker (the first to ask runs
+    it under a lock; the others read its output). The tests of the console itself run their own."""
+    import fcntl
+
+    shared = _shared_folder(tmp_path_factory, worker_id)
+    saved = shared / "quick-dry-run.json"
+    with open(shared / "quick-dry-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.exists():
+            folder = shared / "quick-dry-run"
+            folder.mkdir(exist_ok=True)
+            res = subprocess.run([*snakemake.command, "-n", "all", "-s", str(_REPO / "Snakefile"), "--directory",
+                                  str(folder), "--configfile", str(_QUICK), "--config", f"results_dir={folder}/results"],
+                                 cwd=_REPO, env={**snakemake.env(), "HASFL_CONSOLE_WIDTH": "0"}, capture_output=True,
+                                 text=True, timeout=600)
+            saved.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+                                         "stderr": res.stderr}))
+        done = json.loads(saved.read_text())
+    return subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
 
 
 @pytest.fixture(scope="module")

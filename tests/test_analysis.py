@@ -533,9 +533,8 @@ def test_full_chain_of_jobs(synthetic_results, paper_config):
     assert set(comp_df["table"]) == {1}  # digits is not in the paper: only Table 1 is compared
 
 
-def test_snakemake_dry_run_lists_analysis_jobs(snakemake, repo, tmp_path):
-    res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
-                    "--configfile", str(repo / "presets/quick.yaml"))
+def test_snakemake_dry_run_lists_analysis_jobs(quick_dry_run):
+    res = quick_dry_run
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     from hasfl.analysis.artifacts import ARTIFACTS, FIGURES

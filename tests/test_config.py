@@ -168,11 +168,11 @@ def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path):
 
 
 @pytest.mark.parametrize("preset", [None, "presets/quick.yaml"])
-def test_snakemake_dry_run(snakemake, job_counts, repo, tmp_path, preset):
-    args = ["-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path)]
-    if preset:
-        args += ["--configfile", str(repo / preset)]
-    res = snakemake(*args)
+def test_snakemake_dry_run(snakemake, quick_dry_run, job_counts, repo, tmp_path, preset):
+    if preset:  # the session's one dry run of the quick preset (conftest)
+        res = quick_dry_run
+    else:
+        res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout + res.stderr
     n_datasets = 2 if preset else 3
