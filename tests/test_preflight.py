@@ -262,3 +262,28 @@ def test_the_forward_measurement_uses_the_analysis_evaluation_batch() -> None:
     from hasfl.bench.calibrate import EVAL_BATCH
 
     assert inspect.signature(evaluate_accuracy).parameters["batch_size"].default == EVAL_BATCH
+
+
+def test_a_measurement_is_cached_per_cpu_kernel_pin(monkeypatch) -> None:
+    """Under the portable kernel pin an AVX-512 CPU runs AVX2 kernels at about half the speed: the pre-flight priced
+    a pinned build from the unpinned measurement (the medium preset's training took 2.06x its estimate). The cache
+    key holds the pin's variables when any is set; without them it is the key it always was (no cache re-measured)."""
+    import hashlib
+    import json
+
+    from hasfl.device import KERNEL_PIN_ENV, kernel_pin
+    from hasfl.fl.runtime import ISA_ENV
+
+    assert KERNEL_PIN_ENV == ISA_ENV  # the names a run's timings record
+    hw = {"cpu": "test cpu", "cores": 2, "gpus": []}
+    for k in KERNEL_PIN_ENV:
+        monkeypatch.delenv(k, raising=False)
+    plain = preflight._measurement_path("throughput", hw, "cpu", 1, 3)
+    old = hashlib.sha256(json.dumps(["test cpu", [], "cpu", 1, preflight._torch_version(), 3],
+                                    sort_keys=True).encode()).hexdigest()
+    assert plain.name == f"throughput-{old[:16]}.json"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert kernel_pin() == {"ATEN_CPU_CAPABILITY": "avx2"}
+    pinned = preflight._measurement_path("throughput", hw, "cpu", 1, 3)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert len({plain, pinned, preflight._measurement_path("throughput", hw, "cpu", 1, 3)}) == 3

@@ -37,7 +37,8 @@ from typing import Any
 from hasfl.cache import cached_measurement
 from hasfl.errors import HasflError
 
-__all__ = ["DEVICES", "DeviceError", "Devices", "cpu_model", "devices", "listed_gpus", "probe_path", "resolve", "torch_view", "unusable"]
+__all__ = ["DEVICES", "KERNEL_PIN_ENV", "DeviceError", "Devices", "cpu_model", "devices", "kernel_pin", "listed_gpus",
+           "probe_path", "resolve", "torch_view", "unusable"]
 
 #: The values of config key ``device`` (workflow/schemas/config.schema.json).
 DEVICES = ("auto", "cpu", "cuda")
@@ -45,6 +46,18 @@ DEVICES = ("auto", "cpu", "cuda")
 PROBE_VERSION = 1
 #: How long the probe (importing torch, initialising CUDA) may take before it counts as no GPU.
 PROBE_TIMEOUT_S = 120.0
+
+
+#: The environment variables that choose which CPU kernels PyTorch, oneDNN and MKL run (the portable kernel pin,
+#: docs/guide/gpu.md): a speed measured under one setting prices nothing under another. The same names as
+#: ``hasfl.fl.runtime.ISA_ENV`` (a run's timings record them); tests/test_preflight.py pins the two equal.
+KERNEL_PIN_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def kernel_pin(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The kernel-choosing variables set in ``env`` (this process's environment by default)."""
+    env = os.environ if env is None else env
+    return {k: env[k] for k in KERNEL_PIN_ENV if k in env}
 
 
 def cpu_model() -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
-from hasfl.device import cpu_model, devices, resolve
+from hasfl.device import cpu_model, devices, kernel_pin, resolve
 from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
 
@@ -360,9 +360,13 @@ def _torch_version() -> str:
 
 
 def _measurement_path(kind: str, hw: Mapping[str, Any], device: str, threads: int, *what: Any) -> Path:
-    """Where a measurement of ``kind`` on this machine (CPU, GPUs, device, threads, torch) of ``what`` is cached."""
-    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), *what],
-                                    sort_keys=True).encode()).hexdigest()
+    """Where a measurement of ``kind`` on this machine (CPU, GPUs, device, threads, torch, the CPU kernel pin in the
+    environment: :func:`hasfl.device.kernel_pin`) of ``what`` is cached. A build under the portable pin runs AVX2
+    kernels on an AVX-512 CPU at about half the unpinned speed: priced from an unpinned measurement, its training
+    took about twice the estimate."""
+    pin = kernel_pin()
+    key = hashlib.sha256(json.dumps([hw["cpu"], hw["gpus"], device, threads, _torch_version(), *what]
+                                    + ([pin] if pin else []), sort_keys=True).encode()).hexdigest()
     return CACHE / f"{kind}-{key[:16]}.json"
 
 
