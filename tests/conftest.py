@@ -239,6 +239,30 @@ def tiny_preset() -> TinyPreset:
 
 
 # --------------------------------------------------------------------------- one finished world, built once
+def _once_per_session(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+                      make: Callable[[Path], None]) -> Path:
+    """``<shared>/<name>``, made by ``make(path)`` once per test session for every xdist worker: the first worker to
+    ask makes it under a lock in the session's shared temporary folder (``.../pytest-N/``; this run's own without
+    xdist) and the others wait and read it. Made at ``<name>.partial`` and renamed, so a failed make leaves nothing a
+    later ask would read."""
+    import fcntl
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+    done, partial = shared / name, shared / f"{name}.partial"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            if partial.is_dir():
+                shutil.rmtree(partial)
+            else:
+                partial.unlink(missing_ok=True)
+            make(partial)
+            partial.rename(done)
+    return done
+
+
 #: The shared world's preset (over presets/quick.yaml): digits, 2 rounds, 2 seeds, a method whose run another reads
 #: (random_budget reads hasfl's), one with a method parameter (fedprox's mu); one thread per job.
 WORLD_METHODS = ("hasfl", "random_budget", "fedprox")
@@ -256,8 +280,10 @@ def _build_world(snakemake: Snakemake, tiny_preset: TinyPreset, work: Path) -> N
 
     for item in WORKFLOW_ITEMS:
         src = _REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(
-            src, work / item, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
+        if src.is_dir():
+            shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, work / item)
     kw: dict[str, Any] = {"methods": list(WORLD_METHODS), "seeds": list(WORLD_SEEDS), "rounds": 2,
                           "threads_per_job": 1}
     tiny_preset(work, "tiny", results_dir=None, data_dir=None, **kw)
@@ -269,29 +295,14 @@ def _build_world(snakemake: Snakemake, tiny_preset: TinyPreset, work: Path) -> N
 @pytest.fixture(scope="session")
 def _tiny_world(snakemake: Snakemake, tiny_preset: TinyPreset, tmp_path_factory: pytest.TempPathFactory,
                 worker_id: str) -> Path:
-    """The finished world, built once per test session: under pytest-xdist by the first worker that asks (a lock in
-    the session's shared temporary folder), the others wait and read it. Never handed out: tests get a copy."""
-    import fcntl
-    import shutil
+    """The finished world, built once per test session for every xdist worker (:func:`_once_per_session`). Never
+    handed out: tests get a copy."""
 
-    shared = _shared_folder(tmp_path_factory, worker_id)
-    world = shared / "tiny-world"
-    with open(shared / "tiny-world.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (world / ".built").exists():
-            partial = shared / "tiny-world.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
-            _build_world(snakemake, tiny_preset, partial)
-            (partial / ".built").write_text("")
-            partial.rename(world)
-    return world
+    def build(work: Path) -> None:
+        work.mkdir()
+        _build_world(snakemake, tiny_preset, work)
 
-
-def _shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    """The session's temporary folder every xdist worker sees (``.../pytest-N/``), or this run's own without xdist."""
-    base = tmp_path_factory.getbasetemp()
-    return base if worker_id == "master" else base.parent
+    return _once_per_session(tmp_path_factory, worker_id, "tiny-world", build)
 
 
 @pytest.fixture(scope="session")
@@ -299,24 +310,20 @@ def quick_dry_run(snakemake: Snakemake, tmp_path_factory: pytest.TempPathFactory
                   worker_id: str) -> subprocess.CompletedProcess[str]:
     """One ``snakemake -n all --configfile presets/quick.yaml`` in an empty folder (``-s Snakefile --directory D
     --config results_dir=D/results``, console lines whole: ``HASFL_CONSOLE_WIDTH=0``), run once per test session for
-    every test that reads what it plans (its job table, a job's inputs) and every xdist worker (the first to ask runs
-    it under a lock; the others read its output). The tests of the console itself run their own."""
-    import fcntl
+    every test that reads what it plans (its job table, a job's inputs) and every xdist worker
+    (:func:`_once_per_session`). The tests of the console itself run their own."""
+    folder = tmp_path_factory.getbasetemp() / "quick-dry-run"
 
-    shared = _shared_folder(tmp_path_factory, worker_id)
-    saved = shared / "quick-dry-run.json"
-    with open(shared / "quick-dry-run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not saved.exists():
-            folder = shared / "quick-dry-run"
-            folder.mkdir(exist_ok=True)
-            res = subprocess.run([*snakemake.command, "-n", "all", "-s", str(_REPO / "Snakefile"), "--directory",
-                                  str(folder), "--configfile", str(_QUICK), "--config", f"results_dir={folder}/results"],
-                                 cwd=_REPO, env={**snakemake.env(), "HASFL_CONSOLE_WIDTH": "0"}, capture_output=True,
-                                 text=True, timeout=600)
-            saved.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
-                                         "stderr": res.stderr}))
-        done = json.loads(saved.read_text())
+    def run(saved: Path) -> None:
+        folder.mkdir(exist_ok=True)
+        res = subprocess.run([*snakemake.command, "-n", "all", "-s", str(_REPO / "Snakefile"), "--directory",
+                              str(folder), "--configfile", str(_QUICK), "--config", f"results_dir={folder}/results"],
+                             cwd=_REPO, env={**snakemake.env(), "HASFL_CONSOLE_WIDTH": "0"}, capture_output=True,
+                             text=True, timeout=600)
+        saved.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+                                     "stderr": res.stderr}))
+
+    done = json.loads(_once_per_session(tmp_path_factory, worker_id, "quick-dry-run.json", run).read_text())
     return subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
 
 
@@ -519,21 +526,13 @@ def interrupted(federate) -> Callable[..., Any]:
 def cpu_packing_calibration(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Any]:
     """One real packing calibration on this CPU (``hasfl.bench.packing.calibrate_packing("cpu", ks=(1, 2))``: K jobs
     started at once, their steps counted), shared by the tests that read one: each measurement starts K processes
-    that import torch (~10 s). Under pytest-xdist measured once for all workers (the first to ask measures, under
-    a lock in the session's shared temporary folder; the others read its JSON)."""
-    import fcntl
-
+    that import torch (~10 s). Measured once for all xdist workers (:func:`_once_per_session`)."""
     from hasfl.bench.packing import calibrate_packing
 
-    if worker_id == "master":
-        return calibrate_packing("cpu", ks=(1, 2), seconds=0.5)
-    shared = tmp_path_factory.getbasetemp().parent  # .../pytest-N/, one per session, above each worker's folder
-    path = shared / "cpu_packing_calibration.json"
-    with open(shared / "cpu_packing_calibration.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            path.write_text(json.dumps(calibrate_packing("cpu", ks=(1, 2), seconds=0.5)))
-        return json.loads(path.read_text())
+    def measure(path: Path) -> None:
+        path.write_text(json.dumps(calibrate_packing("cpu", ks=(1, 2), seconds=0.5)))
+
+    return json.loads(_once_per_session(tmp_path_factory, worker_id, "cpu_packing_calibration.json", measure).read_text())
 
 
 # --------------------------------------------------------------------------- a finished folder, fabricated

@@ -39,6 +39,8 @@ def world(tiny_world) -> dict[str, Path]:
     """The module's copy of the shared finished world (conftest ``tiny_world``: digits x hasfl, random_budget,
     fedprox x seeds 42, 43; 2 rounds): its folder ``results/tiny``, its overlay and the stand-alone preset of the
     same config for the CLI. Snakemake runs there (fixture ``sm``), as it would from a clone."""
+    overlay = yaml.safe_load((tiny_world / "tiny.yaml").read_text())
+    assert (overlay["methods"], overlay["seeds"]) == (METHODS, SEEDS)  # this module's constants are the world's
     return {"tmp": tiny_world, "overlay": tiny_world / "tiny.yaml", "standalone": tiny_world / "tiny-standalone.yaml",
             "results": tiny_world / "results" / "tiny"}
 
