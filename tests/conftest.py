@@ -189,6 +189,58 @@ def job_counts() -> Callable[[str], dict[str, int]]:
     return Snakemake.job_counts
 
 
+
+class Walked(NamedTuple):
+    """A preset's config (as the session validates and keys it on a CPU build) and its status walk."""
+
+    config: dict[str, Any]
+    status: Any  # hasfl.dag.store.Status
+
+    def reruns(self, kind: str) -> list[str]:
+        """The finished folders of ``kind`` (``data``, ``runs``, ``analysis``) the walk reruns."""
+        return sorted(f for f in self.status.rerun if f.split("/")[0] == kind)
+
+    def missing(self, kind: str) -> list[str]:
+        """The folders of ``kind`` no finished output or store entry holds (a job makes them)."""
+        return sorted(f for f in self.status.missing if f.split("/")[0] == kind)
+
+    def params(self) -> dict[str, str]:
+        """Folder -> the config params its rule hands the job (workflow/rules/data.smk ``data_cfg``, train.smk
+        ``run_cfg`` and ``data_cfg``), which Snakemake's params trigger compares with the finished job's: two configs
+        that give equal params (and an empty walk) plan nothing."""
+        from hasfl.dag.identity import data_slice, run_slice
+        from hasfl.dag.outputs import keyed_config, preset_jobs
+
+        data, runs = preset_jobs(self.config)
+        out = {f"data/{d}/seed{s}": [data_slice(self.config, d)] for d, s in data}
+        out |= {f"runs/{d}/{m}/seed{s}": [keyed_config(run_slice(self.config, d, m, s), "cpu"), data_slice(self.config, d)]
+                for d, m, s in runs}
+        return {folder: json.dumps(p) for folder, p in out.items()}  # in order: a key order is a difference too
+
+
+def preset_status(workdir: Path, *configfiles: str | Path) -> Walked:
+    """What a CPU build of ``--configfile presets/quick.yaml CONFIGFILES...`` in the checkout ``workdir`` decides,
+    in process: the config merged over ``workdir/config.yaml`` and validated as the session does
+    (:func:`hasfl.config.load_config`), keyed on the CPU device class, and the session's one status walk
+    (:func:`hasfl.dag.store.status`) with that checkout's code digests (:class:`hasfl.dag.identity.Checkout`). What
+    Snakemake itself decides on top (its params trigger, the job table) the end-to-end dry runs test."""
+    from hasfl.config import load_config
+    from hasfl.dag.identity import Checkout
+    from hasfl.dag.outputs import keyed_config
+    from hasfl.dag.store import status
+
+    files = [workdir / "presets/quick.yaml", *(workdir / f for f in configfiles)]
+    config = keyed_config(load_config(files, base=workdir / "config.yaml"), "cpu")
+    results = workdir / config["results_dir"] / config["name"]
+    return Walked(config, status(config, results, Checkout(workdir), device_class="cpu"))
+
+
+@pytest.fixture(scope="session")
+def walk() -> Callable[..., Walked]:
+    """``walk(workdir, *configfiles)``: :func:`preset_status`."""
+    return preset_status
+
+
 # --------------------------------------------------------------------------- the tiny preset
 TINY: dict[str, Any] = {
     "name": "tiny",

@@ -77,9 +77,10 @@ def _plan(sm, job_counts, *configfiles: Path | str, extra: tuple[str, ...] = ())
     return res, job_counts(res.stdout + res.stderr)
 
 
-def test_nothing_to_do_after_the_run(world, sm, job_counts) -> None:
-    res, jobs = _plan(sm, job_counts, world["overlay"])
-    assert res.returncode == 0 and jobs == {}, res.stderr[-2000:]
+def test_nothing_to_do_after_the_run(world, walk) -> None:
+    """The session's walk, in process (conftest ``walk``; tests/test_reruns.py checks Snakemake plans the same)."""
+    found = walk(world["tmp"], world["overlay"]).status
+    assert not (found.rerun or found.missing or found.in_store or found.foreign), found
 
 
 # --- 3. cp -a results/quick results/quick-mu05, then another FedProx mu --------------------------
@@ -99,19 +100,19 @@ def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, sm, job_
     assert _hasfl("verify", copy).returncode == 0  # without a preset: the chain itself is intact
 
 
-def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, sm, job_counts) -> None:
+def test_3_a_copied_folder_reruns_its_analysis_for_an_analysis_key(world, walk) -> None:
     """The same for the analysis: a copied folder and another `analysis.ci_level` rerun the analysis, not
-    a single training job (the analysis manifest records the analysis's config and code)."""
+    a single training job (the analysis manifest records the analysis's config and code). Decided in process (the
+    session's walk); the test above checks end to end that Snakemake plans a walk's reruns."""
     _copy_, overlay = _copy(world, "tiny-ci90", analysis__ci_level=0.9)
-    res, jobs = _plan(sm, job_counts, overlay)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "analysis: config (analysis.ci_level)" in res.stderr  # the name is in no analysis identity (fault 18)
-    assert jobs.get("identity_rerun") == 1 and jobs.get("verify_runs") == 1 and jobs.get("analysis_findings") == 1
-    assert "train" not in jobs and "data_stage" not in jobs, jobs
+    found = walk(world["tmp"], overlay).status
+    # the name is in no analysis identity (fault 18): the one reason is the key
+    assert found.rerun == {"analysis": "config (analysis.ci_level)"}, found.rerun
+    assert not (found.missing or found.in_store or found.foreign), found
 
 
 # --- 2. a data stage of another config copied under finished runs ---------------------------------
-def test_2_a_swapped_data_stage_is_found_and_rerun(world, sm, job_counts) -> None:
+def test_2_a_swapped_data_stage_is_found_and_rerun(world, walk) -> None:
     """Before: the runs trained on the copied partition, `hasfl verify` said unchanged, `hasfl data --out` overwrote."""
     other = world["tmp"] / "alpha100"
     preset = yaml.safe_load(world["standalone"].read_text())
@@ -126,10 +127,11 @@ def test_2_a_swapped_data_stage_is_found_and_rerun(world, sm, job_counts) -> Non
         shutil.copy2(f, target / f.name)
     cli = _hasfl("verify", copy)
     assert cli.returncode == 2 and "data-stage files" in cli.stderr and "runs/digits/hasfl/seed42" in cli.stderr
-    res, jobs = _plan(sm, job_counts, overlay)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "data/digits/seed42: config (partition.alpha)" in res.stderr
-    assert jobs.get("data_stage") == 1 and jobs.get("train") == 3, jobs  # seed 42's data stage and its runs
+    walked = walk(world["tmp"], overlay)  # the session's walk, in process
+    assert walked.status.rerun.get("data/digits/seed42") == "config (partition.alpha)", walked.status.rerun
+    # seed 42's data stage and its runs
+    assert walked.reruns("data") == ["data/digits/seed42"]
+    assert walked.reruns("runs") == [f"runs/digits/{m}/seed42" for m in sorted(METHODS)], walked.status.rerun
     # the CLI never writes into a results folder, nor over a data stage of another identity
     before = _files(world["results"])
     into = _hasfl("data", "--config", world["standalone"], "--dataset", "digits", "--seed", "42", "--out",
@@ -178,31 +180,37 @@ def test_7_results_page_never_writes_into_a_results_folder(world) -> None:
 
 
 # --- 8. two seeds' run folders swapped -------------------------------------------------------------------
-def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, sm) -> None:
-    """Before: the correct random-budget run was deleted and retrained against the wrong budget."""
+def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, sm, walk) -> None:
+    """Before: the correct random-budget run was deleted and retrained against the wrong budget. The walk names both
+    folders (in process); a build refuses, end to end."""
     copy, overlay = _copy(world, "tiny-swapped-runs")
     runs = copy / "runs/digits/hasfl"
     (runs / "seed42").rename(runs / "tmp")
     (runs / "seed43").rename(runs / "seed42")
     (runs / "tmp").rename(runs / "seed43")
     before = _files(copy)
-    for args in (("-n", "all"), ("--cores", "1", "all")):
-        res = sm(*args, "--configfile", "presets/quick.yaml", overlay)
-        assert res.returncode == 1, res.stderr[-2000:]
-        assert "runs/digits/hasfl/seed42 holds the run of digits / hasfl / seed 43" in res.stderr
-        assert "nothing was deleted" in res.stderr and "Traceback" not in res.stderr
-        assert _files(copy) == before
+    found = walk(world["tmp"], overlay).status
+    assert [f.split(" ", 1)[0] for f in found.foreign] == ["runs/digits/hasfl/seed42", "runs/digits/hasfl/seed43"]
+    assert found.foreign[0].startswith("runs/digits/hasfl/seed42 holds the run of digits / hasfl / seed 43")
+    res = sm("--cores", "1", "all", "--configfile", "presets/quick.yaml", overlay)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "runs/digits/hasfl/seed42 holds the run of digits / hasfl / seed 43" in res.stderr
+    assert "nothing was deleted" in res.stderr and "Traceback" not in res.stderr
+    assert _files(copy) == before
 
 
 # --- 9 and 10. another spelling of data_dir, another key order, touch ------------------------------------
-def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, tmp_path) -> None:
+def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, walk, tmp_path) -> None:
     """Before: `data_dir: ./data` and a reordered config reran all training; touch on a data-stage
-    Parquet retrained."""
+    Parquet retrained. Another spelling of data_dir: in process (the walk, and the params the rules hand the jobs,
+    which Snakemake's params trigger compares); a reordered config after a touch of every result file: end to end
+    (Snakemake merges the config files and compares the params and file times itself)."""
     spelled = yaml.safe_load(world["overlay"].read_text())
     spelled["data_dir"] = "./data"
     (tmp_path / "spelled.yaml").write_text(yaml.safe_dump(spelled))
-    res, jobs = _plan(sm, job_counts, tmp_path / "spelled.yaml")
-    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+    base, walked = walk(world["tmp"], world["overlay"]), walk(world["tmp"], tmp_path / "spelled.yaml")
+    assert walked.config["data_dir"] != base.config["data_dir"]  # spelled otherwise
+    assert not (walked.status.rerun or walked.status.missing) and walked.params() == base.params()
 
     full = _hasfl("config", "--config", world["standalone"], "--yaml")
     assert full.returncode == 0, full.stderr
@@ -211,12 +219,9 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, tmp_p
         return {k: reverse(value[k]) for k in reversed(list(value))} if isinstance(value, dict) else value
 
     (tmp_path / "reordered.yaml").write_text(yaml.safe_dump(reverse(yaml.safe_load(full.stdout)), sort_keys=False))
-    res, jobs = _plan(sm, job_counts, tmp_path / "reordered.yaml")
-    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
-
     for f in [*world["results"].glob("data/*/*/*.parquet"), *world["results"].glob("runs/*/*/*/*")]:
         f.touch()
-    res, jobs = _plan(sm, job_counts, world["overlay"])
+    res, jobs = _plan(sm, job_counts, tmp_path / "reordered.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
 
 
@@ -226,20 +231,21 @@ def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
     seed, every finished folder is in the store, the new seed's folders are missing; a run of another method's folder
     is foreign; another mu is a rerun with its reason. The same walk the session and ``hasfl verify --config`` read."""
     from hasfl.config import load_config
-    from hasfl.dag.identity import analysis_code_digest, data_code_digest
+    from hasfl.dag.identity import Checkout
     from hasfl.dag.store import preset_folders, status
-    from hasfl.integrity import training_code_digest
 
-    package = repo / "src" / "hasfl"
-    kw = {"data_code": data_code_digest(package), "train_code": lambda m, d: training_code_digest(m, d, package),
-          "analysis_code": analysis_code_digest(repo), "device_class": "cpu"}
+    kw = {"code": Checkout(repo), "device_class": "cpu"}
     config = load_config(world["standalone"])
     found = status(config, world["results"], **kw)
     assert sorted(found.current) == sorted([*preset_folders(config), "analysis"])
     assert not (found.rerun or found.foreign or found.in_store or found.missing), found
     more = {**config, "name": "tiny-more", "seeds": [*SEEDS, 44]}
     found = status(more, world["results"].parent / "tiny-more", **kw)
-    assert sorted(found.in_store) == preset_folders(config) and not found.current
+    evals = sorted(f for f in found.in_store if f.startswith("evals/"))
+    assert sorted(set(found.in_store) - set(evals)) == preset_folders(config) and not found.current
+    # the finished run evaluations too (evals/<d>/<m>/seed<s>/<kind>), of finished runs only
+    assert evals and {f.rsplit("/", 1)[0].replace("evals/", "runs/", 1) for f in evals} <= set(preset_folders(config))
+    assert found.counts()["evaluations in store"] == len(evals)
     assert sorted(found.missing) == [f for f in preset_folders(more) if f.endswith("seed44")], found.missing
     assert found.counts()["in store"] == len(preset_folders(config)) and found.counts()["missing"] == 4
     copy, _ = _copy(world, "tiny-walk")
@@ -253,7 +259,7 @@ def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
 
 
 # --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------
-def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, sm, job_counts, tmp_path) -> None:
+def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, walk, tmp_path) -> None:
     """Before: with ``device: auto`` on a machine without a GPU, ``cuda_deterministic: false`` retrained every run
     (byte-identical: CUDA's algorithms never touch a CPU run) and reran the analysis; now the slice the jobs receive,
     the store keys, the gate and the analysis identity are keyed on the device class, and nothing is planned."""
@@ -265,8 +271,13 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, sm, job_co
     assert overlay.get("device", "auto") == "auto"
     overlay["cuda_deterministic"] = False
     (tmp_path / "nondeterministic.yaml").write_text(yaml.safe_dump(overlay))
-    res, jobs = _plan(sm, job_counts, tmp_path / "nondeterministic.yaml")
-    assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
+    from hasfl.dag import preflight
+
+    base, walked = walk(world["tmp"], world["overlay"]), walk(world["tmp"], tmp_path / "nondeterministic.yaml")
+    # the session keys a local build on the CPU class where the device it picks is the CPU (hasfl.dag.session)
+    assert preflight.device_of(walked.config, preflight.hardware()) == "cpu"
+    assert not (walked.status.rerun or walked.status.missing), walked.status
+    assert walked.params() == base.params()  # the slices the jobs receive: keyed on the CPU class
     standalone = yaml.safe_load(world["standalone"].read_text()) | {"cuda_deterministic": False}
     (tmp_path / "nondeterministic-standalone.yaml").write_text(yaml.safe_dump(standalone))
     cli = _hasfl("verify", world["results"], "--config", tmp_path / "nondeterministic-standalone.yaml")
@@ -334,12 +345,6 @@ def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, s
     res = sm("--cores", "1", "all", "--configfile", "presets/quick.yaml", tmp_path / "unwritable.yaml")
     assert res.returncode == 1 and "cannot be written" in res.stderr and "is a file" in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
-
-
-def test_12_seeds_on_the_command_line_are_integers(world, sm, job_counts) -> None:
-    res, jobs = _plan(sm, job_counts, world["overlay"], extra=("--config", "seeds=[42,43,44]"))
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert jobs.get("train") == len(METHODS) and jobs.get("data_stage") == 1, jobs  # only seed 44's jobs
 
 
 def test_the_chain_audit_names_a_run_in_the_wrong_folder(world, tmp_path) -> None:

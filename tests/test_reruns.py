@@ -1,8 +1,10 @@
 """After a complete run, only what a change invalidates reruns (issue 5, section 2).
 
 A tiny preset is run for real in a copy of the workflow (the shared world, conftest ``tiny_world``); then sources
-and config in the copy are changed and `snakemake -n` says which jobs would run. Jobs import the installed
-package, which has the same content as the copy at the time of the real run.
+and config in the copy are changed and the session's status walk says, in process, what a build would rerun and
+make (conftest ``walk``); three dry runs check end to end that Snakemake plans the same (a code edit's reruns, a
+touch, seeds on the command line). Jobs import the installed package, which has the same content as the copy at
+the time of the real run.
 """
 
 from __future__ import annotations
@@ -39,42 +41,51 @@ def finished(tiny_world) -> Path:
     return tiny_world
 
 
-def _planned_after_edit(planned, workdir: Path, target: Path) -> dict[str, int]:
-    """Jobs `snakemake -n` plans after a content change to ``target`` (restored afterwards)."""
+def _after_edit(decide, target: Path):
+    """What ``decide()`` gives after a content change to ``target`` (restored afterwards)."""
     original = target.read_text()
     target.write_text(original + "\n# content change\n")
     try:
-        return planned(workdir)
+        return decide()
     finally:
         target.write_text(original)
 
 
-def test_nothing_to_do_after_complete_run(finished, planned):
-    assert planned(finished) == {}
+def test_nothing_to_do_after_complete_run(finished, walk):
+    """The session's walk (in process, as every decision below; the end-to-end dry runs are the next tests): every
+    output of the finished world is current."""
+    found = walk(finished, "tiny.yaml").status
+    assert not (found.rerun or found.missing or found.in_store or found.foreign), found
+    assert "analysis" in found.current
 
 
 def test_touch_without_content_change_reruns_nothing(finished, planned):
+    """Snakemake's own decision (its rerun triggers: by content, not by file time), end to end."""
     for f in (finished / "src" / "hasfl").rglob("*.py"):
         f.touch()
     assert planned(finished) == {}
 
 
-def test_analysis_change_reruns_only_analysis(finished, planned):
+def test_analysis_change_reruns_only_analysis(finished, walk):
     modules = sorted((finished / "src/hasfl/analysis").glob("*.py"))
     target = next(m for m in modules if m.name != "__init__.py")
-    plan = _planned_after_edit(planned, finished, target)
-    assert plan, "an analysis change must rerun the analysis"
-    assert not set(plan) & UPSTREAM, plan
+    found = _after_edit(lambda: walk(finished, "tiny.yaml").status, target)
+    assert list(found.rerun) == ["analysis"] and found.rerun["analysis"] == "analysis code", found.rerun
+    assert not found.missing, found.missing
 
 
-def test_aggregation_change_reruns_training_not_data(finished, planned):
-    plan = _planned_after_edit(planned, finished, finished / "src/hasfl/fl/aggregation.py")
+def test_aggregation_change_reruns_training_not_data(finished, planned, walk):
+    """Decided in process, and end to end: Snakemake plans exactly the walk's reruns (their rerun tokens)."""
+    target = finished / "src/hasfl/fl/aggregation.py"
+    walked = _after_edit(lambda: walk(finished, "tiny.yaml"), target)
+    assert len(walked.reruns("runs")) == 6 and not walked.reruns("data"), walked.status.rerun
+    plan = _after_edit(lambda: planned(finished), target)
     assert plan.get("train") == 6 and "data_stage" not in plan, plan
 
 
-def test_partition_change_reruns_from_data_stage(finished, planned):
-    plan = _planned_after_edit(planned, finished, finished / "src/hasfl/data/partition.py")
-    assert plan.get("data_stage") == 2 and plan.get("train") == 6, plan
+def test_partition_change_reruns_from_data_stage(finished, walk):
+    walked = _after_edit(lambda: walk(finished, "tiny.yaml"), finished / "src/hasfl/data/partition.py")
+    assert len(walked.reruns("data")) == 2 and len(walked.reruns("runs")) == 6, walked.status.rerun
 
 
 def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
@@ -83,28 +94,37 @@ def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
     return path.name
 
 
-def test_method_hyperparameter_reruns_only_that_method(finished, planned):
-    extra = _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}})
-    plan = planned(finished, extra)
-    assert plan.get("train") == 2 and "data_stage" not in plan, plan  # fedprox x 2 seeds
+def test_method_hyperparameter_reruns_only_that_method(finished, walk):
+    base = walk(finished, "tiny.yaml")
+    walked = walk(finished, "tiny.yaml", _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}}))
+    assert walked.reruns("runs") == ["runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43"]
+    assert not walked.reruns("data") and not walked.status.missing
+    assert {f for f, v in walked.params().items() if v != base.params()[f]} == set(walked.reruns("runs"))
     # a HAS-FL hyperparameter changes hasfl and random_budget (which reads hasfl's run)
-    extra = _with_overlay(finished, "gamma", {"hasfl": {"gamma": 0.3}})
-    plan = planned(finished, extra)
-    assert plan.get("train") == 4 and "data_stage" not in plan, plan
+    walked = walk(finished, "tiny.yaml", _with_overlay(finished, "gamma", {"hasfl": {"gamma": 0.3}}))
+    assert [f.split("/")[2] for f in walked.reruns("runs")] == ["hasfl", "hasfl", "random_budget", "random_budget"]
+    assert not walked.reruns("data")
 
 
-def test_adding_methods_reruns_no_finished_run(finished, planned):
+def test_adding_methods_reruns_no_finished_run(finished, walk):
     """What the estimator overlays rely on: a longer method list trains only the new methods' jobs
     (a run's identity is its own slice, not the list); the analysis reruns on the larger set."""
-    extra = _with_overlay(finished, "more", {"methods": ["hasfl", "random_budget", "fedprox", "uniform"]})
-    plan = planned(finished, extra)
-    assert plan.get("train") == 2 and "data_stage" not in plan, plan
+    base = walk(finished, "tiny.yaml")
+    more = _with_overlay(finished, "more", {"methods": ["hasfl", "random_budget", "fedprox", "uniform"]})
+    walked = walk(finished, "tiny.yaml", more)
+    assert walked.missing("runs") == ["runs/digits/uniform/seed42", "runs/digits/uniform/seed43"]
+    assert walked.reruns("runs") == [] and walked.reruns("analysis") == ["analysis"], walked.status.rerun
+    params = walked.params()
+    assert {f: params[f] for f in base.params()} == base.params()  # no finished job's params moved
 
 
-def test_checkpoint_interval_reruns_nothing(finished, planned):
-    """execution.checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns."""
-    extra = _with_overlay(finished, "ckpt", {"execution": {"checkpoint_every": 3}})
-    assert planned(finished, extra) == {}
+def test_checkpoint_interval_reruns_nothing(finished, walk):
+    """execution.checkpoint_every changes no byte of a run (tests/test_resume.py), so no finished job reruns: not in
+    the walk, not in the slices the jobs receive."""
+    base = walk(finished, "tiny.yaml")
+    walked = walk(finished, "tiny.yaml", _with_overlay(finished, "ckpt", {"execution": {"checkpoint_every": 3}}))
+    assert not (walked.status.rerun or walked.status.missing), walked.status
+    assert walked.params() == base.params()
 
 
 def test_a_job_depends_only_on_its_config_slice(finished, snakemake, tmp_path):
@@ -262,15 +282,13 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     old_env = snakemake.env
     snakemake.env = staticmethod(lambda: {**old_env(), **env})  # type: ignore[method-assign]
     try:
-        dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work)
-        assert dry.returncode == 0, dry.stderr[-3000:]
-        plan = snakemake.job_counts(dry.stdout + dry.stderr)
-        assert plan.get("train") == 2 and "data_stage" not in plan, plan  # only digits/toy/seed42 and seed43
-        assert "runs/digits/toy/seed42" in dry.stdout + dry.stderr
-        assert plan.get("analysis_toy_rows") == 1, plan
         res = snakemake("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=work,
                         timeout=1200)
         assert res.returncode == 0, res.stderr[-3000:]
+        plan = snakemake.job_counts(res.stdout + res.stderr)  # the job table the build printed before its jobs
+        assert plan.get("train") == 2 and "data_stage" not in plan, plan  # only digits/toy/seed42 and seed43
+        assert "runs/digits/toy/seed42" in res.stdout + res.stderr
+        assert plan.get("analysis_toy_rows") == 1, plan
         assert "hasfl: done; the report is" in res.stderr  # the pointer to report.md at the end of a run
     finally:
         snakemake.env = old_env  # type: ignore[method-assign]
@@ -312,21 +330,22 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
 
 
 
-def test_more_seeds_run_only_the_new_seeds_jobs(finished, planned, repo, snakemake):
+def test_more_seeds_run_only_the_new_seeds_jobs(finished, walk, repo, snakemake):
     """Issue 25: the seeds an inconclusive finding needs are added by an overlay (presets/*-seeds.yaml) and
     only the new seeds' data-stage and training jobs are scheduled; the analysis reruns on all of them."""
-    extra = _with_overlay(finished, "seeds", {"seeds": [42, 43, 44]})
-    plan = planned(finished, extra)
-    assert plan.get("data_stage") == 1 and plan.get("train") == 3, plan  # digits seed 44 x 3 methods
-    assert plan.get("analysis_findings") == 1
-    dry = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", extra, cwd=finished)
-    assert "jobs: 1 data stage, 3 training" in dry.stderr  # the pre-flight prices only the new seed's jobs
-    assert "6 finished runs and 2 data-stage folders reused, not priced" in dry.stderr
-    # the same seeds on the command line (Snakemake reads the list's items as strings; typed as in a preset)
+    walked = walk(finished, "tiny.yaml", _with_overlay(finished, "seeds", {"seeds": [42, 43, 44]}))
+    assert walked.missing("data") == ["data/digits/seed44"]  # digits seed 44 x 3 methods
+    assert walked.missing("runs") == [f"runs/digits/{m}/seed44" for m in ("fedprox", "hasfl", "random_budget")]
+    assert not walked.reruns("runs") and walked.reruns("analysis") == ["analysis"]
+    # end to end, the same seeds on the command line (Snakemake reads the list's items as strings; typed as in a
+    # preset): the job table, and the pre-flight prices only the new seed's jobs
     cli = snakemake("-n", "all", "--configfile", "presets/quick.yaml", "tiny.yaml", "--config", "seeds=[42,43,44]",
                     cwd=finished)
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert snakemake.job_counts(cli.stdout + cli.stderr).get("train") == 3
+    plan = snakemake.job_counts(cli.stdout + cli.stderr)
+    assert plan.get("data_stage") == 1 and plan.get("train") == 3 and plan.get("analysis_findings") == 1, plan
+    assert "jobs: 1 data stage, 3 training" in cli.stderr
+    assert "6 finished runs and 2 data-stage folders reused, not priced" in cli.stderr
     from hasfl.config import load_config
 
     for preset in ("quick", "medium"):

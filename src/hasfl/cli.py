@@ -98,7 +98,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     evals = f", {counts['evals']} run evaluations" if "evals" in counts else ""
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders{evals} match "
           f"their manifests ({counts['unfinished']} unfinished folders without a manifest)")
-    from hasfl.dag.identity import analysis_code_digest, checkout_root, data_code_digest
+    from hasfl.dag.identity import Checkout, checkout_root
     from hasfl.dag.outputs import audit
 
     found = audit(None, args.results)
@@ -109,16 +109,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         from hasfl.dag import preflight
         from hasfl.dag.outputs import keyed_config
         from hasfl.dag.store import status
-        from hasfl.integrity import training_code_digest
 
-        checkout = checkout_root()
+        code = Checkout(checkout_root())
         config = load_config(args.config, args.base, args.set)
-        package = checkout / "src" / "hasfl"
         here = "cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None
         # keyed as the Snakefile's session keys a build here (what changes no byte on this device class, fault 19)
-        preset = status(keyed_config(config, here), args.results, data_code=data_code_digest(package),
-                        train_code=lambda m, d: training_code_digest(m, d, package),
-                        analysis_code=analysis_code_digest(checkout), device_class=here)
+        preset = status(keyed_config(config, here), args.results, code, device_class=here)
         found.errors += [e for e in preset.foreign if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}
         scope += f", and what preset '{config['name']}' would make (config slices, raw files, code, the analysis)"

@@ -38,10 +38,10 @@ from typing import Any
 
 from hasfl.config import data_config, run_config
 from hasfl.errors import HasflError
-from hasfl.integrity import PACKAGE, TRAINING_CODE
+from hasfl.integrity import PACKAGE, TRAINING_CODE, training_code_digest
 from hasfl.registry import DATA_FILES, DATASETS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "CodeRootError", "analysis_code_digest",
+__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Checkout", "CodeRootError", "analysis_code_digest",
            "analysis_identity", "canonical", "checkout_root", "data_code_digest", "data_identity",
            "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
            "write_rerun_token"]
@@ -288,6 +288,34 @@ def checkout_root(repo: str | Path | None = None) -> Path:
         raise CodeRootError(f"{what} is not a checkout of hasfl-repro{installed}: it does not hold "
                             f"{', '.join(missing)}; {_WHAT_TO_DO}")
     return root
+
+
+
+class Checkout:
+    """The code digests of one checkout (:func:`checkout_root`), each computed once: the data-stage code, the analysis
+    code, each method and dataset's training code and each per-run evaluation's code. What a build's store keys,
+    identities and status walk read (the Snakefile's session, ``hasfl verify --config``, the tests): one root, one
+    place that assembles the digests (issue 46 point 3)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.package = self.root / "src" / "hasfl"
+        self.data = data_code_digest(self.package)
+        self.analysis = analysis_code_digest(self.root)
+        self._train: dict[tuple[str, str], str] = {}
+        self._eval: dict[str, str] = {}
+
+    def train(self, method: str, dataset: str) -> str:
+        """The training code of a run of ``method`` on ``dataset`` (:func:`hasfl.integrity.training_code_digest`)."""
+        if (method, dataset) not in self._train:
+            self._train[method, dataset] = training_code_digest(method, dataset, self.package)
+        return self._train[method, dataset]
+
+    def evaluation(self, function: str) -> str:
+        """The code of a per-run evaluation (``"module:function"``, :func:`evaluation_code_digest`)."""
+        if function not in self._eval:
+            self._eval[function] = evaluation_code_digest(function, self.root)
+        return self._eval[function]
 
 
 #: Config keys no analysis table, figure or finding depends on (where files live, how jobs are run, the folder's

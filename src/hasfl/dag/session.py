@@ -39,11 +39,10 @@ from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
 from hasfl.dag import store
-from hasfl.dag.identity import (analysis_code_digest, checkout_root, data_code_digest, evaluation_code_digest,
-                                 run_slice, writable_results)
+from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_results
 from hasfl.dag.outputs import keyed_config
 from hasfl.errors import HasflError
-from hasfl.integrity import IntegrityError, ResultsLock, training_code_digest, verify_results
+from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl.layout import MANIFEST, finished_folders
 from hasfl.logs import cap_console, console_width
 
@@ -104,8 +103,6 @@ class Session:
         #: (:data:`hasfl.dag.outputs.INERT_ON`) in the rules' params and the analysis identity, as in the store keys
         self.device_class: str | None = None
         self._hw: Any = None
-        self._train_code: dict[tuple[str, str], str] = {}
-        self._eval_code: dict[str, str] = {}
         self._lock = ResultsLock(Path(self.results))
         self._mps: Any = None
         self._socket: str | None = None
@@ -113,26 +110,21 @@ class Session:
             self.checkout = checkout_root(self.basedir)
         except HasflError as exc:
             stop(exc)
-        self.data_code = data_code_digest(self.checkout / "src" / "hasfl")
-        self.analysis_code = analysis_code_digest(self.checkout)
+        self.code = Checkout(self.checkout)
+        self.data_code, self.analysis_code = self.code.data, self.code.analysis
         if self.main:
             self._prepare()
 
     # ------------------------------------------------------------------------------------------- digests
     def train_code(self, method: str, dataset: str) -> str:
-        """The training code of a run of ``method`` on ``dataset`` (:func:`hasfl.integrity.training_code_digest` of
-        this checkout): the meaning the run's identity, its store key, the gate and the audit share."""
-        key = (method, dataset)
-        if key not in self._train_code:
-            self._train_code[key] = training_code_digest(method, dataset, self.checkout / "src" / "hasfl")
-        return self._train_code[key]
+        """The training code of a run of ``method`` on ``dataset`` in this checkout (:class:`Checkout`): the meaning the
+        run's identity, its store key, the gate and the audit share."""
+        return self.code.train(method, dataset)
 
     def eval_code(self, function: str) -> str:
-        """The code of a per-run evaluation (``"module:function"``: :func:`hasfl.dag.identity.evaluation_code_digest`
-        of this checkout): part of the evaluation's store key, and its rule's param."""
-        if function not in self._eval_code:
-            self._eval_code[function] = evaluation_code_digest(function, self.checkout)
-        return self._eval_code[function]
+        """The code of a per-run evaluation (``"module:function"``) in this checkout (:class:`Checkout`): part of the
+        evaluation's store key, and its rule's param."""
+        return self.code.evaluation(function)
 
     # ------------------------------------------------------------------------------------------- what rules read
     def rerun_input(self, folder: str) -> dict[str, str]:
@@ -233,9 +225,7 @@ class Session:
             # (in a dry run: would handle) is no edit
             verify_results(results, skip=repair.folders)
             # the one walk over the preset's outputs: current, rerun (why), foreign, in the store, missing
-            found = store.status(self.identity_config(), results, data_code=self.data_code,
-                                 analysis_code=self.analysis_code, train_code=self.train_code,
-                                 device_class=self.device_class, eval_code=self.eval_code)
+            found = store.status(self.identity_config(), results, self.code, device_class=self.device_class)
             found.raise_errors()
         except IntegrityError as exc:
             stop(exc)

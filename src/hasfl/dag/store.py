@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hasfl.dag.identity import canonical, digest
+from hasfl.dag.identity import Checkout, canonical, digest
 from hasfl.dag.outputs import Audit, RunRecord, audit, budget_of, data_key, data_source, job_record, preset_jobs
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
@@ -514,21 +514,21 @@ class Status(Audit):
                 - len(runs), "evaluations here": len(self.evaluated)}
 
 
-def status(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Callable[[str, str], str],
-           analysis_code: str | None = None, device_class: str | None = None,
-           eval_code: Callable[[str], str] | None = None) -> Status:
+def status(config: Mapping[str, Any], results: str | Path, code: Checkout, *,
+           device_class: str | None = None) -> Status:
     """The one walk over a preset's outputs in ``results`` that the Snakefile's session and ``hasfl verify --config``
-    read: the identity audit (:func:`hasfl.dag.outputs.audit`: current, rerun, foreign), what the run store holds
-    (:func:`in_store`, reading manifests only; runs only with a known ``device_class``), what neither holds (missing)
-    and, with ``eval_code``, the run evaluations finished here by that code (:func:`finished_evaluations`)."""
-    found = audit(config, Path(results), data_code=data_code, analysis_code=analysis_code, train_code=train_code)
-    linked = in_store(config, results, data_code=data_code, train_code=train_code, device_class=device_class,
-                      eval_code=eval_code)
+    read, with the digests of the checkout ``code`` (:class:`hasfl.dag.identity.Checkout`): the identity audit
+    (:func:`hasfl.dag.outputs.audit`: current, rerun, foreign), what the run store holds (:func:`in_store`, reading
+    manifests only; runs only with a known ``device_class``), what neither holds (missing) and the run evaluations
+    finished here by that code (:func:`finished_evaluations`)."""
+    found = audit(config, Path(results), data_code=code.data, analysis_code=code.analysis, train_code=code.train)
+    linked = in_store(config, results, data_code=code.data, train_code=code.train, device_class=device_class,
+                      eval_code=code.evaluation)
     done = {*found.current, *found.rerun, *linked}
     foreign = {e.split(" ", 1)[0] for e in found.errors}
     return Status(current=found.current, rerun=found.rerun, errors=found.errors, in_store=linked,
                   missing=[f for f in preset_folders(config) if f not in done and f not in foreign],
-                  evaluated=finished_evaluations(config, results, eval_code) if eval_code is not None else [])
+                  evaluated=finished_evaluations(config, results, code.evaluation))
 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
