@@ -97,19 +97,22 @@ def test_which_command_lines_run_jobs(argv, jobs) -> None:
 
 
 @pytest.mark.snakemake
-def test_quick_preset_prints_its_estimate(tmp_path) -> None:
-    res = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path)
-    assert res.returncode == 0
-    assert "hasfl pre-flight: preset 'quick'" in res.stderr and "54 training" in res.stderr
-    assert "would not start" not in res.stderr
+def test_quick_preset_prints_its_estimate(quick_dry_run, tmp_path) -> None:
+    """The session's one dry run of the quick preset (conftest ``quick_dry_run``, console lines whole) prints the
+    estimate and Snakemake's whole job blocks; a dry run under the console's default width cuts those lines."""
+    whole = quick_dry_run
+    assert whole.returncode == 0
+    assert "hasfl pre-flight: preset 'quick'" in whole.stderr and "54 training" in whole.stderr
+    assert "would not start" not in whole.stderr
+    assert max(map(len, (whole.stdout + whole.stderr).splitlines())) > 10_000  # every input of a job, as Snakemake
     # Snakemake's job blocks (an analysis job's input line lists every run: ~15,000 characters) are cut on the console
     from hasfl.logs import CONSOLE_WIDTH
 
+    res = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path,
+                     env={"HASFL_CONSOLE_WIDTH": ""})
+    assert res.returncode == 0 and "hasfl pre-flight: preset 'quick'" in res.stderr
     lines = (res.stdout + res.stderr).splitlines()
     assert max(map(len, lines)) <= CONSOLE_WIDTH and any("characters cut]" in line for line in lines)
-    whole = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path,
-                       env={"HASFL_CONSOLE_WIDTH": "0"})
-    assert max(map(len, (whole.stdout + whole.stderr).splitlines())) > 10_000  # every input of a job, as Snakemake
 
 
 def test_the_preflight_costs_a_new_method_by_its_entry(monkeypatch, quick_config) -> None:
