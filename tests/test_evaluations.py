@@ -234,6 +234,49 @@ def test_only_code_an_evaluation_imports_is_part_of_its_digest(tmp_path):
         evaluation_code_digest("hasfl.analysis.no_such_module:f", tmp_path)
 
 
+#: Analysis code no evaluation runs: verdict rules, the report, the page notes and titles of the artifact entries, the
+#: tables' gather steps, the margins (issue 47: each was in the key of every batch-norm and sub-model evaluation)
+NOT_EVALUATION_CODE = ("analysis/findings/kernel.py", "analysis/report.py", "analysis/artifacts/table_entries.py",
+                       "analysis/artifacts/figure_entries.py", "analysis/specs.py", "analysis/bn_sensitivity.py",
+                       "analysis/evaluations.py", "analysis/tables/base.py", "analysis/tables/bn_sensitivity.py",
+                       "analysis/tables/submodel_accuracy.py", "analysis/tables/table4b_stale_coordinates.py",
+                       "analysis/tables/table4c_coverage_over_time.py", "analysis/inputs.py", "analysis/runs.py",
+                       "analysis/results_page.py")
+
+
+@pytest.mark.parametrize("name", sorted(PER_RUN))
+def test_an_evaluations_key_moves_only_with_the_code_it_runs(name, tmp_path):
+    """Every per-run evaluation: an edit of analysis code it does not run (:data:`NOT_EVALUATION_CODE`) keeps its
+    digest, an edit of its own module or of the evaluate job's (hasfl.analysis.per_run.base) moves it; its module
+    imports no table, finding, report or artifact entry."""
+    from hasfl.dag.identity import EVALUATION_JOB, module_closure
+
+    package = tmp_path / "src" / "hasfl"
+    shutil.copytree(REPO / "src" / "hasfl", package, ignore=shutil.ignore_patterns("__pycache__"))
+    fn = PER_RUN[name].per_run
+    module = fn.partition(":")[0]
+    closure = {f.relative_to(package).as_posix() for f in [*module_closure(module, package),
+                                                           *module_closure(EVALUATION_JOB, package)]}
+    assert not closure & set(NOT_EVALUATION_CODE), sorted(closure & set(NOT_EVALUATION_CODE))
+    assert not [f for f in closure if f.startswith(("analysis/tables/", "analysis/findings/", "analysis/artifacts/",
+                                                    "analysis/figures/", "fl/"))], sorted(closure)
+    before = evaluation_code_digest(fn, tmp_path)
+    for rel in NOT_EVALUATION_CODE:
+        (package / rel).write_text((package / rel).read_text() + "\n# an edit\n")
+    assert evaluation_code_digest(fn, tmp_path) == before
+    for rel in (module.replace("hasfl.", "", 1).replace(".", "/") + ".py", "analysis/per_run/base.py"):
+        edited = (package / rel).read_text()
+        (package / rel).write_text(edited + "\n# an edit\n")
+        assert evaluation_code_digest(fn, tmp_path) != before, rel
+        (package / rel).write_text(edited)
+
+
+def test_table4b_reads_the_run_files_its_entry_lists():
+    from hasfl.analysis.per_run.stale_coordinates import RUN_FILES
+
+    assert RUN_FILES == PER_RUN["table4b_stale_coordinates"].run_files
+
+
 def test_gather_refuses_two_folders_of_one_run_and_a_path_that_is_no_run_folder(tmp_path):
     with pytest.raises(ValueError, match="two evaluations folders of run digits/uniform/42"):
         gather_rows([tmp_path / "a/evals/digits/uniform/seed42", tmp_path / "b/evals/digits/uniform/seed42"], "t")

@@ -16,6 +16,7 @@ from test_findings import SEEDS, S, base_tables, evaluate, replace, seeds, unit
 from hasfl.analysis import bn_sensitivity as bns
 from hasfl.analysis import findings as F
 from hasfl.analysis.stale import evaluate_accuracy
+from hasfl.analysis.per_run import submodel_accuracy as per_run_sa
 from hasfl.analysis.tables import submodel_accuracy as sa
 from hasfl.analysis.tables.table4c_coverage_over_time import read_ledger
 from hasfl.io import write_parquet
@@ -62,7 +63,7 @@ def test_a_rolling_run_is_the_mean_of_its_last_windows_under_batch_statistics(en
     # per_width under a rolling window: that width's set, kept in global channel coordinates, gathered at the
     # window's channels; at shift 0 the window is the prefix, so it is what the nested path reads
     p = float(last["p_trained"].iloc[0])
-    sub, why = sa._window_state(digits_family, res.final_state, p, Window("rolling", 0), "per_width")
+    sub, why = per_run_sa._window_state(digits_family, res.final_state, p, Window("rolling", 0), "per_width")
     ref = state_for_mode(res.final_state, digits_family, p, "per_width")
     assert why == "" and set(sub) == set(ref)
     assert all(torch.equal(sub[k], ref[k]) for k in ref if k.endswith(("running_mean", "running_var")))

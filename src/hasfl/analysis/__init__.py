@@ -23,11 +23,9 @@ Modules:
   of the estimator methods.
 * :mod:`~hasfl.analysis.coverage`, :mod:`~hasfl.analysis.stale` -- Proposition 3 and Table 4b on saved states.
 * :mod:`~hasfl.analysis.bn_sensitivity` -- every run's final model under each batch-norm mode.
+* :mod:`~hasfl.analysis.per_run` -- the per-run evaluations (one run each, the evaluate job; the code of
+  their store keys: what they import and nothing else).
 * :mod:`~hasfl.analysis.published` -- published.yaml, comparability, comparison.parquet.
 * :mod:`~hasfl.analysis.manifest`  -- analysis.manifest.json: the outputs' sha256 and the runs they read.
 * :mod:`~hasfl.analysis.results_page` -- docs/results/<preset>.md from a finished results folder.
 """
-
-from hasfl.analysis.specs import DEFAULT_THRESHOLDS, resolve_thresholds
-
-__all__ = ["DEFAULT_THRESHOLDS", "resolve_thresholds"]

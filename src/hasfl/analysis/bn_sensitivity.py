@@ -22,14 +22,8 @@ was trained under, else this re-evaluation of its final model under the rule; a 
 evaluation (trained with ``bn_stats: batch``, which keeps no running statistics) keeps its own, named in
 the finding's reason.
 
-A fourth mode is evaluated here only, never in training: ``static``, HeteroFL's static batch norm
-done by clients (its official code: ``src/models/conv.py``, ``BatchNorm2d(momentum=None,
-track_running_stats=track)``; ``src/test_classifier_fed.py``, ``running(dataset['train'], model)``
-before ``test``): the statistics of the evaluated model recomputed by a forward pass, in training
-mode and without gradients, over the train data of every client whose cap allows the evaluated
-width (pmax = 1 for the full model), in batches of the dataset's local batch size, averaged over
-the batches as ``momentum=None`` does. HeteroFL makes that pass over the whole train set on the
-server; here only clients that may run the model make it, so no cap is broken.
+The per-run rows (every final model under every mode, the ``static`` mode HeteroFL's static batch norm by the
+capable clients) are :mod:`hasfl.analysis.per_run.bn_sensitivity`'s, where the modes are defined.
 
 Models without batch norm (Shakespeare's LSTM) do not depend on the mode and are left out.
 """
@@ -43,6 +37,8 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis import findings as findings_mod
+from hasfl.analysis.per_run.bn_sensitivity import (COLUMNS, EVAL_BATCH, STATIC, capable_batches, final_accuracy,
+                                                   modes_of, static_statistics)
 from hasfl.analysis.report import md_table, pm
 
 __all__ = ["COLUMNS", "DECAY_FINDINGS", "EVAL_BATCH", "FINDING_COLUMNS", "STATIC", "accuracies_under",
@@ -50,9 +46,6 @@ __all__ = ["COLUMNS", "DECAY_FINDINGS", "EVAL_BATCH", "FINDING_COLUMNS", "STATIC
            "modes_of",
            "rule_dependent", "static_statistics", "summary_frame", "tables_under"]
 
-COLUMNS = ["dataset", "method", "seed", "status", "run_mode", "mode", "final_acc_pct", "logged_final_acc_pct"]
-#: the evaluation-only mode (HeteroFL's static batch norm by the capable clients; see the module doc)
-STATIC = "static"
 #: ``verdict`` / ``units``: under each method's declared rule (findings.json); ``*_under_mode``: every method
 #: under ``mode``; ``rules``: the declared rules of the finding's methods where some run was trained under
 #: another mode ("" when none: the finding does not depend on the declared rules)
@@ -60,69 +53,9 @@ FINDING_COLUMNS = ["finding", "verdict", "mode", "verdict_under_mode", "changed"
                    "units_under_mode"]
 #: findings whose statistic is a decay, best - final over the accuracy curve (not recomputed)
 DECAY_FINDINGS = ("F2a", "F2b", "F2c", "F9a")
-#: test-set batch of the ``batch`` mode (the engine's evaluation batch when BN uses batch statistics,
-#: hasfl.fl.runtime.Evaluator.BATCH): with batch statistics the batch changes the result
-EVAL_BATCH = 2048
 #: the method seed tables and their final-accuracy column; the matched-budget tables and theirs
 _METHOD_SEED_TABLES = ("table3_allocation_seeds", "table4_coverage_seeds", "table6_full_model_seeds",
                        "table7_shakespeare_seeds")
-
-
-def modes_of(run_mode: str) -> tuple[str, ...]:
-    """The modes a run trained under ``run_mode`` can be evaluated in (its own first; ``static`` last)."""
-    from hasfl.models.bn import BN_MODES
-
-    if run_mode == "batch":
-        return ("batch",)
-    return (run_mode, *(m for m in BN_MODES if m != run_mode), STATIC)
-
-
-def final_accuracy(family: Any, bundle: Any, state: Mapping[str, Any], run_mode: str, mode: str,
-                   static_batches: Sequence[Any] = ()) -> float:
-    """Test accuracy (percent) of the full global model of ``state`` (a run trained under ``run_mode``) with
-    the batch-norm statistics of ``mode``; ``static`` recomputes them over ``static_batches`` (NaN without)."""
-    from hasfl.analysis.stale import evaluate_accuracy
-    from hasfl.models.bn import model_at
-
-    if mode == STATIC:
-        if not static_batches:
-            return math.nan
-        net = static_statistics(model_at(family, 1.0, state, run_mode), static_batches)
-        return 100.0 * evaluate_accuracy(net, bundle, 512)
-    return 100.0 * evaluate_accuracy(model_at(family, 1.0, state, mode), bundle, EVAL_BATCH if mode == "batch" else 512)
-
-
-def static_statistics(model: Any, batches: Sequence[Any]) -> Any:
-    """``model`` with the running statistics of every BN layer recomputed over ``batches`` (inputs),
-    each batch weighing the same (``momentum=None``, HeteroFL's static batch norm); in eval mode."""
-    import torch
-
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-            m.reset_running_stats()
-            m.momentum = None
-    model.train()
-    with torch.no_grad():
-        for x in batches:
-            if len(x) > 1:  # batch norm cannot normalise a single sample in training mode
-                model(x)
-    return model.eval()
-
-
-def capable_batches(bundle: Any, partition: pd.DataFrame, clients: pd.DataFrame, p: float,
-                    batch_size: int) -> list[Any]:
-    """The train inputs of every client whose cap allows width ``p`` (pmax >= p), client by client in
-    order of id, in batches of ``batch_size`` (the order the samples have in the partition)."""
-    import torch
-
-    capable = sorted(int(c) for c, q in zip(clients["client_id"], clients["pmax"], strict=True) if float(q) >= p)
-    rows = partition[(partition["split"] == "train") & partition["client_id"].isin(capable)]
-    out = []
-    for _, g in rows.groupby("client_id", sort=True):
-        idx = torch.tensor(g["sample_index"].to_numpy())
-        for s in range(0, len(idx), batch_size):
-            out.append(bundle.inputs(bundle.train_x[idx[s:s + batch_size]]))
-    return out
 
 
 def _replaced(tables: Mapping[str, pd.DataFrame], acc: Mapping[tuple[str, str, int], float]) -> dict[str, pd.DataFrame]:

@@ -19,6 +19,12 @@ A table whose registry entry names a ``per_run`` function (:attr:`hasfl.analysis
 In one process (a table's ``job(...)``, ``hasfl`` commands, tests) :func:`evaluate_runs` does both steps without
 files between them: the same per-run function, so the two paths give the same rows (tests/test_evaluations.py).
 
+Where the code lies: the per-run functions, one module per table under :mod:`hasfl.analysis.per_run`, and the job
+side (:class:`RunInputs`, :func:`evaluate_job`: :mod:`hasfl.analysis.per_run.base`) import only what they compute,
+never a table's gather step, a finding, the report or the artifact entries; an evaluation's code digest is their
+import closure. So an edit of a verdict rule, a page note or a table's display keys no evaluation anew. This module
+holds what the DAG reads (:func:`evaluation_specs`, the rules' param) and the gather step; it re-exports the job side.
+
 Torch-free at import (the DAG imports the registry that names these functions).
 """
 
@@ -26,30 +32,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hasfl.analysis.per_run.base import (EVAL_FILE, EVALS, RunInputs, eval_dir, evaluate_job, evaluate_runs,
+                                         run_inputs)
 
 __all__ = ["EVAL_FILE", "EVALS", "PER_RUN_PARAMS", "RunInputs", "eval_dir", "evaluate_job", "evaluate_runs",
            "evaluation_specs", "gather_rows", "per_run_params", "run_inputs"]
 
 PathLike = str | Path
-#: The folder of the evaluations in a results folder (``<results>/evals/<dataset>/<method>/seed<s>/<table>/``).
-EVALS = "evals"
-#: The one file of an evaluation (beside its manifest.json).
-EVAL_FILE = "rows.parquet"
 #: The config values (:data:`hasfl.analysis.artifacts.PARAM_KEYS`) a per-run evaluation may take, each narrowed to
 #: the run's dataset by the DAG (``models`` / ``data``); a table's other values (thresholds, datasets) belong to its
 #: gather step.
 PER_RUN_PARAMS = ("models", "data", "atol", "last_rounds")
 
 _EVAL_RE = re.compile(rf"{EVALS}/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)/?$")
-
-
-def eval_dir(results: PathLike, dataset: str, method: str, seed: int) -> str:
-    """The folder of run ``dataset/method/seed<seed>``'s evaluations in the results folder ``results`` (one folder per
-    table in it, each linked to its store entry)."""
-    return f"{results}/{EVALS}/{dataset}/{method}/seed{int(seed)}"
 
 
 def per_run_params(config: Mapping[str, Any], params: Iterable[str], dataset: str) -> dict[str, Any]:
@@ -91,113 +89,6 @@ def evaluation_specs(config: Mapping[str, Any], dataset: str, method: str,
                                                        else ())],
                      "params": per_run_params(config, art.params, dataset)}
     return out
-
-
-@dataclass
-class RunInputs:
-    """One run as a per-run evaluation reads it: its files by name, its data stage's files by name, the preset's
-    model spec of its dataset (``model``, ``in_shape``, ``num_classes``: :func:`hasfl.analysis.inputs.preset_models`)
-    and the table's config values; ``cache`` is shared by the runs of one process (one model family and one loaded
-    dataset per dataset)."""
-
-    dataset: str
-    method: str
-    seed: int
-    files: dict[str, Path]
-    data: dict[str, Path]
-    spec: dict[str, Any]
-    params: Mapping[str, Any]
-    cache: dict[Any, Any] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        """The run folder (for messages)."""
-        return next(iter(self.files.values())).parent.as_posix()
-
-    def require(self, table: str, names: Iterable[str], why: str = "") -> None:
-        """Raise a ValueError naming the run and the files of ``names`` it lacks among the inputs."""
-        missing = [n for n in names if n not in self.files]
-        if missing:
-            raise ValueError(f"{table}: run {self.where} lacks {', '.join(missing)} among the inputs{why}")
-
-    def family(self) -> Any:
-        """The model family of the run's dataset (built once per dataset and process)."""
-        key = ("family", self.dataset)
-        if key not in self.cache:
-            from hasfl.models import family_from_config
-
-            s = self.spec
-            self.cache[key] = family_from_config(s["model"], s["in_shape"], s["num_classes"])
-        return self.cache[key]
-
-    def dataset_params(self) -> dict[str, Any]:
-        """The config block ``dataset_params.<dataset>`` (param ``data``)."""
-        return dict(self.params["data"]["dataset_params"][self.dataset])
-
-    def bundle(self) -> Any:
-        """The run's dataset, loaded once per dataset and process (param ``data``: ``data_dir`` and its block)."""
-        key = ("bundle", self.dataset)
-        if key not in self.cache:
-            from hasfl.data import load_dataset
-
-            self.cache[key] = load_dataset(self.dataset, self.params["data"]["data_dir"], self.dataset_params())
-        return self.cache[key]
-
-
-def run_inputs(run_files: Sequence[PathLike], manifests: Sequence[PathLike], params: Mapping[str, Any],
-               data_tables: Sequence[PathLike] = ()) -> list[RunInputs]:
-    """The runs among ``run_files`` in run order (dataset, method, seed), with their data stage's files among
-    ``data_tables`` and ``manifests`` and the model spec of ``params["models"]`` (one shared cache)."""
-    from hasfl.analysis.inputs import preset_models
-    from hasfl.analysis.runs import group_data_files, group_run_files
-
-    runs = group_run_files(run_files)
-    models = dict(params.get("models") or {})
-    specs = preset_models(manifests, {d: models[d] for d in dict.fromkeys(d for d, _, _ in runs) if d in models})
-    stage = group_data_files([*data_tables, *manifests])
-    cache: dict[Any, Any] = {}
-    out = []
-    for (dataset, method, seed), files in runs.items():
-        if dataset not in specs:
-            raise ValueError(f"no model config for dataset '{dataset}' of run {next(iter(files.values())).parent} "
-                             "(param 'models')")
-        out.append(RunInputs(dataset, method, int(seed), dict(files), dict(stage.get((dataset, int(seed)), {})),
-                             specs[dataset], params, cache))
-    return out
-
-
-def evaluate_runs(per_run: Callable[[RunInputs], list[dict[str, Any]]], run_files: Sequence[PathLike],
-                  manifests: Sequence[PathLike], params: Mapping[str, Any],
-                  data_tables: Sequence[PathLike] = ()) -> list[dict[str, Any]]:
-    """Every run's rows in run order, in this process (the table's ``job(...)``)."""
-    rows: list[dict[str, Any]] = []
-    for run in run_inputs(run_files, manifests, params, data_tables):
-        rows += per_run(run)
-    return rows
-
-
-def evaluate_job(function: str, run_files: Sequence[PathLike], manifests: Sequence[PathLike],
-                 params: Mapping[str, Any], out_parquet: PathLike, data_tables: Sequence[PathLike] = (),
-                 cache: dict[Any, Any] | None = None) -> int:
-    """One run's evaluation for one table: ``function`` (``"module:function"``) over it, its rows into
-    ``out_parquet``; ``cache``: shared with the run's other tables (:attr:`RunInputs.cache`). Returns the row count.
-
-    Raises:
-        ValueError: ``run_files`` are not of exactly one run.
-    """
-    import pandas as pd
-
-    from hasfl.io import write_parquet
-    from hasfl.registry import resolve
-
-    runs = run_inputs(run_files, manifests, params, data_tables)
-    if len(runs) != 1:
-        raise ValueError(f"an evaluate job reads one run, got {len(runs)} ({', '.join(r.where for r in runs)})")
-    if cache is not None:
-        runs[0].cache = cache
-    rows = resolve(function)(runs[0])
-    write_parquet(pd.DataFrame.from_records(rows), out_parquet)
-    return len(rows)
 
 
 def _eval_key(path: PathLike) -> tuple[str, str, int]:

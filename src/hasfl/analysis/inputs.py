@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from hasfl.analysis import floors as floors_mod
-from hasfl.analysis.runs import group_data_files, load_run_metrics, read_json
+from hasfl.analysis.per_run.files import manifest_summaries, preset_models
+from hasfl.analysis.runs import load_run_metrics, read_json
 
 __all__ = ["COST_METRICS", "dataset_floors", "flagged_metrics", "manifest_summaries", "metrics_with_costs",
            "preset_models", "read_tables", "run_costs", "run_status"]
@@ -52,26 +53,6 @@ def run_costs(rounds: pd.DataFrame, summary: Mapping[str, Any], source: str = "r
         v = pd.to_numeric(rounds[c], errors="coerce").to_numpy(dtype=np.float64)
         v = v[np.isfinite(v)]
         out[c] = float(v.mean()) if v.size else math.nan
-    return out
-
-
-def manifest_summaries(manifests: Sequence[PathLike]) -> dict[str, list[dict[str, Any]]]:
-    """Dataset -> the ``summary`` block of each of its data-stage manifests."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for (dataset, _seed), files in group_data_files(manifests).items():
-        out.setdefault(dataset, []).append(read_json(files["manifest.json"])["summary"])
-    return out
-
-
-def preset_models(manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{dataset: {model, in_shape, num_classes}}`` from the manifests and the config model blocks."""
-    summaries = manifest_summaries(manifests)
-    out = {}
-    for dataset, model in models.items():
-        if dataset not in summaries:
-            raise ValueError(f"no data-stage manifest for dataset '{dataset}' among the inputs")
-        s = summaries[dataset][0]
-        out[dataset] = {"model": dict(model), "in_shape": list(s["input_shape"]), "num_classes": int(s["classes"])}
     return out
 
 

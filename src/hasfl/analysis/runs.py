@@ -14,15 +14,16 @@ keeps its status; its final accuracy is NaN and it is left out of the means.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from hasfl.analysis.per_run.files import (RunKey, group_data_files, group_run_files, parse_data_path, parse_run_path,
+                                          read_json)
 
 __all__ = [
     "RunKey",
@@ -34,51 +35,6 @@ __all__ = [
     "run_metrics",
     "load_run_metrics",
 ]
-
-RunKey = tuple[str, str, int]  # (dataset, method, seed)
-
-_RUN_RE = re.compile(r"runs/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)/(?P<file>[^/]+)$")
-_DATA_RE = re.compile(r"data/(?P<dataset>[^/]+)/seed(?P<seed>\d+)/(?P<file>[^/]+)$")
-
-
-def parse_run_path(path: str | Path) -> tuple[RunKey, str]:
-    """``((dataset, method, seed), file name)`` of a training-stage file path."""
-    m = _RUN_RE.search(Path(path).as_posix())
-    if m is None:
-        raise ValueError(f"'{path}' is not a run file (expected .../runs/<dataset>/<method>/seed<seed>/<file>)")
-    return (m["dataset"], m["method"], int(m["seed"])), m["file"]
-
-
-def parse_data_path(path: str | Path) -> tuple[tuple[str, int], str]:
-    """``((dataset, seed), file name)`` of a data-stage file path."""
-    m = _DATA_RE.search(Path(path).as_posix())
-    if m is None:
-        raise ValueError(f"'{path}' is not a data-stage file (expected .../data/<dataset>/seed<seed>/<file>)")
-    return (m["dataset"], int(m["seed"])), m["file"]
-
-
-def group_run_files(paths: Iterable[str | Path]) -> dict[RunKey, dict[str, Path]]:
-    """Run files grouped by run: ``{(dataset, method, seed): {file name: path}}``."""
-    out: dict[RunKey, dict[str, Path]] = {}
-    for p in paths:
-        key, name = parse_run_path(p)
-        out.setdefault(key, {})[name] = Path(p)
-    return dict(sorted(out.items()))
-
-
-def group_data_files(paths: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, Path]]:
-    """Data-stage files grouped: ``{(dataset, seed): {file name: path}}``."""
-    out: dict[tuple[str, int], dict[str, Path]] = {}
-    for p in paths:
-        key, name = parse_data_path(p)
-        out.setdefault(key, {})[name] = Path(p)
-    return dict(sorted(out.items()))
-
-
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A JSON file's content (a mapping)."""
-    return json.loads(Path(path).read_text())
-
 
 def run_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any]) -> dict[str, Any]:
     """Best / final accuracy (points), peak-to-final delta, avg p, lowest training loss and status of one run.

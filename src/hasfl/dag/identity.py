@@ -251,14 +251,17 @@ def module_closure(module: str, package_root: Path = PACKAGE) -> list[Path]:
         todo.extend(_module_imports(path, name) - set(seen))
     return sorted(set(seen.values()))
 
+#: The module an evaluate job runs around a per-run function (:func:`hasfl.analysis.per_run.base.evaluate_job`).
+EVALUATION_JOB = "hasfl.analysis.per_run.base"
+
 
 def evaluation_code_digest(function: str, base: Path) -> str:
     """The code identity of a per-run evaluation (``"module:function"``, :mod:`hasfl.analysis.evaluations`) in the
-    checkout ``base``: the files of :func:`module_closure` of its module and of :mod:`hasfl.analysis.evaluations`
-    (which reads the run and writes its rows). An edit of analysis code neither imports -- a finding, a page, another
-    table -- leaves every evaluation's key as it was."""
+    checkout ``base``: the files of :func:`module_closure` of its module and of :data:`EVALUATION_JOB` (which reads
+    the run and writes its rows). An edit of analysis code neither imports -- a finding, a page, a table's gather
+    step, the artifact entries -- leaves every evaluation's key as it was."""
     package = Path(base) / "src" / "hasfl"
-    files = {*module_closure(function.partition(":")[0], package), *module_closure("hasfl.analysis.evaluations", package)}
+    files = {*module_closure(function.partition(":")[0], package), *module_closure(EVALUATION_JOB, package)}
     return source_digest(Path(base), *sorted(f.relative_to(base).as_posix() for f in files))
 
 

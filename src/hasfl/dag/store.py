@@ -352,7 +352,7 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
     (:func:`evaluation_identity`) in the store of ``results``, computed unless finished, linked into
     ``out_dir/<table>``. The run's and the data stage's files are checked against their manifests first (the keys
     hold their sha256); the tables share the loaded dataset and model (one cache)."""
-    from hasfl.analysis.evaluations import EVAL_FILE, evaluate_job
+    from hasfl.analysis.per_run.base import EVAL_FILE, evaluate_job
     from hasfl.analysis.jobs import fixed_threads
     from hasfl.integrity import write_run_manifest
     from hasfl.io import write_json

@@ -124,7 +124,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         section="What the coverage ablation shows (Table 4b)",
         results_page=7,
         label="Table 4b stale coordinates",
-        per_run="hasfl.analysis.tables.table4b_stale_coordinates:evaluate_run",
+        per_run="hasfl.analysis.per_run.stale_coordinates:evaluate_run",
     ),
     table_entry(
         "table4c_coverage_over_time", "hasfl.analysis.tables.table4c_coverage_over_time:compute",
@@ -151,7 +151,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("models", "last_rounds"),
         results_page=8,
         label="Table 4c coverage over time",
-        per_run="hasfl.analysis.tables.table4c_coverage_over_time:evaluate_run",
+        per_run="hasfl.analysis.per_run.coverage_over_time:evaluate_run",
     ),
     table_entry(
         "submodel_accuracy", "hasfl.analysis.tables.submodel_accuracy:compute",
@@ -175,7 +175,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("models", "data"),
         heavy=True,
         label="Sub-model accuracy",
-        per_run="hasfl.analysis.tables.submodel_accuracy:evaluate_run",
+        per_run="hasfl.analysis.per_run.submodel_accuracy:evaluate_run",
     ),
     table_entry(
         "table8_estimators", "hasfl.analysis.tables.table8_estimators:compute",
@@ -232,7 +232,7 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         section="Batch-norm sensitivity",
         results_page=10,
         label="Batch-norm sensitivity",
-        per_run="hasfl.analysis.tables.bn_sensitivity:evaluate_run",
+        per_run="hasfl.analysis.per_run.bn_sensitivity:evaluate_run",
     ),
     table_entry(
         "comparison", "hasfl.analysis.tables.comparison:compute",

@@ -14,7 +14,7 @@ import pandas as pd
 from hasfl.analysis.artifacts import ARTIFACTS, STD_NOTE
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import md_table, render_parts
-from hasfl.registry import METHODS
+from hasfl.analysis.per_run.stale_coordinates import refuse_unnested
 
 __all__ = ["ReportContext", "capped_only", "display_parts", "left_out", "module_of", "preamble", "refuse_unnested",
            "table_markdown", "without_left_out"]
@@ -112,13 +112,3 @@ def without_left_out(df: pd.DataFrame, show: Callable[[pd.DataFrame], tuple[pd.D
         return [("", line)]
     shown, text = show(kept)
     return [("", shown), ("", text), ("", line)]
-
-
-def refuse_unnested(table: str, runs: Mapping[tuple[str, str, int], Any]) -> None:
-    """Raise when a run of a method whose sub-models are not nested prefixes is among ``table``'s inputs
-    (:attr:`hasfl.registry.MethodInfo.nested`): its never-trained coordinates are not the ones outside a
-    width mask, so the check would misjudge it; the workflow gives such a table only nested methods."""
-    bad = sorted({m for _d, m, _s in runs if m in METHODS and not METHODS[m].nested})
-    if bad:
-        raise ValueError(f"{table}: method(s) {', '.join(bad)} do not train nested sub-models (registry entry "
-                         "nested=False); Proposition 3's coordinate check does not apply to them")

@@ -5,7 +5,6 @@ declared rule (as findings.json) and with every method's final accuracy under on
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,8 @@ import pandas as pd
 from hasfl.analysis import findings as findings_mod
 from hasfl.analysis.inputs import read_tables
 from hasfl.analysis.markdown import results_root, source_list, write_text
-from hasfl.analysis.evaluations import RunInputs, evaluate_runs, gather_rows
-from hasfl.analysis.runs import read_json
+from hasfl.analysis.evaluations import evaluate_runs, gather_rows
+from hasfl.analysis.per_run.bn_sensitivity import evaluate_run
 from hasfl.analysis.specs import resolve_thresholds
 from hasfl.analysis.tables.base import ReportContext
 from hasfl.io import write_parquet
@@ -24,45 +23,6 @@ from hasfl.io import write_parquet
 PathLike = str | Path
 NAME = "bn_sensitivity"
 FINDINGS = "bn_sensitivity_findings"
-
-
-def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
-    """One run's rows (:data:`hasfl.analysis.bn_sensitivity.COLUMNS`): its final model under every batch-norm mode of
-    its model's rule (none for a model without batch norm: every mode is the same model). Needs final.pt and
-    run.json; the ``static`` mode, the data stage's partition.parquet and clients.parquet of the run's dataset x
-    seed. A run that did not complete keeps its rows with NaN accuracies."""
-    from hasfl.analysis import bn_sensitivity as bns
-    from hasfl.analysis.coverage import load_global_state
-
-    run.require(NAME, ("final.pt", "run.json"))
-    model = run.spec["model"]
-    if model.get("arch") != "cnn":
-        return []
-    f = run.files
-    summary = read_json(f["run.json"])
-    status = str(summary.get("status", "completed"))
-    logged = summary.get("final_test_acc")
-    run_mode = str(model.get("bn_stats", "per_width"))
-    state = load_global_state(str(f["final.pt"])) if status == "completed" else None
-    rows = []
-    for mode in bns.modes_of(run_mode):
-        acc = math.nan
-        if state is not None and mode == bns.STATIC:
-            if not {"partition.parquet", "clients.parquet"} <= set(run.data):
-                raise ValueError(f"bn_sensitivity: the static mode of {run.dataset}/{run.method}/seed{run.seed} needs "
-                                 "the data stage's partition.parquet and clients.parquet among the inputs")
-            key = ("capable", run.dataset, run.seed, 1.0)
-            if key not in run.cache:
-                run.cache[key] = bns.capable_batches(run.bundle(), pd.read_parquet(run.data["partition.parquet"]),
-                                                     pd.read_parquet(run.data["clients.parquet"]), 1.0,
-                                                     int(run.dataset_params()["optim"]["batch_size"]))
-            acc = bns.final_accuracy(run.family(), run.bundle(), state, run_mode, mode, run.cache[key])
-        elif state is not None:
-            acc = bns.final_accuracy(run.family(), run.bundle(), state, run_mode, mode)
-        rows.append({"dataset": run.dataset, "method": run.method, "seed": run.seed, "status": status,
-                     "run_mode": run_mode, "mode": mode, "final_acc_pct": acc,
-                     "logged_final_acc_pct": float(logged) * 100.0 if logged is not None else math.nan})
-    return rows
 
 
 def _finish(rows: Sequence[Mapping[str, Any]], table_paths: Mapping[str, PathLike], datasets: Sequence[str],

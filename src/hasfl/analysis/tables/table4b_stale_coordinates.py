@@ -12,12 +12,12 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis import floors as floors_mod
-from hasfl.analysis.artifacts import TABLES
-from hasfl.analysis.evaluations import RunInputs, evaluate_runs, gather_rows
+from hasfl.analysis.evaluations import evaluate_runs, gather_rows
+from hasfl.analysis.per_run.stale_coordinates import evaluate_run
 from hasfl.analysis.inputs import dataset_floors
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import results_root, source_list, write_text
-from hasfl.analysis.runs import group_run_files, read_json
+from hasfl.analysis.runs import group_run_files
 from hasfl.analysis.tables.base import (
     ReportContext,
     capped_only,
@@ -30,44 +30,6 @@ from hasfl.io import write_parquet
 
 PathLike = str | Path
 NAME = "table4b_stale_coordinates"
-
-
-def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
-    """One run's row of Table 4b (Section 4.3): its coordinates untrained since t0 and, when the run is capped after
-    t0, the accuracy of the full model, of the model with them reset to init.pt and of the sub-model.
-
-    Needs clients.parquet (with ``p_max_trained_after_warmup``), init.pt, warmup.pt, final.pt and run.json (with
-    ``t0``); raises a ValueError naming the file (and column) the run lacks. A run that diverged or never trained a
-    round after t0 keeps its row with the reason as ``status`` (:func:`hasfl.analysis.coverage.left_out_reason`), is
-    not evaluated and is left out of the display, the summary and F5.
-    """
-    from hasfl.analysis import stale
-    from hasfl.analysis.coverage import COMPLETED, left_out_reason, load_global_state, load_state, non_finite
-    from hasfl.models.bn import split_state
-
-    refuse_unnested(NAME, {(run.dataset, run.method, run.seed): run.files})
-    run.require("table4b", TABLES[NAME].run_files, " (warmup.pt is the global state at the end of round t0 = "
-                "hasfl.warmup)")
-    f = run.files
-    summary = read_json(f["run.json"])
-    if summary.get("t0") is None:
-        raise ValueError(f"table4b: {f['run.json'].as_posix()} lacks 't0' (the warm-up round index); the run "
-                         "predates the warm-up checkpoint -- rerun its training job")
-    p_hi = stale.max_trained_width_after_warmup(pd.read_parquet(f["clients.parquet"]), f["clients.parquet"].as_posix())
-    final, final_bn = split_state(load_global_state(str(f["final.pt"])))
-    warmup = load_state(str(f["warmup.pt"]))
-    # diverged or never passed t0: kept with the reason as its status, not evaluated, left out of F5
-    why = left_out_reason(summary, bad_files=non_finite({"warmup.pt": warmup, "final.pt": {**final, **final_bn}}),
-                          trained_after_t0=p_hi > 0.0)
-    status = why or str(summary.get("status", COMPLETED))
-    evaluate = p_hi < 1.0 and status == COMPLETED
-    res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=warmup, final=final, family=run.family(),
-                          p_hi_after_t0=p_hi, bundle=run.bundle() if evaluate else None, evaluate=evaluate,
-                          atol=float(run.params["atol"]), final_bn=final_bn,
-                          bn_mode=run.spec["model"].get("bn_stats", "per_width"))
-    acc = summary.get("final_test_acc")
-    return [{"dataset": run.dataset, "method": run.method, "seed": run.seed, "status": status,
-             "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan, **res}]
 
 
 def _finish(rows: Sequence[Mapping[str, Any]], manifests: Sequence[PathLike], out_parquet: PathLike,
