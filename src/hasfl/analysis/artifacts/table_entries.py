@@ -144,7 +144,11 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
               "bias, bns.0, fc1, embed, lstm.l0), Zhou et al.'s (NeurIPS 2023) minimum coverage index (the fewest "
               "participants of one round holding a parameter coordinate, over every round and coordinate) and "
               "the largest per-layer coefficient of variation of how many participants held each unit over the "
-              "run. Per-run and per-block rows, with the counts, are in the Parquet file."),
+              "run. A FIARSE run (window masked: a magnitude mask per participant, recomputed from the weights) "
+              "has its per-round columns from the kept counts in its ledger; which coordinates a mask held is not "
+              "in the ledger and cannot be replayed, so its fractions over the last k rounds and after t0, its "
+              "blocks and its unit counts are shown as --. Per-run and per-block rows, with the counts, are in "
+              "the Parquet file."),
         all_methods=True,
         run_files=("participation.parquet", "run.json", "init.pt"),
         manifests="first",
