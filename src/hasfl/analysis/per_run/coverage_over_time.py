@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from hasfl.models.slicing import Window
 
 
-__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "MASKED", "block_of", "coverage_counts", "coverage_union",
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "block_of", "coverage_counts", "coverage_union",
            "evaluate_run", "masked_row", "min_coverage", "parameter_shapes", "read_ledger", "round_coverage",
            "row_windows", "run_rows", "unit_counts"]
 
@@ -84,8 +84,6 @@ COLUMNS = ["dataset", "method", "seed", "status", "window", "block", "coordinate
 #: The columns of participation.parquet this table reads (hasfl.fl.records.PARTICIPATION_COLUMNS).
 LEDGER_COLUMNS = ("round", "p_trained", "window", "window_shift")
 _RNN_LAYER = re.compile(r"_l(\d+)(_reverse)?$")
-#: A FIARSE row's window: a magnitude mask, ``window_shift`` its kept count (:data:`hasfl.registry.MASKED_WINDOW`).
-MASKED = MASKED_WINDOW
 
 
 def block_of(key: str) -> str:
@@ -141,13 +139,13 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
             raise ValueError(f"table4c: {where} column '{col}' holds {led[col][~ok].tolist()[0]!r} in "
                              f"{int((~ok).sum())} row(s); expected {expected}")
     kinds = set(map(str, led["window"].unique()))
-    allowed = (*Window.KINDS, MASKED)
-    if not kinds <= set(allowed) or (MASKED in kinds and kinds != {MASKED}):
+    allowed = (*Window.KINDS, MASKED_WINDOW)
+    if not kinds <= set(allowed) or (MASKED_WINDOW in kinds and kinds != {MASKED_WINDOW}):
         raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds)}; expected {' or '.join(allowed)} "
-                         f"({MASKED} rows alone: a FIARSE run)")
+                         f"({MASKED_WINDOW} rows alone: a FIARSE run)")
     out = pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
                         "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
-    if MASKED in kinds:  # a FIARSE run: its allocated widths give each mask's budget share
+    if MASKED_WINDOW in kinds:  # a FIARSE run: its allocated widths give each mask's budget share
         alloc = pd.to_numeric(led["p"], errors="coerce") if "p" in led.columns else pd.Series(math.nan, led.index)
         if not bool(((alloc > 0.0) & (alloc <= 1.0)).all()):
             raise ValueError(f"table4c: {where} column 'p' (the allocated width a masked row's budget follows) is "
@@ -306,7 +304,7 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
     base = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
             "window": "+".join(sorted(set(ledger["window"]))), "k": int(last_rounds), "rounds_used": used,
             "last_round": last, "t0": t0}
-    if set(ledger["window"]) == {MASKED}:
+    if set(ledger["window"]) == {MASKED_WINDOW}:
         return [masked_row(base, ledger, family, shapes, used)]
     windows = row_windows(family, ledger, seed)
     is_recent = (ledger["round"] > last - used).to_numpy()

@@ -72,11 +72,11 @@ def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
     :func:`hasfl.analysis.per_run.coverage_over_time.read_ledger` returns it (sampled windows are replayed
     over the whole ledger, so it must be the run's whole ledger). A masked (FIARSE) row's window is its
     :class:`MaskedShare`."""
-    from hasfl.analysis.per_run.coverage_over_time import MASKED, row_windows
+    from hasfl.analysis.per_run.coverage_over_time import row_windows
 
     last = int(ledger["round"].max())
     sel = [i for i, r in enumerate(ledger["round"].tolist()) if int(r) == last]
-    if set(ledger["window"]) == {MASKED}:
+    if set(ledger["window"]) == {MASKED_WINDOW}:
         from hasfl.models.magnitude import parameter_shares
 
         share = parameter_shares(family)

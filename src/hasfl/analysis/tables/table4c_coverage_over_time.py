@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis.evaluations import evaluate_runs, gather_rows
-from hasfl.analysis.per_run.coverage_over_time import (ALL_BLOCKS, COLUMNS, LEDGER_COLUMNS, MASKED, block_of,
+from hasfl.analysis.per_run.coverage_over_time import (ALL_BLOCKS, COLUMNS, LEDGER_COLUMNS, block_of,
                                                        coverage_counts, coverage_union, evaluate_run, min_coverage,
                                                        parameter_shapes, read_ledger, row_windows, run_rows,
                                                        unit_counts)
@@ -26,7 +26,7 @@ from hasfl.registry import METHODS
 NAME = "table4c_coverage_over_time"
 PathLike = str | Path
 
-__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "MASKED", "NAME", "block_of", "compute", "coverage_counts",
+__all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts",
            "coverage_union", "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger",
            "row_windows", "run_rows", "summary_frame", "unit_counts"]
 
