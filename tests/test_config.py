@@ -305,7 +305,7 @@ def test_execution_keys_live_in_one_block_outside_every_identity() -> None:
 
 
 def test_the_long_horizon_overlay_changes_only_the_rounds_and_seeds(repo) -> None:
-    """presets/medium-coverage-long.yaml (issue 48 point 4): the coverage rung's runs at 300 rounds on three seeds; every
+    """presets/medium-coverage-long.yaml (issue 48 point 4): the coverage rung's runs at 200 rounds on three seeds; every
     other config value of a run is the rung's, and its data stages are the rung's (their identity holds no rounds), so
     the store links them; its own results folder."""
     from hasfl.config import data_config, load_config, run_config
@@ -313,7 +313,7 @@ def test_the_long_horizon_overlay_changes_only_the_rounds_and_seeds(repo) -> Non
     presets = repo / "presets"
     rung = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml"])
     long = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml", presets / "medium-coverage-long.yaml"])
-    assert long["federation"]["rounds"] == 300 and rung["federation"]["rounds"] == 100
+    assert long["federation"]["rounds"] == 200 and rung["federation"]["rounds"] == 100
     assert long["seeds"] == [42, 43, 44] and set(long["seeds"]) < set(rung["seeds"])
     assert long["methods"] == rung["methods"] and long["name"] != rung["name"]
     for m in long["methods"]:
