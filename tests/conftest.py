@@ -241,6 +241,91 @@ def walk() -> Callable[..., Walked]:
     return preset_status
 
 
+class Planned(NamedTuple):
+    """What the Snakefile's session decided in process (:func:`plan_in_process`): the session when it completed, else
+    None; the exit code of its stop (1) or None; what it printed (the pre-flight block, the store and identity lines,
+    a stop's one ``hasfl:`` line)."""
+
+    session: Any  # hasfl.dag.session.Session | None
+    code: int | None
+    stderr: str
+
+    def jobs(self, *kinds: str) -> dict[str, list[str]]:
+        """The folders of ``kinds`` (``data``, ``runs``, ``evals``; default all) the session leaves to jobs, by what the
+        job does: ``rerun`` (finished, not what this preset makes), ``missing`` (made by a job) and ``link`` (the run
+        store holds it: a link job)."""
+        assert self.session is not None, self.stderr[-3000:]
+        found = self.session.status
+
+        def of(folders: list[str]) -> list[str]:
+            return sorted(f for f in folders if not kinds or f.split("/")[0] in kinds)
+        return {"rerun": of(list(found.rerun)), "missing": of(found.missing), "link": of(found.in_store)}
+
+    def plans_nothing(self, *kinds: str) -> bool:
+        """No folder of ``kinds`` (default: data stages and runs, the ``runs`` target's) is rerun, made or linked, and
+        no finished output is another job's."""
+        return not any(self.jobs(*(kinds or ("data", "runs"))).values()) and not self.session.status.foreign
+
+
+def plan_in_process(workdir: Path, *configfiles: str | Path, config: dict[str, Any] | None = None,
+                    argv: tuple[str, ...] = ("-n", "all"), basedir: Path = _REPO, cores: int = 2,
+                    local: bool = True) -> Planned:
+    """What ``snakemake ARGV --configfile CONFIGFILES... [--config ...] -s BASEDIR/Snakefile --directory WORKDIR``
+    decides at parse time, in this process: the config merged as Snakemake merges it (its own ``load_configfile`` and
+    ``update_config``: the Snakefile's ``config.yaml``, then the files (relative ones in ``workdir``), then
+    ``config``), handed with Snakemake's own ``ConfigSettings`` to the Snakefile's
+    :class:`hasfl.dag.session.Session`, run in ``workdir`` with ``sys.argv`` as the command line's. The stand-in for
+    Snakemake's workflow object carries only what the session reads of it (``basedir``, the main process, local
+    execution, the cores); everything else is the real code path (the session's ``status`` is its one walk).
+    A second the call instead of Snakemake's start and DAG (5-10 s); what Snakemake decides on top (its job table,
+    which rule makes a file) the end-to-end dry runs test."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from snakemake.common.configfile import load_configfile
+    from snakemake.settings.types import ConfigSettings
+    from snakemake.utils import update_config
+
+    from hasfl.dag.session import ENV_CONFIGFILES, Session, base_config
+
+    workdir = Path(workdir)
+    files = [Path(f) if Path(f).is_absolute() else workdir / f for f in configfiles]
+    err, cwd, argv0, env = io.StringIO(), os.getcwd(), sys.argv, os.environ.get(ENV_CONFIGFILES)
+    try:
+        os.chdir(workdir)
+        sys.argv = ["snakemake", *argv]
+        with contextlib.redirect_stderr(err):
+            overwrite: dict[str, Any] = {}
+            for f in files:
+                update_config(overwrite, load_configfile(f))
+            update_config(overwrite, copy.deepcopy(config or {}))
+            merged: dict[str, Any] = {}
+            update_config(merged, load_configfile(base_config(basedir)))
+            update_config(merged, overwrite)
+            workflow = SimpleNamespace(basedir=str(basedir), is_main_process=True, local_exec=local, _cores=cores,
+                                       global_resources={}, register_resource=lambda *a: None,
+                                       config_settings=ConfigSettings(config=config or {}, configfiles=files))
+            try:
+                return Planned(Session(workflow, merged), None, err.getvalue())
+            except SystemExit as exc:
+                return Planned(None, int(exc.code or 0), err.getvalue())
+    finally:
+        os.chdir(cwd)
+        sys.argv = argv0
+        if env is None:
+            os.environ.pop(ENV_CONFIGFILES, None)
+        else:
+            os.environ[ENV_CONFIGFILES] = env
+
+
+@pytest.fixture(scope="session")
+def plan() -> Callable[..., Planned]:
+    """``plan(workdir, *configfiles, config=None, argv=("-n", "all"), basedir=<this checkout>)``:
+    :func:`plan_in_process`."""
+    return plan_in_process
+
+
 # --------------------------------------------------------------------------- the tiny preset
 TINY: dict[str, Any] = {
     "name": "tiny",

@@ -4,8 +4,8 @@ Random presets -- the quick preset with keys changed to random values, deleted, 
 within their valid ranges -- go through validation; every one is either valid, and then its models
 build and run a batch at every capacity tier, its job slices and identities are cut and the
 pre-flight prices it, or refused with a :class:`hasfl.config.ConfigError` naming a key. Never another
-exception. A smaller sample goes through `snakemake -n`: exit 0, or exit 1 with one ``hasfl:`` message
-and no traceback, before the pre-flight for an invalid one.
+exception. A smaller sample goes through the Snakefile's session in process (what `snakemake -n` decides): a plan, or
+one ``hasfl:`` line and exit 1, before the pre-flight for an invalid one; never a traceback.
 """
 
 from __future__ import annotations
@@ -200,34 +200,39 @@ DAG_COUNTS: Counter[str] = Counter()
 @settings(max_examples=16, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(presets())
-def _dry_run_one(snakemake, tmp_path: Path, config: dict[str, Any]) -> None:
+def _plan_one(plan, tmp_path: Path, config: dict[str, Any]) -> None:
     DAG_COUNTS["tried"] += 1
     preset = tmp_path / f"fuzz{DAG_COUNTS['tried']}.yaml"
     config = deep_merge(config, {"results_dir": str(tmp_path / "results"), "execution": {"max_cpu_wall_hours": 0}})
     preset.write_text(yaml.safe_dump(config, allow_unicode=True))
-    res = snakemake("-n", "all", "--configfile", preset, timeout=300)
-    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    planned = plan(REPO, preset)  # any exception but the session's one-line stop fails here
     try:  # Snakemake merges the file over config.yaml (a deleted key comes back from there)
         validate_config(deep_merge(read_yaml(REPO / "config.yaml"), config))
         valid = True
     except ConfigError:
         valid = False
     if valid:
-        assert res.returncode == 0, res.stderr[-3000:]
+        assert planned.session is not None and "hasfl pre-flight" in planned.stderr, planned.stderr[-3000:]
         DAG_COUNTS["valid"] += 1
     else:
-        assert res.returncode == 1 and "hasfl:" in res.stderr and "pre-flight" not in res.stderr, res.stderr[-3000:]
+        assert planned.code == 1 and planned.stderr.startswith("hasfl:") and "\nhasfl" not in planned.stderr \
+            and "pre-flight" not in planned.stderr, planned.stderr[-3000:]
         DAG_COUNTS["named"] += 1
+    assert not (tmp_path / "results").exists()  # a plan writes nothing
 
 
-@pytest.mark.dag
-def test_random_presets_dry_run_or_stop_with_one_message(snakemake, tmp_path, capsys) -> None:
+def test_random_presets_plan_or_stop_with_one_message(plan, tmp_path, capsys) -> None:
+    """The smaller sample through the Snakefile's session in process (conftest ``plan``: what ``snakemake -n`` decides
+    before its job table): a plan and its pre-flight, or one ``hasfl:`` line before the pre-flight. What Snakemake
+    adds on top (its exit code for that line) the end-to-end test of a bad preset checks
+    (tests/test_config.py::test_snakemake_rejects_bad_config_before_any_job)."""
     DAG_COUNTS.clear()
-    _dry_run_one(snakemake, tmp_path)
+    _plan_one(plan, tmp_path)
     with capsys.disabled():
-        print(f"\nconfig fuzzer (snakemake -n): {DAG_COUNTS['tried']} presets, {DAG_COUNTS['valid']} dry runs, "
+        print(f"\nconfig fuzzer (the Snakefile's session): {DAG_COUNTS['tried']} presets, {DAG_COUNTS['valid']} plans, "
               f"{DAG_COUNTS['named']} stopped naming a key, 0 tracebacks")
     assert DAG_COUNTS["tried"] == DAG_COUNTS["valid"] + DAG_COUNTS["named"] >= 16
+    assert DAG_COUNTS["valid"] and DAG_COUNTS["named"]  # both sides reached
 
 
 def test_a_duplicate_key_anywhere_is_refused(tmp_path) -> None:

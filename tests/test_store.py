@@ -24,6 +24,7 @@ pytestmark = pytest.mark.dag
 
 CLI = "import sys; from hasfl.cli import main; sys.exit(main(sys.argv[1:]))"
 BASE = ["hasfl", "fedavg"]
+QUICK = Path(__file__).resolve().parents[1] / "presets" / "quick.yaml"
 MU = {"fedprox": {"mu": 0.5}}
 
 
@@ -88,7 +89,7 @@ def test_a_finished_run_is_a_store_entry_that_its_folder_links(work):
     assert not (entry / "final.pt").stat().st_mode & 0o222
 
 
-def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, tiny_preset, work):
+def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, plan, tiny_preset, work):
     before = _bytes(work / "results/tiny")
     times = {f: f.lstat().st_mtime_ns for f in (work / "results/tiny").rglob("*") if f.is_symlink()}
     variant = tiny_preset(work, "variant", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v", method_params=MU)
@@ -111,9 +112,8 @@ def test_a_variant_links_what_the_store_holds_and_trains_the_rest(snakemake, tin
                 == (work / f"results/tiny/runs/digits/{m}/seed42/final.pt").resolve())
     assert _bytes(work / "results/tiny") == before  # the baseline: same bytes, same link times
     assert {f: f.lstat().st_mtime_ns for f in (work / "results/tiny").rglob("*") if f.is_symlink()} == times
-    for preset in (variant, work / "base.yaml"):
-        again = snakemake.dag(preset, workdir=work, target="runs", extra=("-n",))
-        assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+    for preset in (variant, work / "base.yaml"):  # the session's walk (in process): nothing left to a job
+        assert plan(work, QUICK, preset).plans_nothing()
 
 
 def test_a_variant_evaluates_only_its_new_run_and_links_the_shared_runs_evaluations(snakemake, work):
@@ -128,19 +128,18 @@ def test_a_variant_evaluates_only_its_new_run_and_links_the_shared_runs_evaluati
             assert (work / "results/tiny-v" / rows).resolve() == (work / "results/tiny" / rows).resolve()
 
 
-def test_a_variant_of_a_variant_links_everything_and_then_plans_nothing(snakemake, tiny_preset, work):
+def test_a_variant_of_a_variant_links_everything_and_then_plans_nothing(snakemake, plan, tiny_preset, work):
     """Fault 4b: a variant sharing from a variant reran its share jobs and analysis on every build."""
     v2 = tiny_preset(work, "variant2", methods=[*BASE, "fedprox"], rounds=2, name="tiny-v2", method_params=MU)
     res = snakemake.dag(v2, workdir=work, target="runs")
     assert res.returncode == 0, res.stderr[-4000:]
     assert _trained(work / "results/tiny-v2") == {"fedavg": False, "fedprox": False, "hasfl": False}
     for preset in (v2, work / "variant.yaml"):
-        again = snakemake.dag(preset, workdir=work, target="runs", extra=("-n",))
-        assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+        assert plan(work, QUICK, preset).plans_nothing()
 
 
-def test_a_baseline_that_gains_a_method_a_variant_trained_survives_the_variants_deletion(snakemake, tiny_preset,
-                                                                                       work):
+def test_a_baseline_that_gains_a_method_a_variant_trained_survives_the_variants_deletion(snakemake, plan,
+                                                                                       tiny_preset, work):
     """Fault 2: the baseline linked into the variant's folder; deleting the scratch variant broke it."""
     base = tiny_preset(work, "base", methods=[*BASE, "fedprox"], rounds=2, method_params=MU)
     res = snakemake.dag(base, workdir=work, target="runs")
@@ -150,8 +149,7 @@ def test_a_baseline_that_gains_a_method_a_variant_trained_survives_the_variants_
     shutil.rmtree(work / "results/tiny-v2")
     verify = _cli("verify", str(work / "results/tiny"))
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    again = snakemake.dag(base, workdir=work, target="runs", extra=("-n",))
-    assert snakemake.job_counts(again.stdout + again.stderr) == {}, again.stdout[-2000:]
+    assert plan(work, QUICK, base).plans_nothing()
 
 
 def test_a_deleted_folder_is_rebuilt_from_the_store_without_training(snakemake, work):
@@ -228,7 +226,7 @@ def test_a_link_whose_entry_was_removed_is_trained_again_never_stuck(snakemake, 
     assert _trained(work / "results/tiny")["fedavg"] is True
 
 
-def test_a_link_pointed_at_a_missing_entry_is_relinked_and_a_dry_run_changes_nothing(snakemake, work):
+def test_a_link_pointed_at_a_missing_entry_is_relinked_and_a_dry_run_changes_nothing(snakemake, plan, work):
     """Issue 46's fault found while measuring, end to end: one run file's link points at a store entry that is gone.
     `snakemake -n` changes no byte or link under the results root and says what a run will do (it stops: Snakemake
     cannot plan over a dangling link); the build points the link at the
@@ -249,9 +247,9 @@ def test_a_link_pointed_at_a_missing_entry_is_relinked_and_a_dry_run_changes_not
                 for p in sorted(root.rglob("*")) if (p.is_symlink() or p.is_file()) and ".snakemake" not in p.parts
                 and "logs" not in p.parts and p.name != ".hasfl.lock"}
     before = state()
-    dry = snakemake.dag(work / "base.yaml", workdir=work, target="runs", extra=("-n",))
+    dry = plan(work, QUICK, work / "base.yaml", argv=("-n", "runs"))  # the session's decision, in process
     # Snakemake cannot read a dangling link's time: the dry run refuses, names what a run will do, changes nothing
-    assert dry.returncode != 0 and "would be pointed again at the store entry" in dry.stderr
+    assert dry.code == 1 and "would be pointed again at the store entry" in dry.stderr
     assert "without -n" in dry.stderr and state() == before
     res = snakemake.dag(work / "base.yaml", workdir=work, target="runs")
     assert res.returncode == 0, res.stderr[-4000:]
@@ -273,30 +271,30 @@ def _written_before_the_store(work: Path) -> Path:
     return results
 
 
-def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakemake, work):
+def test_a_folder_written_before_the_store_is_adopted_and_nothing_reruns(snakemake, plan, work):
     """A results folder of files (as before the store): `hasfl adopt` moves them into the store, each link keeping
     its file's time, so Snakemake plans nothing; the bytes stay the same."""
     before = _bytes(work / "results/tiny")
     results = _written_before_the_store(work)
-    plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
-    assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
+    before_adopt = plan(work, QUICK, work / "base.yaml")  # a folder of files: every one current
+    assert before_adopt.plans_nothing() and "analysis" in before_adopt.session.status.current
     res = _cli("adopt", str(results))
     assert res.returncode == 0, res.stderr
     assert f"1 data stages and {len(list(results.glob('runs/*/*/seed*')))} runs moved" in res.stdout
     assert (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
     assert _bytes(results) == before
-    plan = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
-    assert snakemake.job_counts(plan.stdout + plan.stderr) == {}, plan.stdout[-2000:]
+    dry = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))  # the links keep their files' times
+    assert snakemake.job_counts(dry.stdout + dry.stderr) == {}, dry.stdout[-2000:]
 
 
-def test_a_run_with_nothing_to_do_adopts_a_folder_written_before_the_store(snakemake, work):
+def test_a_run_with_nothing_to_do_adopts_a_folder_written_before_the_store(snakemake, plan, work):
     """Found while measuring issue 36's adoption: Snakemake calls ``onstart`` only when a job runs, so a finished
     folder of files stayed outside the store through every `snakemake all` ("Nothing to be done"), and a variant
     retrained what it held. The build adopts it now (a dry run still writes nothing)."""
     before = _bytes(work / "results/tiny")
     results = _written_before_the_store(work)
-    dry = snakemake.dag(work / "base.yaml", workdir=work, extra=("-n",))
-    assert dry.returncode == 0 and not (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
+    dry = plan(work, QUICK, work / "base.yaml")
+    assert dry.code is None and not (results / "runs/digits/hasfl/seed42/final.pt").is_symlink()
     res = snakemake.dag(work / "base.yaml", workdir=work)
     assert res.returncode == 0, res.stderr[-4000:]
     assert "Nothing to be done" in res.stdout + res.stderr
@@ -318,11 +316,11 @@ def test_a_folder_packed_with_tar_dereference_verifies_on_arrival(work, tmp_path
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_share_runs_is_refused_with_what_replaced_it(snakemake, tiny_preset, tmp_path):
+def test_share_runs_is_refused_with_what_replaced_it(plan, tiny_preset, tmp_path):
     """Fault 4a: share_runs: false in a folder that shared retrained everything it shared."""
     preset = tiny_preset(tmp_path, "old", share_runs=False)
-    res = snakemake.dag(preset, workdir=tmp_path, extra=("-n",))
-    assert res.returncode == 1
+    res = plan(tmp_path, QUICK, preset)
+    assert res.code == 1
     assert "config key 'share_runs' was removed" in res.stderr and "run store" in res.stderr
     assert "unknown config key" not in res.stderr
 

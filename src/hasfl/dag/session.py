@@ -95,6 +95,8 @@ class Session:
         self.reruns: dict[str, tuple[str, str]] = {}  # folder -> (token, why)
         self.plan: Any = None
         self.refusal: str | None = None
+        #: the one walk over the preset's outputs (:func:`hasfl.dag.store.status`), None until the main process made it
+        self.status: store.Status | None = None
         #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
         #: their jobs are the link rules' (workflow/rules/link.smk), so the job table says what will happen
         self.linked: set[str] = set()
@@ -226,6 +228,7 @@ class Session:
             verify_results(results, skip=repair.folders)
             # the one walk over the preset's outputs: current, rerun (why), foreign, in the store, missing
             found = store.status(self.identity_config(), results, self.code, device_class=self.device_class)
+            self.status = found
             found.raise_errors()
         except IntegrityError as exc:
             stop(exc)
