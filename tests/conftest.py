@@ -296,17 +296,17 @@ def plan_in_process(workdir: Path, *configfiles: str | Path, config: dict[str, A
         os.chdir(workdir)
         sys.argv = ["snakemake", *argv]
         with contextlib.redirect_stderr(err):
-            overwrite: dict[str, Any] = {}
-            for f in files:
-                update_config(overwrite, load_configfile(f))
-            update_config(overwrite, copy.deepcopy(config or {}))
-            merged: dict[str, Any] = {}
-            update_config(merged, load_configfile(base_config(basedir)))
-            update_config(merged, overwrite)
-            workflow = SimpleNamespace(basedir=str(basedir), is_main_process=True, local_exec=local, _cores=cores,
-                                       global_resources={}, register_resource=lambda *a: None,
-                                       config_settings=ConfigSettings(config=config or {}, configfiles=files))
             try:
+                overwrite: dict[str, Any] = {}
+                for f in files:
+                    update_config(overwrite, load_configfile(f))
+                update_config(overwrite, copy.deepcopy(config or {}))
+                merged: dict[str, Any] = {}
+                update_config(merged, load_configfile(base_config(basedir)))  # the Snakefile's ``configfile:``
+                update_config(merged, overwrite)
+                workflow = SimpleNamespace(basedir=str(basedir), is_main_process=True, local_exec=local, _cores=cores,
+                                           global_resources={}, register_resource=lambda *a: None,
+                                           config_settings=ConfigSettings(config=config or {}, configfiles=files))
                 return Planned(Session(workflow, merged), None, err.getvalue())
             except SystemExit as exc:
                 return Planned(None, int(exc.code or 0), err.getvalue())

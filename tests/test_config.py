@@ -167,19 +167,24 @@ def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("preset", [None, "presets/quick.yaml"])
-def test_snakemake_dry_run(snakemake, quick_dry_run, job_counts, repo, tmp_path, preset):
-    if preset:  # the session's one dry run of the quick preset (conftest)
-        res = quick_dry_run
-    else:
-        res = snakemake("-n", "all", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path))
+def test_snakemake_dry_run(quick_dry_run, job_counts):
+    """The session's one dry run of the quick preset (conftest): Snakemake's job table."""
+    res = quick_dry_run
     assert res.returncode == 0, res.stderr[-3000:]
-    out = res.stdout + res.stderr
-    n_datasets = 2 if preset else 3
-    n_methods = 9 if preset else 13  # the quick preset runs the paper's nine
-    counts = job_counts(out)
-    assert counts["data_stage"] == 3 * n_datasets, counts
-    assert counts["train"] == n_methods * 3 * n_datasets, counts
+    counts = job_counts(res.stdout + res.stderr)
+    assert counts["data_stage"] == 3 * 2, counts
+    assert counts["train"] == 9 * 3 * 2, counts  # the quick preset runs the paper's nine
+
+
+def test_the_paper_preset_plans_every_data_stage_and_run(plan, repo, tmp_path):
+    """The paper preset (config.yaml alone) in an empty folder, as the Snakefile's session plans it (conftest ``plan``,
+    in process): 3 datasets x 3 seeds of data stages and 13 methods x 3 seeds x 3 datasets of runs, every one made by
+    a job; nothing written."""
+    res = plan(tmp_path, config={"results_dir": str(tmp_path / "results")})
+    jobs = res.jobs()
+    assert len([f for f in jobs["missing"] if f.startswith("data/")]) == 3 * 3, jobs
+    assert len([f for f in jobs["missing"] if f.startswith("runs/")]) == 13 * 3 * 3, jobs
+    assert not jobs["rerun"] and not jobs["link"] and not (tmp_path / "results").exists()
 
 
 def test_schema_names_match_the_registry():
@@ -211,7 +216,7 @@ def test_overrides_set_any_nested_key_with_yaml_types(paper_config) -> None:
             load_config(overrides=[bad])
 
 
-def test_hasfl_config_set_writes_a_preset_snakemake_runs(hasfl_cli, snakemake, repo, tmp_path) -> None:
+def test_hasfl_config_set_writes_a_preset_snakemake_runs(hasfl_cli, plan, repo, tmp_path) -> None:
 
     res = hasfl_cli("config", "--config", str(repo / "presets/quick.yaml"),
                           "--set", "method_params.fedprox.mu=0.25", "--set", "federation.rounds=3", "--set", "hasfl.warmup=1", "--yaml")
@@ -223,8 +228,8 @@ def test_hasfl_config_set_writes_a_preset_snakemake_runs(hasfl_cli, snakemake, r
 
     loaded = yaml.safe_load(res.stdout)
     assert loaded["method_params"]["fedprox"]["mu"] == 0.25 and loaded["federation"]["rounds"] == 3
-    dry = snakemake("-n", "all", "--configfile", str(preset), "--config", f"results_dir={tmp_path}")
-    assert dry.returncode == 0, dry.stderr[-2000:]
+    dry = plan(repo, preset, config={"results_dir": str(tmp_path)})  # the Snakefile's session, in process
+    assert dry.code is None and "hasfl pre-flight: preset 'quick'" in dry.stderr, dry.stderr[-2000:]
 
 
 def test_lists_from_the_command_line_are_typed_as_in_a_preset() -> None:

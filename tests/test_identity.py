@@ -84,13 +84,16 @@ def test_nothing_to_do_after_the_run(world, walk) -> None:
 
 
 # --- 3. cp -a results/quick results/quick-mu05, then another FedProx mu --------------------------
-def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, sm, job_counts) -> None:
-    """Before: "Nothing to be done", verify passed, the runs kept mu = 1.0."""
+def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, plan) -> None:
+    """Before: "Nothing to be done", verify passed, the runs kept mu = 1.0. The session's decision in process (conftest
+    ``plan``): a rerun token for each of the two FedProx runs and the analysis (another name: the report names its
+    preset), nothing else made, rerun or linked."""
     copy, overlay = _copy(world, "tiny-mu05", method_params__fedprox__mu=0.5)
-    res, jobs = _plan(sm, job_counts, overlay)
-    assert res.returncode == 0, res.stderr[-2000:]
-    # the two FedProx runs, and the analysis (another name: the report names its preset)
-    assert jobs.get("train") == 2 and jobs.get("identity_rerun") == 3 and "data_stage" not in jobs, jobs
+    res = plan(world["tmp"], "presets/quick.yaml", overlay, basedir=world["tmp"])
+    assert res.code is None, res.stderr[-2000:]
+    assert set(res.session.reruns) == {"runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43", "analysis"}
+    assert res.jobs("data", "runs") == {"rerun": ["runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43"],
+                                        "missing": [], "link": []}
     assert "runs/digits/fedprox/seed42: config (method_params.mu)" in res.stderr
     preset = yaml.safe_load(world["standalone"].read_text())
     preset["method_params"] = {"fedprox": {"mu": 0.5}}
@@ -157,14 +160,14 @@ def test_4_hasfl_train_refuses_another_seeds_inputs(world, tmp_path) -> None:
 
 
 # --- 5. a YAML key given twice ------------------------------------------------------------------------
-def test_5_a_duplicate_key_is_refused(world, sm, tmp_path) -> None:
+def test_5_a_duplicate_key_is_refused(world, plan, tmp_path) -> None:
     """Before: the first `federation:` block was dropped silently (200 rounds)."""
     bad = tmp_path / "dup.yaml"
     bad.write_text(world["overlay"].read_text() + "federation:\n  clients_per_round: 5\n")
     cli = _hasfl("config", "--config", bad)
     assert cli.returncode == 2 and "'federation' is given twice" in cli.stderr, cli.stderr
-    res = sm("-n", "all", "--configfile", "presets/quick.yaml", bad)
-    assert res.returncode == 1 and "'federation' is given twice" in res.stderr and "Traceback" not in res.stderr
+    res = plan(world["tmp"], "presets/quick.yaml", bad, basedir=world["tmp"])  # the Snakefile's session
+    assert res.code == 1 and "'federation' is given twice" in res.stderr
 
 
 # --- 7. `hasfl results-page` pointed into a results folder ---------------------------------------------
@@ -312,16 +315,17 @@ def test_12_bad_presets_are_named_before_the_preflight(world, tmp_path, change, 
     assert message in str(refused.value)
 
 
-def test_12_a_bad_preset_stops_snakemake_before_the_preflight(world, sm, tmp_path) -> None:
-    """The end-to-end half of the test above, for one of its presets: exit 1, the message, no pre-flight, no
-    traceback."""
+def test_12_a_bad_preset_stops_snakemake_before_the_preflight(world, plan, tmp_path) -> None:
+    """The Snakefile's half of the test above, for one of its presets, in process (conftest ``plan``; the exit code
+    Snakemake gives that stop: tests/test_config.py::test_snakemake_rejects_bad_config_before_any_job): exit 1, the
+    message, no pre-flight, no traceback."""
     from hasfl.config import deep_merge
 
     overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), {"seeds": [2**63]})
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(overlay))
-    res = sm("-n", "all", "--configfile", "presets/quick.yaml", tmp_path / "bad.yaml")
-    assert res.returncode == 1 and "config key 'seeds[0]': must be <= 4294967295" in res.stderr, res.stderr[-2000:]
-    assert "pre-flight" not in res.stderr and "Traceback" not in res.stderr
+    res = plan(world["tmp"], "presets/quick.yaml", tmp_path / "bad.yaml", basedir=world["tmp"])
+    assert res.code == 1 and "config key 'seeds[0]': must be <= 4294967295" in res.stderr, res.stderr[-2000:]
+    assert "pre-flight" not in res.stderr
 
 
 def test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job(world, sm, tmp_path) -> None:
