@@ -24,7 +24,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -190,6 +190,12 @@ def job_counts() -> Callable[[str], dict[str, int]]:
 
 
 
+def of_kinds(folders: Iterable[str], *kinds: str) -> list[str]:
+    """The folders (relative to a results folder: ``data/...``, ``runs/...``, ``evals/...``, ``analysis``) of
+    ``kinds``, sorted; all of them when no kind is given."""
+    return sorted(f for f in folders if not kinds or f.split("/")[0] in kinds)
+
+
 class Walked(NamedTuple):
     """A preset's config (as the session validates and keys it on a CPU build) and its status walk."""
 
@@ -198,11 +204,11 @@ class Walked(NamedTuple):
 
     def reruns(self, kind: str) -> list[str]:
         """The finished folders of ``kind`` (``data``, ``runs``, ``analysis``) the walk reruns."""
-        return sorted(f for f in self.status.rerun if f.split("/")[0] == kind)
+        return of_kinds(self.status.rerun, kind)
 
     def missing(self, kind: str) -> list[str]:
         """The folders of ``kind`` no finished output or store entry holds (a job makes them)."""
-        return sorted(f for f in self.status.missing if f.split("/")[0] == kind)
+        return of_kinds(self.status.missing, kind)
 
     def params(self) -> dict[str, str]:
         """Folder -> the config params its rule hands the job (workflow/rules/data.smk ``data_cfg``, train.smk
@@ -256,10 +262,8 @@ class Planned(NamedTuple):
         store holds it: a link job)."""
         assert self.session is not None, self.stderr[-3000:]
         found = self.session.status
-
-        def of(folders: list[str]) -> list[str]:
-            return sorted(f for f in folders if not kinds or f.split("/")[0] in kinds)
-        return {"rerun": of(list(found.rerun)), "missing": of(found.missing), "link": of(found.in_store)}
+        return {"rerun": of_kinds(found.rerun, *kinds), "missing": of_kinds(found.missing, *kinds),
+                "link": of_kinds(found.in_store, *kinds)}
 
     def plans_nothing(self, *kinds: str) -> bool:
         """No folder of ``kinds`` (default: data stages and runs, the ``runs`` target's) is rerun, made or linked, and

@@ -206,6 +206,7 @@ def _plan_one(plan, tmp_path: Path, config: dict[str, Any]) -> None:
     config = deep_merge(config, {"results_dir": str(tmp_path / "results"), "execution": {"max_cpu_wall_hours": 0}})
     preset.write_text(yaml.safe_dump(config, allow_unicode=True))
     planned = plan(REPO, preset)  # any exception but the session's one-line stop fails here
+    assert "Traceback" not in planned.stderr, planned.stderr[-3000:]
     try:  # Snakemake merges the file over config.yaml (a deleted key comes back from there)
         validate_config(deep_merge(read_yaml(REPO / "config.yaml"), config))
         valid = True

@@ -79,6 +79,7 @@ def test_paper_preset_on_this_cpu_stops_before_any_job_and_a_dry_run_goes_on(pla
     assert res.code == 1
     assert "hasfl pre-flight: preset 'paper'" in res.stderr
     assert "hasfl: not starting: the estimated" in res.stderr and "--config 'execution={max_cpu_wall_hours: 0}'" in res.stderr
+    assert "Traceback" not in res.stderr
     # the refusal once, and before any job table (issue 28): the run stops where the pre-flight ends
     assert res.stderr.count("not starting") == 1 and "would not start" not in res.stderr
     assert len(res.stderr.splitlines()) <= 10
