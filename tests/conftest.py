@@ -39,7 +39,7 @@ _QUICK = _REPO / "presets" / "quick.yaml"
 
 # --------------------------------------------------------------------------- tests that start Snakemake
 #: Fixtures whose use means the test starts Snakemake (a dry run or a DAG): such a test is marked ``snakemake``.
-SNAKEMAKE_FIXTURES = frozenset({"snakemake", "tiny_world", "quick_dry_run"})
+SNAKEMAKE_FIXTURES = frozenset({"snakemake", "tiny_world", "quick_dry_run", "medium_dry_run"})
 #: Fixtures whose use means the test starts and signals processes of its own (concurrent training jobs): marked
 #: ``processes`` (the README's short check leaves them out; the full suite runs them).
 PROCESSES_FIXTURES = frozenset({"cpu_packing_calibration"})
@@ -466,6 +466,41 @@ def quick_dry_run(snakemake: Snakemake, tmp_path_factory: pytest.TempPathFactory
 
     done = json.loads(_once_per_session(tmp_path_factory, worker_id, "quick-dry-run.json", run).read_text())
     return subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
+
+
+class MediumDryRun(NamedTuple):
+    """The medium preset's one dry run (:func:`medium_dry_run`): its process, its empty folder and the stand-in
+    ``torch`` package that was first on its ``PYTHONPATH``."""
+
+    res: subprocess.CompletedProcess[str]
+    folder: Path
+    fake_torch: Path
+
+
+@pytest.fixture(scope="session")
+def medium_dry_run(snakemake: Snakemake, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> MediumDryRun:
+    """One ``snakemake -n all --configfile presets/medium.yaml`` in an empty folder (results and data under it) as a
+    user types it: the console at its default width (``HASFL_CONSOLE_WIDTH`` unset) and, first on ``PYTHONPATH``, a
+    ``torch`` that raises on import (parsing the Snakefile must not import torch). Run once per test session for
+    the tests of what it plans (its fetch rules), of its console and of its imports."""
+    folder = tmp_path_factory.getbasetemp() / "medium-dry-run"
+    fake = folder / "fake" / "torch"
+
+    def run(saved: Path) -> None:
+        fake.mkdir(parents=True, exist_ok=True)
+        (fake / "__init__.py").write_text('raise ImportError("torch imported while parsing the Snakefile")\n')
+        env = {k: v for k, v in snakemake.env().items() if k != "HASFL_CONSOLE_WIDTH"}
+        env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), str(_REPO / "src")])
+        res = subprocess.run([*snakemake.command, "-n", "all", "-s", str(_REPO / "Snakefile"), "--directory",
+                              str(folder), "--configfile", str(_REPO / "presets" / "medium.yaml"), "--config",
+                              f"results_dir={folder}/results", f"data_dir={folder}/data"],
+                             cwd=_REPO, env=env, capture_output=True, text=True, timeout=600)
+        saved.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+                                     "stderr": res.stderr, "folder": str(folder), "fake": str(fake)}))
+
+    done = json.loads(_once_per_session(tmp_path_factory, worker_id, "medium-dry-run.json", run).read_text())
+    res = subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
+    return MediumDryRun(res, Path(done["folder"]), Path(done["fake"]))  # the folders of the worker that ran it
 
 
 @pytest.fixture(scope="module")

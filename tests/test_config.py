@@ -154,16 +154,18 @@ def test_a_bad_overlay_is_refused_over_config_yaml(repo, key, value, message):
     assert "missing config key" not in str(refused.value)  # the overlay merged over config.yaml
 
 
-def test_snakemake_rejects_bad_config_before_any_job(snakemake, repo, tmp_path):
+def test_snakemake_rejects_bad_config_before_any_job(plan, repo, tmp_path):
+    """The Snakefile's session, in process (conftest ``plan``; tests/test_identity.py's refusals run end to end):
+    a bad key stops it with exit code 1 and the key's message, before any job."""
     key, value, message = BAD_KEYS[2]
     preset = tmp_path / "bad.yaml"
     preset.write_text(yaml.safe_dump(_overlay(key, value)))
-    res = snakemake("-n", "all", "--configfile", str(preset), "--directory", str(tmp_path),
-                    "-s", str(repo / "Snakefile"))
-    assert res.returncode != 0
-    assert message in res.stdout + res.stderr
-    assert "invalid configuration" in res.stdout + res.stderr
-    assert "missing config key" not in res.stdout + res.stderr  # the overlay merged over config.yaml
+    res = plan(tmp_path, preset, argv=("-n", "all"))
+    assert res.code == 1 and res.session is None
+    assert message in res.stderr
+    assert "invalid configuration" in res.stderr
+    assert "missing config key" not in res.stderr  # the overlay merged over config.yaml
+    assert "Traceback" not in res.stderr
     assert not (tmp_path / "results").exists()
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import torch
 
 from hasfl import device
 from hasfl.config import load_config, run_config
+from hasfl.dag import preflight
 from hasfl.dag.outputs import verify_runs_job
 from hasfl.integrity import IntegrityError, run_identity, training_code_digest, write_run_manifest
 
@@ -34,58 +33,53 @@ NO_CUDA_HERE = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a tor
 
 
 @pytest.fixture()
-def gpu_listed_env(tmp_path) -> dict[str, str]:
-    """The environment of a machine whose nvidia-smi lists one GPU, with an empty hasfl cache."""
+def gpu_listed(tmp_path, monkeypatch) -> Path:
+    """This process as on a machine whose nvidia-smi lists one GPU (the stand-in first on ``PATH``), with an empty
+    hasfl cache (the pre-flight's, fixed at import from ``XDG_CACHE_HOME``, pointed here): the cache folder."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
-    return {**os.environ, "PYTHONHASHSEED": "0", "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "XDG_CACHE_HOME": str(tmp_path / "cache")}
-
-
-def _snakemake(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "cache" / "hasfl")
+    return tmp_path / "cache" / "hasfl"
 
 
 @NO_CUDA_HERE
-@pytest.mark.dag
-def test_paper_preset_keeps_its_cpu_stop_when_torch_cannot_use_the_listed_gpu(gpu_listed_env, tmp_path) -> None:
+def test_paper_preset_keeps_its_cpu_stop_when_torch_cannot_use_the_listed_gpu(gpu_listed, plan, tmp_path) -> None:
     """nvidia-smi lists a GPU, torch here cannot use it: the pre-flight prices the CPU, says why in one line and
-    applies the CPU stop (a dry run shows it, a run stops before any job); the probe's answer is cached."""
-    results = tmp_path / "results"
-    dry = _snakemake(["-n", "all", "--config", f"results_dir={results}"], gpu_listed_env)
-    assert dry.returncode == 0, dry.stderr[-3000:]
+    applies the CPU stop (a dry run shows it, a run stops before any job); the probe's answer is cached. The
+    Snakefile's session in process (conftest ``plan``), the probe for real."""
+    config = {"results_dir": str(tmp_path / "results")}
+    dry = plan(REPO, config=config, argv=("-n", "all"))
+    assert dry.code is None, dry.stderr[-3000:]
     assert "hasfl pre-flight: preset 'paper'" in dry.stderr and "no GPU); device cpu" in dry.stderr
     note = [ln for ln in dry.stderr.splitlines() if ln.startswith("  GPU: nvidia-smi lists 1 GPU(s)")]
     assert len(note) == 1 and "torch here cannot use them" in note[0] and "treated as no GPU" in note[0]
     assert "a run would not start: the estimated" in dry.stderr and "GPU packing" not in dry.stderr
-    probe = device.probe_path(tmp_path / "cache" / "hasfl", LISTED, gpu_listed_env)
+    probe = device.probe_path(gpu_listed, LISTED)
     assert json.loads(probe.read_text())["cuda"] is False  # the probe's answer, cached for the next pre-flight
-    run = _snakemake(["--cores", "2", "all", "--config", f"results_dir={results}"], gpu_listed_env)
-    assert run.returncode == 1 and "hasfl: not starting: the estimated" in run.stderr
-    assert "Traceback" not in run.stderr and not results.exists()  # no job ran
+    run = plan(REPO, config=config, argv=("--cores", "2", "all"))
+    assert run.code == 1 and "hasfl: not starting: the estimated" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "results").exists()  # no job ran
 
 
 @NO_CUDA_HERE
-@pytest.mark.dag
-def test_device_cuda_without_a_gpu_torch_can_use_is_refused_before_any_job(gpu_listed_env, tiny_preset,
+def test_device_cuda_without_a_gpu_torch_can_use_is_refused_before_any_job(gpu_listed, plan, tiny_preset,
                                                                             tmp_path) -> None:
     """Config ``device: cuda`` where nvidia-smi lists a GPU torch cannot use: refused in one line naming the key,
     before the data stage (which used to run, then the training job died with a traceback)."""
     preset = tiny_preset(tmp_path, device="cuda")
-    args = ["--configfile", str(REPO / "presets" / "quick.yaml"), str(preset), "-s", str(REPO / "Snakefile"),
-            "--directory", str(tmp_path)]
-    dry = _snakemake(["-n", "all", *args], gpu_listed_env)
-    assert dry.returncode == 0, dry.stderr[-3000:]
+    files = (REPO / "presets" / "quick.yaml", preset)
+    dry = plan(tmp_path, *files, argv=("-n", "all"))
+    assert dry.code is None, dry.stderr[-3000:]
     assert "a run would not start: config key 'device' is 'cuda' but this machine has no GPU torch can use " \
            "(nvidia-smi lists 1 GPU(s) but torch here cannot use them" in dry.stderr
-    run = _snakemake(["--cores", "2", "all", *args], gpu_listed_env)
-    assert run.returncode == 1, run.stderr[-3000:]
+    run = plan(tmp_path, *files, argv=("--cores", "2", "all"))
+    assert run.code == 1, run.stderr[-3000:]
     refusal = [ln for ln in run.stderr.splitlines() if ln.startswith("hasfl: not starting:")]
     assert len(refusal) == 1 and "config key 'device' is 'cuda'" in refusal[0] and "device: cpu" in refusal[0]
-    assert "Traceback" not in run.stderr and "Job stats" not in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
     assert not (tmp_path / "results").exists()  # no job ran: not even the data stage
 
 

@@ -330,11 +330,13 @@ def test_every_route_failing_is_one_clear_error(tmp_path: Path, monkeypatch: pyt
 
 
 # --------------------------------------------------------------------------- workflow
-def test_medium_preset_dry_run(snakemake, job_counts, repo, tmp_path: Path) -> None:
-    res = snakemake("-n", "all", "--configfile", str(repo / "presets/medium.yaml"),
-                        "--config", f"results_dir={tmp_path / 'results'}", f"data_dir={tmp_path / 'data'}")
+def test_medium_preset_dry_run(medium_dry_run, job_counts) -> None:
+    """The medium preset's dry run (conftest ``medium_dry_run``, as a user types it): Snakemake plans one fetch job
+    per raw dataset, the data stages and the runs, and writes nothing."""
+    res = medium_dry_run.res
     assert res.returncode == 0, res.stderr[-3000:]
     counts = job_counts(res.stdout + res.stderr)
     assert counts["fetch_fashion_mnist"] == 1 and counts["fetch_shakespeare"] == 1, counts
     assert counts["data_stage"] == 2 * 3 and counts["train"] == 9 * 2 * 3, counts
-    assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
+    folder = medium_dry_run.folder
+    assert not (folder / "results").exists() and not (folder / "data").exists()

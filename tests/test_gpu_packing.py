@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,8 @@ from hasfl.dag import gpu
 from hasfl.bench.packing import choose
 from hasfl.config import load_config
 from hasfl.dag.preflight import FALLBACK, estimate, render
+
+REPO = Path(__file__).resolve().parents[1]
 
 TWO = ("GPU 0: NVIDIA H200 (UUID: GPU-a)", "GPU 1: NVIDIA H200 (UUID: GPU-b)")
 
@@ -189,23 +192,26 @@ FAKE_SMI = textwrap.dedent("""\
 """)
 
 
-@pytest.mark.dag
-def test_dry_run_on_two_gpus_prints_the_packing(snakemake, tiny_preset, tmp_path) -> None:
+def test_dry_run_on_two_gpus_prints_the_packing(plan, tiny_preset, tmp_path, monkeypatch) -> None:
+    """A dry run with 6 cores where nvidia-smi lists two GPUs torch confirms: the pre-flight prints the packing.
+    The Snakefile's session in process (conftest ``plan``), the listing from a stand-in nvidia-smi on PATH."""
+    from hasfl.dag import preflight
+
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "cache" / "hasfl")  # fixed at import: an empty one here
     preset = tiny_preset(tmp_path, device="cuda", execution={"gpu": {"jobs_per_gpu": 3, "mps": "auto"}})
-    env = {**snakemake.env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     # what torch on that machine answers the pre-flight's probe, in the probe's cache format (hasfl.device):
     # the GPUs are confirmed without running torch on a GPU this machine lacks
-    probe = device.probe_path(tmp_path / "cache" / "hasfl", TWO, env)
+    probe = device.probe_path(tmp_path / "cache" / "hasfl", TWO)
     probe.parent.mkdir(parents=True)
     probe.write_text(json.dumps({"cuda": True, "count": 2, "names": ["NVIDIA H200", "NVIDIA H200"],
-                                 "torch": "2", "cuda_build": "13.0", "visible": env.get("CUDA_VISIBLE_DEVICES")}))
-    out = subprocess.run([*snakemake.command, *snakemake.dag_args(preset, workdir=tmp_path, cores=6), "-n"],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+                                 "torch": "2", "cuda_build": "13.0", "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+    out = plan(tmp_path, REPO / "presets" / "quick.yaml", preset, argv=("-n", "--cores", "6", "all"), cores=6)
+    assert out.code is None, out.stderr[-3000:]
     assert "GPU packing: 3 jobs per GPU x 2 GPU(s) = 6 training jobs at once" in out.stderr
     assert "device time: about" in out.stderr
 

@@ -206,8 +206,9 @@ def test_8_swapped_run_folders_are_refused_and_nothing_is_deleted(world, sm, wal
 def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, walk, tmp_path) -> None:
     """Before: `data_dir: ./data` and a reordered config reran all training; touch on a data-stage
     Parquet retrained. Another spelling of data_dir: in process (the walk, and the params the rules hand the jobs,
-    which Snakemake's params trigger compares); a reordered config after a touch of every result file: end to end
-    (Snakemake merges the config files and compares the params and file times itself)."""
+    which Snakemake's params trigger compares); a reordered config after a touch of every result file and every
+    source file of the library: end to end (Snakemake merges the config files and compares the params, file times and
+    code itself: its rerun triggers go by content, not by file time)."""
     spelled = yaml.safe_load(world["overlay"].read_text())
     spelled["data_dir"] = "./data"
     (tmp_path / "spelled.yaml").write_text(yaml.safe_dump(spelled))
@@ -222,7 +223,8 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, walk,
         return {k: reverse(value[k]) for k in reversed(list(value))} if isinstance(value, dict) else value
 
     (tmp_path / "reordered.yaml").write_text(yaml.safe_dump(reverse(yaml.safe_load(full.stdout)), sort_keys=False))
-    for f in [*world["results"].glob("data/*/*/*.parquet"), *world["results"].glob("runs/*/*/*/*")]:
+    for f in [*world["results"].glob("data/*/*/*.parquet"), *world["results"].glob("runs/*/*/*/*"),
+              *(world["tmp"] / "src" / "hasfl").rglob("*.py")]:
         f.touch()
     res, jobs = _plan(sm, job_counts, tmp_path / "reordered.yaml")
     assert res.returncode == 0 and jobs == {}, (jobs, res.stderr[-2000:])
@@ -302,8 +304,8 @@ def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, walk, tmp_
 def test_12_bad_presets_are_named_before_the_preflight(world, tmp_path, change, message) -> None:
     """Before: each ran (or failed with a traceback after the pre-flight, some after all training). The refusal is
     decided in process by what the Snakefile's session runs on the config files (``hasfl.config.validate_config`` over
-    config.yaml, presets/quick.yaml and the overlay, merged as presets are); that Snakemake prints it and stops before
-    the pre-flight is one end-to-end dry run (next test)."""
+    config.yaml, presets/quick.yaml and the overlay, merged as presets are); that the Snakefile's session prints it and
+    stops before the pre-flight is the next test."""
     from hasfl.config import ConfigError, deep_merge, read_yaml, validate_config
 
     overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), change)
@@ -317,8 +319,8 @@ def test_12_bad_presets_are_named_before_the_preflight(world, tmp_path, change, 
 
 def test_12_a_bad_preset_stops_snakemake_before_the_preflight(world, plan, tmp_path) -> None:
     """The Snakefile's half of the test above, for one of its presets, in process (conftest ``plan``; the exit code
-    Snakemake gives that stop: tests/test_config.py::test_snakemake_rejects_bad_config_before_any_job): exit 1, the
-    message, no pre-flight, no traceback."""
+    Snakemake gives a session's stop, end to end: test_12_no_gpu_and_an_unwritable_results_folder_stop_before_any_job
+    and test_8): exit 1, the message, no pre-flight, no traceback."""
     from hasfl.config import deep_merge
 
     overlay = deep_merge(yaml.safe_load(world["overlay"].read_text()), {"seeds": [2**63]})

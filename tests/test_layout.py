@@ -101,18 +101,14 @@ def test_the_graph_sees_imports_inside_functions(graph) -> None:
 
 
 @pytest.mark.snakemake
-def test_parsing_the_snakefile_imports_no_torch(tmp_path) -> None:
-    """`snakemake -n` on the quick preset with a torch that raises on import."""
-    fake = tmp_path / "torch"
-    fake.mkdir()
-    (fake / "__init__.py").write_text('raise ImportError("torch imported while parsing the Snakefile")\n')
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(SRC)]))
-    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "all", "--configfile", "presets/quick.yaml",
-                          "--config", f"results_dir={tmp_path / 'results'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+def test_parsing_the_snakefile_imports_no_torch(medium_dry_run) -> None:
+    """`snakemake -n` on the medium preset with a torch that raises on import first on ``PYTHONPATH`` (conftest
+    ``medium_dry_run``)."""
+    res = medium_dry_run.res
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "torch imported while parsing" not in res.stdout + res.stderr
     # and the fake does bite: importing the engine under it fails
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(medium_dry_run.fake_torch.parent), str(SRC)]))
     probe = subprocess.run([sys.executable, "-c", "import hasfl.fl.engine"], env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "torch imported while parsing" in probe.stderr
 

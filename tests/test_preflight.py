@@ -3,9 +3,6 @@ right way, and a run far too long for a CPU stops before any job while a dry run
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -67,11 +64,6 @@ def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
     assert reason is None
 
 
-def _snakemake(*args: str, results: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snakemake", *args, "--config", f"results_dir={results}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
-
-
 def test_paper_preset_on_this_cpu_stops_before_any_job_and_a_dry_run_goes_on(plan, tmp_path) -> None:
     """The Snakefile's session, in process (conftest ``plan``), for a run and for a dry run of the paper preset."""
     config = {"results_dir": str(tmp_path / "results")}
@@ -98,9 +90,10 @@ def test_which_command_lines_run_jobs(argv, jobs) -> None:
 
 
 @pytest.mark.snakemake
-def test_quick_preset_prints_its_estimate(quick_dry_run, tmp_path) -> None:
+def test_quick_preset_prints_its_estimate(quick_dry_run, medium_dry_run) -> None:
     """The session's one dry run of the quick preset (conftest ``quick_dry_run``, console lines whole) prints the
-    estimate and Snakemake's whole job blocks; a dry run under the console's default width cuts those lines."""
+    estimate and Snakemake's whole job blocks; a dry run under the console's default width (the medium preset's,
+    conftest ``medium_dry_run``) cuts those lines."""
     whole = quick_dry_run
     assert whole.returncode == 0
     assert "hasfl pre-flight: preset 'quick'" in whole.stderr and "54 training" in whole.stderr
@@ -109,9 +102,8 @@ def test_quick_preset_prints_its_estimate(quick_dry_run, tmp_path) -> None:
     # Snakemake's job blocks (an analysis job's input line lists every run: ~15,000 characters) are cut on the console
     from hasfl.logs import CONSOLE_WIDTH
 
-    res = _snakemake("-n", "all", "--configfile", "presets/quick.yaml", results=tmp_path,
-                     env={"HASFL_CONSOLE_WIDTH": ""})
-    assert res.returncode == 0 and "hasfl pre-flight: preset 'quick'" in res.stderr
+    res = medium_dry_run.res
+    assert res.returncode == 0 and "hasfl pre-flight: preset 'medium'" in res.stderr
     lines = (res.stdout + res.stderr).splitlines()
     assert max(map(len, lines)) <= CONSOLE_WIDTH and any("characters cut]" in line for line in lines)
 
