@@ -9,6 +9,7 @@ are shrunk to a few rounds.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -194,20 +195,42 @@ def test_random_budget_matches_hasfl_budget(engine_cfg, digits, tmp_path) -> Non
 
 
 # --------------------------------------------------------------------------- every method
-@pytest.fixture(scope="module")
-def all_method_runs(engine_cfg, digits, tmp_path_factory):
-    """Every method of the registry, 2 rounds on digits (a matched control after the run it matches)."""
-    cfg = engine_cfg(rounds=2)
-    root = tmp_path_factory.mktemp("methods")
+def _run_every_method(cfg: dict, seed: int, root: Path) -> dict[str, dict]:
+    """Every method of the registry trained into ``root/<method>`` (a matched control after the run it matches):
+    each job's returned summary."""
     order = [m for m in METHODS if METHODS[m].budget_of is None] + [m for m in METHODS if METHODS[m].budget_of]
-    out = {}
+    summaries = {}
     for m in order:
         budget_of = METHODS[m].budget_of
-        hasfl_run = root / budget_of / "run.json" if budget_of else None
-        summary = job(cfg, m, digits.seed, root / m, hasfl_run=hasfl_run)
-        out[m] = (summary, pd.read_parquet(root / m / "rounds.parquet"), pd.read_parquet(root / m / "clients.parquet"),
-                  json.loads((root / m / "run.json").read_text()))
-    return cfg, out
+        summaries[m] = job(cfg, m, seed, root / m, hasfl_run=root / budget_of / "run.json" if budget_of else None)
+    return summaries
+
+
+@pytest.fixture(scope="module")
+def all_method_folders(engine_cfg, digits, tmp_path_factory) -> tuple[dict, Path, dict[str, dict]]:
+    """Every method of the registry, 2 rounds on digits: the config, the folder of their runs, the jobs' summaries."""
+    cfg = engine_cfg(rounds=2)
+    root = tmp_path_factory.mktemp("methods")
+    return cfg, root, _run_every_method(cfg, digits.seed, root)
+
+
+@pytest.fixture(scope="module")
+def all_method_runs(all_method_folders):
+    """Every method's run (:func:`all_method_folders`): its job's summary, rounds, clients and run.json."""
+    cfg, root, summaries = all_method_folders
+    return cfg, {m: (summaries[m], pd.read_parquet(root / m / "rounds.parquet"),
+                     pd.read_parquet(root / m / "clients.parquet"), json.loads((root / m / "run.json").read_text()))
+                 for m in METHODS}
+
+
+def test_every_method_is_deterministic(all_method_folders, digits, tmp_path) -> None:
+    """Same config + seed -> the same bytes, for every method of the registry (the DAG's own twice-run:
+    tests/test_determinism.py on the shared world's methods)."""
+    cfg, first, _summaries = all_method_folders
+    _run_every_method(cfg, digits.seed, tmp_path)
+    for m in METHODS:
+        for f in BYTE_FILES:
+            assert (first / m / f).read_bytes() == (tmp_path / m / f).read_bytes(), f"{m}: {f} differs"
 
 
 @pytest.mark.parametrize("method", list(METHODS))
