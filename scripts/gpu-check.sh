@@ -6,7 +6,8 @@
 #
 #   determinism.json      a 6-round job run twice and once SIGKILLed + resumed: bytes compared (hasfl.bench.gpu_check)
 #   packing.json          the K calibration without and with CUDA MPS (python -m hasfl.bench.packing)
-#   quick-packed.json     the quick preset end to end, packed by the Snakefile (K from that calibration)
+#   quick-packed.json     the quick preset end to end, packed by the Snakefile (K from that calibration), its run
+#                         evaluations by device class and their seconds
 #   batched.json          the batched client step vs the sequential engine, alone ...
 #   batched-packed.json   ... and 8 such jobs at once
 #   h200-fp32.json        hasfl bench (width + paper-scale) in fp32, with the sections above as gpu_check
@@ -78,10 +79,18 @@ out, res, rc, tic, toc = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]),
 log = (out / "quick-packed.log").read_text(errors="replace")
 plan = next((ln.strip() for ln in log.splitlines() if "GPU packing:" in ln), "no packing line")
 runs = len(list((res / "quick-gpu" / "runs").glob("*/*/seed*/run.json")))
+# the run evaluations (issue 47 point 2: on the GPU, keyed by its device class) and their own seconds
+evals = [json.loads(p.read_text()) for p in (res / ".store" / "evals").glob("*/manifest.json")]
+classes = {}
+for m in evals:
+    c = (m.get("identity") or {}).get("device_class", "cpu")
+    classes[c] = classes.get(c, 0) + 1
+eval_s = sum(json.loads(t.read_text())["total_s"] for t in (res / ".store" / "evals").glob("*/timings.json"))
 (out / "quick-packed.json").write_text(json.dumps({
     "command": "snakemake --cores 16 all --configfile presets/quick.yaml --config device=cuda",
-    "rc": rc, "wall_s": round(toc - tic, 1), "train_jobs": runs, "plan": plan}, indent=2) + "\n")
-print("quick preset rc", rc, "runs", runs, plan)
+    "rc": rc, "wall_s": round(toc - tic, 1), "train_jobs": runs, "plan": plan,
+    "evaluations_by_device_class": classes, "evaluation_s": round(eval_s, 1)}, indent=2) + "\n")
+print("quick preset rc", rc, "runs", runs, plan, "evaluations", classes, round(eval_s, 1), "s")
 EOF
 fi
 

@@ -381,3 +381,76 @@ def test_the_preflight_reads_which_evaluations_are_finished_by_this_code(evaluat
     assert sorted(done) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
     assert store.finished_evaluations(cfg, world["results"], lambda f: "another") == []
     assert len(store.finished_evaluations(cfg, world["results"])) == len(done)
+
+
+# --- issue 47 point 2: where an evaluate job computes ------------------------------------------------------------
+def test_an_evaluation_on_a_gpu_is_keyed_by_its_device_class_and_a_cpu_ones_key_is_as_before(evaluated):
+    """A CPU evaluation's identity has no device key (every CPU entry keeps its key); a GPU's names its device class,
+    so a CPU count and a GPU count of the same run never share an entry. The job on this CPU machine placed its entry
+    under the CPU key (the session's prediction computes the same)."""
+    from hasfl.dag.identity import digest
+    from hasfl.integrity import read_manifest
+
+    world = evaluated
+    spec = _spec(world, "table4c_coverage_over_time")  # as the fixture evaluated it
+    run_dir = world["results"] / "runs" / "digits" / "uniform" / "seed42"
+    args = ("table4c_coverage_over_time", spec["code"], spec["params"], read_manifest(run_dir), spec["run_files"],
+            read_manifest(world["stage"]), spec["data_files"])
+    cpu, default = store.evaluation_identity(*args, "cpu"), store.evaluation_identity(*args)
+    gpu = store.evaluation_identity(*args, "cuda:NVIDIA H200")
+    assert cpu == default and "device_class" not in cpu
+    assert gpu == {**cpu, "device_class": "cuda:NVIDIA H200"} and digest(gpu) != digest(cpu)
+    linked = (Path(eval_dir(world["results"], "digits", "uniform", 42)) / "table4c_coverage_over_time" / EVAL_FILE)
+    assert linked.resolve().parent.name == digest(cpu)
+
+
+def test_the_evaluation_device_is_the_one_a_training_job_would_use(monkeypatch):
+    """``device`` resolved as a training job resolves it: ``cpu`` stays on the CPU, ``auto`` takes a GPU torch can use
+    (strict fp32 there: no TF32, cuDNN deterministic, no benchmark), ``cuda`` without one is refused naming the key."""
+    import torch
+
+    from hasfl.analysis.per_run.base import evaluation_device
+    from hasfl.device import DeviceError
+
+    knobs = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
+    saved = ([k.fp32_precision for k in knobs], torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert evaluation_device("cpu") == ("cpu", "cpu") and evaluation_device("auto") == ("cpu", "cpu")
+    with pytest.raises(DeviceError, match="config key 'device' is 'cuda'"):
+        evaluation_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what a GPU machine's torch answers
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert evaluation_device("cpu") == ("cpu", "cpu")
+    try:
+        for k in knobs:
+            k.fp32_precision = "tf32"
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, True
+        assert evaluation_device("auto") == ("cuda", "cuda:NVIDIA H200")
+        assert [k.fp32_precision for k in knobs] == ["ieee"] * 3
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    finally:
+        for k, v in zip(knobs, saved[0], strict=True):
+            k.fp32_precision = v
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[1], saved[2]
+
+
+def test_a_cpu_evaluation_counts_in_the_cpu_batches_on_the_cpu(world):
+    """The CPU path is the one every CPU entry was made by: ``device="cpu"`` and the default give the same count, in
+    batches of 512 (the count cache keys the batch and the device)."""
+    import torch
+
+    from hasfl.analysis import stale
+    from hasfl.data import load_dataset
+    from hasfl.models import family_from_config
+
+    cfg = world["cfg"]
+    bundle = load_dataset("digits", cfg["data_dir"], cfg["dataset_params"]["digits"])
+    fam = family_from_config(cfg["dataset_params"]["digits"]["model"], bundle.input_shape, bundle.num_classes)
+    torch.manual_seed(0)
+    model = fam.build(1.0)
+    default = stale.evaluate_accuracy(model, bundle)
+    assert stale.evaluate_accuracy(model, bundle, device="cpu") == default
+    assert stale.evaluate_accuracy(model, bundle, stale.CPU_EVAL_BATCH, "cpu") == default
+    assert stale.CPU_EVAL_BATCH == 512 and stale.GPU_EVAL_BATCH > stale.CPU_EVAL_BATCH
+    held = stale._COUNTS[id(bundle)][1]
+    assert {(k[1], k[2]) for k in held} == {(512, "cpu")}

@@ -36,3 +36,28 @@ def test_batched_step_on_the_gpu_matches_sequential() -> None:
     spec.loader.exec_module(mod)
     out = mod.bench_client_batching(load_config(), torch.device("cuda"), "cifar10", "hasfl", rounds=2, client_n=64)
     assert out["same_client_steps"] and out["max_abs_diff_final_weights"] < 1e-4
+
+
+def test_an_evaluation_on_the_gpu_is_deterministic_and_near_the_cpu_count(_engine_base) -> None:
+    """Issue 47 point 2: an evaluate job on a GPU machine computes there (``auto``), twice the same count, within a few
+    test samples of the CPU's (another device class: its own store key)."""
+    from hasfl.analysis import stale
+    from hasfl.analysis.per_run.base import evaluation_device
+    from hasfl.data import load_dataset
+    from hasfl.models import family_from_config
+
+    device, device_class = evaluation_device("auto")
+    assert device == "cuda" and device_class.startswith("cuda:")
+    dp = _engine_base["dataset_params"]["digits"]
+    bundle = load_dataset("digits", _engine_base["data_dir"], dp)
+    fam = family_from_config(dp["model"], bundle.input_shape, bundle.num_classes)
+    torch.manual_seed(0)
+    state = fam.build(1.0).state_dict()
+    counts = []
+    for where in ("cuda", "cuda", "cpu"):
+        model = fam.build(1.0)
+        model.load_state_dict(state)
+        stale._COUNTS.clear()  # a count each time, not the cached one
+        counts.append(stale.evaluate_accuracy(model, bundle, device=where) * len(bundle.test_y))
+    assert counts[0] == counts[1]
+    assert abs(counts[0] - counts[2]) <= 3, counts

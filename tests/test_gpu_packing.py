@@ -87,7 +87,10 @@ def test_preflight_prices_the_packed_gpus(gpu_config) -> None:
     plan = gpu.Packing(TWO, 8, True, "", 4.0, "calibration x")
     one = estimate(gpu_config, 16, FALLBACK)
     est = estimate(gpu_config, 16, FALLBACK, packing=plan)
-    assert est["device_hours"] == pytest.approx(one["train_job_hours"] / 4.0)
+    # the evaluate jobs share the GPU slots with the training jobs (rule evaluate): both in the device time
+    assert one["eval_job_hours"] > 0
+    assert est["device_hours"] == pytest.approx((one["train_job_hours"] + one["eval_job_hours"]) / 4.0)
+    assert est["analysis_wall_hours"] < one["eval_job_hours"] / 4.0  # over the two GPUs' packed slots
     assert est["wall_hours"] < one["train_job_hours"] / 4.0  # two GPUs share the device-hours
     text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 16, "gpus": list(TWO)}, 4, "cuda", plan)
     assert "8 jobs per GPU x 2 GPU(s) = 16 training jobs at once, CUDA MPS on, 4.00x" in text
@@ -231,6 +234,6 @@ def test_uncalibrated_packing_is_priced_as_one_job_at_a_time(gpu_config) -> None
     plan = gpu.Packing(TWO[:1], 4, False, "x", None, "config gpu.jobs_per_gpu")
     one = estimate(gpu_config, 4, FALLBACK)
     est = estimate(gpu_config, 4, FALLBACK, packing=plan)
-    assert est["device_hours"] == pytest.approx(one["train_job_hours"])
+    assert est["device_hours"] == pytest.approx(one["train_job_hours"] + one["eval_job_hours"])
     text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 4, "gpus": list(TWO[:1])}, 4, "cuda", plan)
     assert "not calibrated: priced as one job at a time" in text and "give --cores" not in text

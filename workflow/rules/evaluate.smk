@@ -60,9 +60,13 @@ rule evaluate:
     # before the training jobs still waiting: a run is evaluated as soon as it ends, so that from an empty folder
     # the analysis left after the last training job is that run's evaluations and the gathers
     priority: 10
+    # on the device a training job would use (hasfl.analysis.per_run.base.evaluation_device): a GPU slot as a
+    # training job takes one (hasfl.dag.gpu), a SLURM job each on a cluster
     resources:
         mem_mb=lambda wc: {"emnist": 8000}.get(wc.dataset, 2000),
         runtime=lambda wc: 30 if config["name"] != "paper" else 4 * 60,
+        gpu=1 if config["device"] == "cuda" else 0,
+        gpu_slot=lambda wc: SESSION.gpu_slot(),
     params:
         tables=eval_tables,
     script:

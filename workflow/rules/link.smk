@@ -81,6 +81,8 @@ use rule evaluate as link_evaluation with:
     resources:
         mem_mb=1000,
         runtime=5,
+        gpu=0,
+        gpu_slot=0,
     params:
         tables=lambda wc: eval_tables(_run(wc)),
 

@@ -47,6 +47,8 @@ from hasfl.models.family import ModelFamily
 __all__ = [
     "AFTER_WARMUP_COLUMN",
     "COLUMNS",
+    "CPU_EVAL_BATCH",
+    "GPU_EVAL_BATCH",
     "evaluate_accuracy",
     "model_signature",
     "frozen_since",
@@ -144,11 +146,21 @@ def model_signature(model: nn.Module) -> str:
     return h.hexdigest()
 
 
+#: Test batches where the batch size is a speed knob only (every batch-norm mode but ``batch``, whose statistics are
+#: the batch's own): on the CPU (the batches every CPU evaluation has used) and on a GPU (the test set in a few large
+#: batches; a GPU's counts are keyed by its device class, :func:`hasfl.analysis.per_run.base.evaluation_device`).
+CPU_EVAL_BATCH = 512
+GPU_EVAL_BATCH = 8192
+
+
 @torch.inference_mode()
-def evaluate_accuracy(model: nn.Module, bundle: DatasetBundle, batch_size: int = 512) -> float:
-    """Top-1 accuracy of ``model`` on the full test set of ``bundle`` (eval mode, batches). A model of the same content
-    evaluated before in this process on the same bundle and batch size is not evaluated again
-    (:func:`model_signature`): the count is the one its forward passes gave."""
+def evaluate_accuracy(model: nn.Module, bundle: DatasetBundle, batch_size: int | None = None,
+                      device: str = "cpu") -> float:
+    """Top-1 accuracy of ``model`` on the full test set of ``bundle`` (eval mode, batches of ``batch_size``; None:
+    :data:`CPU_EVAL_BATCH` on the CPU, :data:`GPU_EVAL_BATCH` on a GPU), computed on ``device`` (the model is moved
+    there). A model of the same content evaluated before in this process on the same bundle, batch size and device is
+    not evaluated again (:func:`model_signature`): the count is the one its forward passes gave."""
+    batch_size = int(batch_size or (CPU_EVAL_BATCH if device == "cpu" else GPU_EVAL_BATCH))
     model.eval()
     n = int(len(bundle.test_y))
     if n == 0:
@@ -157,28 +169,29 @@ def evaluate_accuracy(model: nn.Module, bundle: DatasetBundle, batch_size: int =
     if held is None or held[0]() is not bundle:  # another bundle at a reused address: a new test set
         held = _COUNTS[id(bundle)] = (weakref.ref(bundle), {})
     seen = held[1]
-    key = (model_signature(model), int(batch_size))
+    key = (model_signature(model), batch_size, device)
     if key not in seen:
+        model.to(device)
         correct = 0
         for s in range(0, n, batch_size):
-            logits = model(bundle.inputs(bundle.test_x[s:s + batch_size]))
-            correct += int((logits.argmax(1) == bundle.test_y[s:s + batch_size]).sum())
+            logits = model(bundle.inputs(bundle.test_x[s:s + batch_size]).to(device))
+            correct += int((logits.argmax(1).cpu() == bundle.test_y[s:s + batch_size]).sum())
         seen[key] = correct
     return seen[key] / n
 
 
 def _accuracy_pct(family: ModelFamily, p: float, state: Mapping[str, Tensor], bundle: DatasetBundle,
-                  bn_mode: str) -> float:
-    return 100.0 * evaluate_accuracy(model_at(family, p, state, bn_mode), bundle)
+                  bn_mode: str, device: str = "cpu") -> float:
+    return 100.0 * evaluate_accuracy(model_at(family, p, state, bn_mode), bundle, device=device)
 
 
 def stale_row(*, init: Mapping[str, Tensor], warmup: Mapping[str, Tensor], final: Mapping[str, Tensor],
               family: ModelFamily, p_hi_after_t0: float, bundle: DatasetBundle | None, evaluate: bool,
               atol: float = 0.0, final_bn: Mapping[str, Tensor] | None = None,
-              bn_mode: str = "per_width") -> dict[str, Any]:
+              bn_mode: str = "per_width", device: str = "cpu") -> dict[str, Any]:
     """One Table 4b row (without the run's identity): the F5 check from warm-up to final and, when the run
-    is capped after t0 and ``evaluate`` is set, the three accuracies (percent), batch norm evaluating as
-    ``bn_mode`` says with the statistics per width and mixed of ``final_bn`` (final.pt's extra keys)."""
+    is capped after t0 and ``evaluate`` is set, the three accuracies (percent, computed on ``device``), batch norm
+    evaluating as ``bn_mode`` says with the statistics per width and mixed of ``final_bn`` (final.pt's extra keys)."""
     check_shapes(init, family)
     for name, st in (("warmup.pt", warmup), ("final.pt", final)):
         if set(st) != set(init):
@@ -195,9 +208,9 @@ def stale_row(*, init: Mapping[str, Tensor], warmup: Mapping[str, Tensor], final
         if bundle is None:
             raise ValueError("table4b: a capped run needs the dataset to evaluate its models")
         extra = dict(final_bn or {})
-        row["acc_full_pct"] = _accuracy_pct(family, 1.0, {**final, **extra}, bundle, bn_mode)
+        row["acc_full_pct"] = _accuracy_pct(family, 1.0, {**final, **extra}, bundle, bn_mode, device)
         row["acc_reset_pct"] = _accuracy_pct(family, 1.0, {**reset_state(final, init, masks), **extra}, bundle,
-                                             bn_mode)
+                                             bn_mode, device)
         if p_hi_after_t0 > 0.0:
-            row["acc_sub_pct"] = _accuracy_pct(family, p_hi_after_t0, {**final, **extra}, bundle, bn_mode)
+            row["acc_sub_pct"] = _accuracy_pct(family, p_hi_after_t0, {**final, **extra}, bundle, bn_mode, device)
     return row

@@ -265,8 +265,8 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     """Jobs, job-hours and wall hours of the preset ``config`` at ``--cores`` ``cores`` on a machine of
     ``machine_cores`` cores (jobs beyond them share cores: they do not run faster). ``finished``
     (:func:`reused`): the runs and data-stage folders that are reused, left out of the price.
-    ``packing`` (:class:`hasfl.dag.gpu.Packing`): training jobs share the GPUs, K per GPU; the job time is then
-    device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
+    ``packing`` (:class:`hasfl.dag.gpu.Packing`): training and evaluate jobs share the GPUs, K per GPU; the job time
+    is then device time of one job alone, the device-hours it divided by the calibrated speed-up of K jobs (1 when
     K is not calibrated), and the wall the device-hours over the GPUs. ``speeds`` (:func:`forward_speeds`): each
     dataset's measured forward seconds, which price the evaluate jobs (:func:`evaluation_seconds`)."""
     done_runs = set((finished or {}).get("runs", ()))
@@ -327,8 +327,10 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
     if packing is not None:
         at_once = max(1, min(slots, packing.slots))
         gain = (packing.speedup or 1.0) * min(1.0, at_once / packing.slots)  # fewer --cores than slots: less
-        device_hours = train_s / gain / 3600.0
-        analysis_s = eval_s / parallel + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)  # on the CPU cores
+        # the evaluate jobs take the GPU slots as training jobs do (rule evaluate; priced by the forward seconds
+        # measured on the device), the gathers the CPU
+        device_hours = (train_s + eval_s) / gain / 3600.0
+        analysis_s = eval_s / gain / len(packing.gpus) + ANALYSIS_JOB_S * n_analysis / min(parallel, 2)
         wall = (max(train_s / gain / len(packing.gpus), longest) + DATA_JOB_S * n_data / min(at_once, 2)
                 + analysis_s)
     return {"device_hours": device_hours, "train_jobs": n_train, "data_jobs": n_data,

@@ -326,23 +326,25 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
 
 def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
                         run_files: Iterable[str], data_manifest: Mapping[str, Any],
-                        data_files: Iterable[str]) -> dict[str, Any]:
+                        data_files: Iterable[str], device_class: str = "cpu") -> dict[str, Any]:
     """What a run's evaluation for ``table`` is (its store key is the digest of this): the table, the evaluation's
     code digest (:func:`hasfl.dag.identity.evaluation_code_digest`), its config values without where files lie
     (``params``; ``data.data_dir`` dropped: the raw files are identified by the data stage), the sha256 of every run
     file it reads (from the run's manifest), and of its data stage what the run takes from it besides the tables
     (:func:`data_source`: dataset, seed, config slice, raw-file sha256) and the sha256 of the data-stage tables it
-    reads."""
+    reads; evaluated on a GPU, its device class (``cuda:<name>``; a CPU evaluation's identity has no such key, as
+    before GPU evaluations existed, so no CPU key moved)."""
     cfg = dict(params)
     if isinstance(cfg.get("data"), Mapping):
         cfg["data"] = {k: v for k, v in dict(cfg["data"]).items() if k != "data_dir"}
     listed = run_manifest.get("files") or {}
     stage = data_manifest.get("files") or {}
     ident = data_manifest.get("identity")
-    return {"table": table, "code": code, "params": canonical(cfg),
-            "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
-            "data": {"source": None if ident is None else data_source(ident),
-                     "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
+    out = {"table": table, "code": code, "params": canonical(cfg),
+           "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
+           "data": {"source": None if ident is None else data_source(ident),
+                    "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
+    return out if device_class == "cpu" else {**out, "device_class": str(device_class)}
 
 
 def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path, data_dir: str | Path,
@@ -351,8 +353,10 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
     ``code`` (its digest), ``run_files``, ``data_files`` and ``params``), the entry of its key
     (:func:`evaluation_identity`) in the store of ``results``, computed unless finished, linked into
     ``out_dir/<table>``. The run's and the data stage's files are checked against their manifests first (the keys
-    hold their sha256); the tables share the loaded dataset and model (one cache)."""
-    from hasfl.analysis.per_run.base import EVAL_FILE, evaluate_job
+    hold their sha256); the tables share the loaded dataset and model (one cache). The models are evaluated on the
+    device a training job of the run's config would use here (:func:`hasfl.analysis.per_run.base.evaluation_device`;
+    a GPU's evaluations are keyed by its device class)."""
+    from hasfl.analysis.per_run.base import EVAL_FILE, evaluate_job, evaluation_device
     from hasfl.analysis.jobs import fixed_threads
     from hasfl.integrity import write_run_manifest
     from hasfl.io import write_json
@@ -367,17 +371,19 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
         raise IntegrityError(f"data stage '{data_dir}' has no {MANIFEST}; run the data stage first")
     verify_folder(data_dir, sorted({n for spec in tables.values() for n in spec["data_files"]}))
     fixed_threads()
+    device, device_class = evaluation_device(str(((run_manifest.get("identity") or {}).get("config") or {})
+                                                 .get("device", "cpu")))
     cache: dict[Any, Any] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for table, spec in tables.items():
         identity = evaluation_identity(table, spec["code"], spec["params"], run_manifest, spec["run_files"],
-                                       data_manifest, spec["data_files"])
+                                       data_manifest, spec["data_files"], device_class)
 
         def evaluate(staging: Path, spec: Mapping[str, Any] = spec, identity: dict[str, Any] = identity) -> None:
             start = time.perf_counter()
             evaluate_job(spec["function"], [str(run_dir / n) for n in spec["run_files"]], [str(data_dir / MANIFEST)],
                          spec["params"], staging / EVAL_FILE,
-                         [str(data_dir / n) for n in spec["data_files"] if n != MANIFEST], cache)
+                         [str(data_dir / n) for n in spec["data_files"] if n != MANIFEST], cache, device)
             # its own seconds (not part of the result: unchecked, as a run's), for the pages' analysis share
             write_json(staging / "timings.json", {"total_s": time.perf_counter() - start})
             write_run_manifest(staging, [EVAL_FILE], identity)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVALS", "EVAL_FILE", "RunInputs", "eval_dir", "evaluate_job", "evaluate_runs", "run_inputs"]
+__all__ = ["EVALS", "EVAL_FILE", "RunInputs", "eval_dir", "evaluate_job", "evaluate_runs", "evaluation_device",
+           "run_inputs"]
 
 PathLike = str | Path
 #: The folder of the evaluations in a results folder (``<results>/evals/<dataset>/<method>/seed<s>/<table>/``).
@@ -33,7 +34,7 @@ class RunInputs:
     """One run as a per-run evaluation reads it: its files by name, its data stage's files by name, the preset's
     model spec of its dataset (``model``, ``in_shape``, ``num_classes``: :func:`hasfl.analysis.inputs.preset_models`)
     and the table's config values; ``cache`` is shared by the runs of one process (one model family and one loaded
-    dataset per dataset)."""
+    dataset per dataset); ``device``: where its models are evaluated (:func:`evaluation_device`)."""
 
     dataset: str
     method: str
@@ -43,6 +44,7 @@ class RunInputs:
     spec: dict[str, Any]
     params: Mapping[str, Any]
     cache: dict[Any, Any] = field(default_factory=dict)
+    device: str = "cpu"
 
     @property
     def where(self) -> str:
@@ -110,11 +112,36 @@ def evaluate_runs(per_run: Callable[[RunInputs], list[dict[str, Any]]], run_file
     return rows
 
 
+def evaluation_device(setting: str) -> tuple[str, str]:
+    """Where an evaluate job computes (issue 47 point 2: on the device a training job would): the run's config key
+    ``device`` (its manifest's, which is this build's) resolved on this machine as a training job resolves it
+    (:func:`hasfl.device.resolve`: ``auto`` takes CUDA when torch can use it), and its device class (``cpu``, or
+    ``cuda:<the GPU's name>``: part of a GPU evaluation's store key, as of a run's). On a GPU, strict fp32 (no TF32)
+    with cuDNN's deterministic algorithms and no benchmark: the same counts on the same GPU model, the CPU's
+    arithmetic precision.
+
+    Raises:
+        hasfl.device.DeviceError: ``device: cuda`` where torch cannot use CUDA.
+    """
+    import torch
+
+    from hasfl.device import resolve
+
+    device = resolve(str(setting), torch.cuda.is_available())
+    if not device.startswith("cuda"):
+        return "cpu", "cpu"
+    for knob in (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn):
+        knob.fp32_precision = "ieee"
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    return device, f"cuda:{torch.cuda.get_device_name(torch.device(device))}"
+
+
 def evaluate_job(function: str, run_files: Sequence[PathLike], manifests: Sequence[PathLike],
                  params: Mapping[str, Any], out_parquet: PathLike, data_tables: Sequence[PathLike] = (),
-                 cache: dict[Any, Any] | None = None) -> int:
+                 cache: dict[Any, Any] | None = None, device: str = "cpu") -> int:
     """One run's evaluation for one table: ``function`` (``"module:function"``) over it, its rows into
-    ``out_parquet``; ``cache``: shared with the run's other tables (:attr:`RunInputs.cache`). Returns the row count.
+    ``out_parquet``; ``cache``: shared with the run's other tables (:attr:`RunInputs.cache`); ``device``: where its
+    models are evaluated (:func:`evaluation_device`). Returns the row count.
 
     Raises:
         ValueError: ``run_files`` are not of exactly one run.
@@ -129,6 +156,7 @@ def evaluate_job(function: str, run_files: Sequence[PathLike], manifests: Sequen
         raise ValueError(f"an evaluate job reads one run, got {len(runs)} ({', '.join(r.where for r in runs)})")
     if cache is not None:
         runs[0].cache = cache
+    runs[0].device = device
     rows = resolve(function)(runs[0])
     write_parquet(pd.DataFrame.from_records(rows), out_parquet)
     return len(rows)

@@ -50,34 +50,36 @@ def modes_of(run_mode: str) -> tuple[str, ...]:
 
 
 def final_accuracy(family: Any, bundle: Any, state: Mapping[str, Any], run_mode: str, mode: str,
-                   static_batches: Sequence[Any] = ()) -> float:
+                   static_batches: Sequence[Any] = (), device: str = "cpu") -> float:
     """Test accuracy (percent) of the full global model of ``state`` (a run trained under ``run_mode``) with
-    the batch-norm statistics of ``mode``; ``static`` recomputes them over ``static_batches`` (NaN without)."""
+    the batch-norm statistics of ``mode``; ``static`` recomputes them over ``static_batches`` (NaN without); computed
+    on ``device``."""
     from hasfl.analysis.stale import evaluate_accuracy
     from hasfl.models.bn import model_at
 
     if mode == STATIC:
         if not static_batches:
             return math.nan
-        net = static_statistics(model_at(family, 1.0, state, run_mode), static_batches)
-        return 100.0 * evaluate_accuracy(net, bundle, 512)
-    return 100.0 * evaluate_accuracy(model_at(family, 1.0, state, mode), bundle, EVAL_BATCH if mode == "batch" else 512)
+        net = static_statistics(model_at(family, 1.0, state, run_mode), static_batches, device)
+        return 100.0 * evaluate_accuracy(net, bundle, device=device)
+    return 100.0 * evaluate_accuracy(model_at(family, 1.0, state, mode), bundle,
+                                     EVAL_BATCH if mode == "batch" else None, device)
 
 
-def static_statistics(model: Any, batches: Sequence[Any]) -> Any:
+def static_statistics(model: Any, batches: Sequence[Any], device: str = "cpu") -> Any:
     """``model`` with the running statistics of every BN layer recomputed over ``batches`` (inputs),
-    each batch weighing the same (``momentum=None``, HeteroFL's static batch norm); in eval mode."""
+    each batch weighing the same (``momentum=None``, HeteroFL's static batch norm); in eval mode, on ``device``."""
     import torch
 
     for m in model.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             m.reset_running_stats()
             m.momentum = None
-    model.train()
+    model.to(device).train()
     with torch.no_grad():
         for x in batches:
             if len(x) > 1:  # batch norm cannot normalise a single sample in training mode
-                model(x)
+                model(x.to(device))
     return model.eval()
 
 
@@ -126,9 +128,9 @@ def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
                 run.cache[key] = capable_batches(run.bundle(), pd.read_parquet(run.data["partition.parquet"]),
                                                      pd.read_parquet(run.data["clients.parquet"]), 1.0,
                                                      int(run.dataset_params()["optim"]["batch_size"]))
-            acc = final_accuracy(run.family(), run.bundle(), state, run_mode, mode, run.cache[key])
+            acc = final_accuracy(run.family(), run.bundle(), state, run_mode, mode, run.cache[key], run.device)
         elif state is not None:
-            acc = final_accuracy(run.family(), run.bundle(), state, run_mode, mode)
+            acc = final_accuracy(run.family(), run.bundle(), state, run_mode, mode, device=run.device)
         rows.append({"dataset": run.dataset, "method": run.method, "seed": run.seed, "status": status,
                      "run_mode": run_mode, "mode": mode, "final_acc_pct": acc,
                      "logged_final_acc_pct": float(logged) * 100.0 if logged is not None else math.nan})

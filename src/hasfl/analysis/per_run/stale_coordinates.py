@@ -65,7 +65,7 @@ def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
     res = stale.stale_row(init=load_state(str(f["init.pt"])), warmup=warmup, final=final, family=run.family(),
                           p_hi_after_t0=p_hi, bundle=run.bundle() if evaluate else None, evaluate=evaluate,
                           atol=float(run.params["atol"]), final_bn=final_bn,
-                          bn_mode=run.spec["model"].get("bn_stats", "per_width"))
+                          bn_mode=run.spec["model"].get("bn_stats", "per_width"), device=run.device)
     acc = summary.get("final_test_acc")
     return [{"dataset": run.dataset, "method": run.method, "seed": run.seed, "status": status,
              "t0": int(summary["t0"]), "acc_logged_pct": float(acc) * 100.0 if acc is not None else math.nan, **res}]

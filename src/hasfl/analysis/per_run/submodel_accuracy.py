@@ -87,10 +87,12 @@ def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
 
 
 def masked_model(family: ModelFamily, state: Mapping[str, Tensor], share: float, rule: str,
-                 static_batches: Callable[[float], Sequence[Any]] | None = None) -> tuple[nn.Module, str, str]:
+                 static_batches: Callable[[float], Sequence[Any]] | None = None,
+                 device: str = "cpu") -> tuple[nn.Module, str, str]:
     """The full model of a saved global state masked at ``share`` (:class:`MaskedShare`), under ``rule``: the ranked
     coordinates below the share's threshold set to 0 (:mod:`hasfl.models.magnitude`), then the batch-norm rule (the
-    ``static`` statistics recomputed on the masked model; ``batch``: the test batch's, at evaluation)."""
+    ``static`` statistics recomputed on the masked model, on ``device``; ``batch``: the test batch's, at
+    evaluation)."""
     import torch
 
     from hasfl.analysis.per_run.bn_sensitivity import STATIC, static_statistics
@@ -109,13 +111,13 @@ def masked_model(family: ModelFamily, state: Mapping[str, Tensor], share: float,
         batches = list(static_batches(1.0)) if static_batches is not None else []
         model = masked(model_at(family, 1.0, state, "per_width"))
         if batches:
-            return static_statistics(model, batches), STATIC, ""
+            return static_statistics(model, batches, device), STATIC, ""
         from hasfl.models.bn import batch_statistics
 
         return batch_statistics(model), "batch", "static: no train data of a client allowed this width"
     from hasfl.models.slicing import Window
 
-    model, used, why = submodel_model(family, state, 1.0, Window(), rule, static_batches)
+    model, used, why = submodel_model(family, state, 1.0, Window(), rule, static_batches, device)
     return masked(model), used, why
 
 
@@ -158,10 +160,12 @@ def _window_state(family: ModelFamily, state: Mapping[str, Tensor], p: float, wi
 
 
 def submodel_model(family: ModelFamily, state: Mapping[str, Tensor], p: float, window: Window, rule: str,
-                   static_batches: Callable[[float], Sequence[Any]] | None = None) -> tuple[nn.Module, str, str]:
+                   static_batches: Callable[[float], Sequence[Any]] | None = None,
+                   device: str = "cpu") -> tuple[nn.Module, str, str]:
     """(the width-``p`` sub-model of ``window`` of a saved global state, ready to evaluate under ``rule``, the mode
     it was given -- ``rule``, ``batch`` where ``rule`` cannot apply, or :data:`NO_BN` -- and why it differs).
-    ``static_batches(p)``: the train inputs of the clients allowed width ``p`` (the ``static`` rule)."""
+    ``static_batches(p)``: the train inputs of the clients allowed width ``p`` (the ``static`` rule, its statistics
+    pass on ``device``)."""
     import torch
 
     from hasfl.analysis.per_run.bn_sensitivity import STATIC, static_statistics
@@ -201,7 +205,7 @@ def submodel_model(family: ModelFamily, state: Mapping[str, Tensor], p: float, w
         model = model_at(family, p, state, "per_width") if window.nested else build(family.extract(own, p, window))
         if not batches:
             return batch_statistics(model), "batch", "static: no train data of a client allowed this width"
-        return static_statistics(model, batches), STATIC, ""
+        return static_statistics(model, batches, device), STATIC, ""
     if rule == "batch":
         model = model_at(family, p, state, "batch") if window.nested else batch_statistics(
             build(family.extract(own, p, window)))
@@ -210,17 +214,18 @@ def submodel_model(family: ModelFamily, state: Mapping[str, Tensor], p: float, w
 
 
 def submodel_accuracy(family: ModelFamily, bundle: Any, state: Mapping[str, Tensor], p: float, window: Window,
-                      rule: str, static_batches: Callable[[float], Sequence[Any]] | None = None
-                      ) -> tuple[float, str, str]:
-    """(test accuracy in percent of the sub-model of :func:`submodel_model`, the mode used, why it differs)."""
+                      rule: str, static_batches: Callable[[float], Sequence[Any]] | None = None,
+                      device: str = "cpu") -> tuple[float, str, str]:
+    """(test accuracy in percent of the sub-model of :func:`submodel_model`, computed on ``device``, the mode used,
+    why it differs)."""
     from hasfl.analysis.per_run.bn_sensitivity import EVAL_BATCH
     from hasfl.analysis.stale import evaluate_accuracy
 
     if isinstance(window, MaskedShare):
-        model, used, why = masked_model(family, state, window.share, rule, static_batches)
+        model, used, why = masked_model(family, state, window.share, rule, static_batches, device)
     else:
-        model, used, why = submodel_model(family, state, p, window, rule, static_batches)
-    return 100.0 * evaluate_accuracy(model, bundle, EVAL_BATCH if used == "batch" else 512), used, why
+        model, used, why = submodel_model(family, state, p, window, rule, static_batches, device)
+    return 100.0 * evaluate_accuracy(model, bundle, EVAL_BATCH if used == "batch" else None, device), used, why
 
 
 def _window_text(windows: Sequence[Window]) -> str:
@@ -229,9 +234,10 @@ def _window_text(windows: Sequence[Window]) -> str:
 
 def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFamily, bundle: Any,
             state: Mapping[str, Tensor] | None, ledger: pd.DataFrame, rule: str,
-            static_batches: Callable[[float], Sequence[Any]] | None = None) -> dict[str, Any]:
-    """One run's row (:data:`COLUMNS`): its last round's sub-models evaluated (``state`` None: not completed,
-    accuracies NaN). A sub-model held by several participants is evaluated once and counted once per holder."""
+            static_batches: Callable[[float], Sequence[Any]] | None = None, device: str = "cpu") -> dict[str, Any]:
+    """One run's row (:data:`COLUMNS`): its last round's sub-models evaluated on ``device`` (``state`` None: not
+    completed, accuracies NaN). A sub-model held by several participants is evaluated once and counted once per
+    holder."""
     last, subs = last_round_submodels(family, ledger, seed)
     row: dict[str, Any] = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
                            "last_round": last, "n_participants": len(subs),
@@ -245,7 +251,7 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
     done: dict[tuple[float, Window], tuple[float, str, str]] = {}
     for key in subs:
         if key not in done:
-            done[key] = submodel_accuracy(family, bundle, state, key[0], key[1], rule, static_batches)
+            done[key] = submodel_accuracy(family, bundle, state, key[0], key[1], rule, static_batches, device)
     accs = [done[k][0] for k in subs]
     row.update(bn_used=", ".join(sorted({u for _, u, _ in done.values()})),
                bn_note="; ".join(dict.fromkeys(w for _, _, w in done.values() if w)),
@@ -281,4 +287,4 @@ def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
         return run.cache[key]
 
     return [run_row(run.dataset, run.method, run.seed, status, run.family(), run.bundle(), state,
-                    read_ledger(f["participation.parquet"]), rule, static_batches)]
+                    read_ledger(f["participation.parquet"]), rule, static_batches, run.device)]
