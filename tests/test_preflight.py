@@ -250,14 +250,13 @@ def test_forward_seconds_are_measured_once_per_model_and_never_in_a_dry_run(tmp_
 
 
 def test_the_forward_measurement_uses_the_analysis_evaluation_batch() -> None:
-    """hasfl.bench.calibrate.EVAL_BATCH is the batch the analysis's test-set evaluations run in
-    (hasfl.analysis.stale.evaluate_accuracy's default): a change there must move the measurement with it."""
-    import inspect
+    """hasfl.bench.calibrate.EVAL_BATCH / GPU_EVAL_BATCH are the batches the analysis's test-set evaluations run in on
+    the CPU and on a GPU (hasfl.analysis.stale.evaluate_accuracy's default): a change there must move the measurement
+    with it."""
+    from hasfl.analysis import stale
+    from hasfl.bench import calibrate
 
-    from hasfl.analysis.stale import evaluate_accuracy
-    from hasfl.bench.calibrate import EVAL_BATCH
-
-    assert inspect.signature(evaluate_accuracy).parameters["batch_size"].default == EVAL_BATCH
+    assert (calibrate.EVAL_BATCH, calibrate.GPU_EVAL_BATCH) == (stale.CPU_EVAL_BATCH, stale.GPU_EVAL_BATCH)
 
 
 def test_a_measurement_is_cached_per_cpu_kernel_pin(monkeypatch) -> None:

@@ -113,7 +113,7 @@ def evaluate_runs(per_run: Callable[[RunInputs], list[dict[str, Any]]], run_file
 
 
 def evaluation_device(setting: str) -> tuple[str, str]:
-    """Where an evaluate job computes (issue 47 point 2: on the device a training job would): the run's config key
+    """Where an evaluate job computes (on the device a training job would use): the run's config key
     ``device`` (its manifest's, which is this build's) resolved on this machine as a training job resolves it
     (:func:`hasfl.device.resolve`: ``auto`` takes CUDA when torch can use it), and its device class (``cpu``, or
     ``cuda:<the GPU's name>``: part of a GPU evaluation's store key, as of a run's). On a GPU, strict fp32 (no TF32)
