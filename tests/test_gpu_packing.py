@@ -95,7 +95,7 @@ def test_preflight_prices_the_packed_gpus(gpu_config) -> None:
     text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 16, "gpus": list(TWO)}, 4, "cuda", plan)
     assert "8 jobs per GPU x 2 GPU(s) = 16 training jobs at once, CUDA MPS on, 4.00x" in text
     assert "give --cores 16" in text  # 4 cores cannot fill 16 slots
-    assert "device time: about" in text
+    assert "device time: about" in text and "for the training and evaluate jobs packed so" in text
 
 
 SLOT_HOLDER = textwrap.dedent("""

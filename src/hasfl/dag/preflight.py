@@ -443,8 +443,8 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
     ]
     if packing is not None:
         lines += packing.lines()
-        lines.append(f"  device time: about {_hours(est['device_hours'])} of GPU time for the training jobs packed "
-                     f"so (one job alone: {_hours(est['train_job_hours'])})"
+        lines.append(f"  device time: about {_hours(est['device_hours'])} of GPU time for the training and evaluate "
+                     f"jobs packed so (one job alone: {_hours(est['train_job_hours'] + est['eval_job_hours'])})"
                      + ("" if packing.speedup else "; the speed-up of K jobs is not calibrated: priced as one job "
                         "at a time"))
         need = packing.slots * int(config["threads_per_job"])
