@@ -237,3 +237,21 @@ def test_uncalibrated_packing_is_priced_as_one_job_at_a_time(gpu_config) -> None
     assert est["device_hours"] == pytest.approx(one["train_job_hours"] + one["eval_job_hours"])
     text = render(gpu_config, est, FALLBACK, {"cpu": "x", "cores": 4, "gpus": list(TWO[:1])}, 4, "cuda", plan)
     assert "not calibrated: priced as one job at a time" in text and "give --cores" not in text
+
+
+def test_every_rule_that_takes_a_gpu_slot_runs_its_job_in_one() -> None:
+    """A rule whose jobs hold a ``gpu_slot`` resource (train, evaluate) runs its job inside ``job_slot`` (pinned to the
+    slot's GPU, MPS's pipe set): without it a packed machine would run every such job on its first GPU."""
+    import re
+
+    rules = REPO / "workflow" / "rules"
+    slotted = {}
+    for smk in rules.glob("*.smk"):
+        for block in re.split(r"\n(?=rule |use rule )", smk.read_text()):
+            script = re.search(r'script:\s*\n\s*"\.\./scripts/([\w]+\.py)"', block)
+            if "gpu_slot=lambda" in block and script:
+                slotted[block.split(":", 1)[0]] = script[1]
+    assert set(slotted.values()) == {"train.py", "evaluate.py"}, slotted
+    for script in slotted.values():
+        text = (REPO / "workflow" / "scripts" / script).read_text()
+        assert "with job_slot(" in text and "call(" in text.split("with job_slot(", 1)[1], script
