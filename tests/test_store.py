@@ -257,6 +257,33 @@ def test_a_link_pointed_at_a_missing_entry_is_relinked_and_a_dry_run_changes_not
     assert _cli("verify", str(results)).returncode == 0
 
 
+def test_a_link_missing_after_a_kill_lets_unlock_and_a_dry_run_go_on(plan, work):
+    """A job killed while it linked its finished entry into the folder leaves some of the entry's files unlinked (no
+    dangling link: missing ones). `snakemake --unlock` (the step after a SIGKILL) and `snakemake -n` go on: Snakemake
+    plans over a missing output; they say what a run will do and change nothing. Before: both stopped with "cannot
+    plan over links whose target is gone", so the unlock a killed build needs failed (tests/test_interrupt.py, seen
+    once in CI)."""
+    import os
+
+    results = work / "results/tiny"
+    run = results / "runs/digits/hasfl/seed42"
+    target = os.readlink(run / "rounds.parquet")
+    (run / "rounds.parquet").unlink()
+    try:
+        before = sorted((p.relative_to(results).as_posix(), os.readlink(p) if p.is_symlink() else "")
+                        for p in results.rglob("*") if p.is_symlink())
+        for argv in (("--unlock",), ("-n", "runs")):
+            res = plan(work, QUICK, work / "base.yaml", argv=argv)  # the session's decision, in process
+            assert res.code is None, (argv, res.stderr[-2000:])
+            assert "runs/digits/hasfl/seed42" in res.stderr and "would be pointed again at the store entry" in res.stderr
+            assert "cannot plan over links" not in res.stderr and "Traceback" not in res.stderr
+            after = sorted((p.relative_to(results).as_posix(), os.readlink(p) if p.is_symlink() else "")
+                           for p in results.rglob("*") if p.is_symlink())
+            assert after == before and not (run / "rounds.parquet").exists()
+    finally:
+        os.symlink(target, run / "rounds.parquet")
+
+
 def _written_before_the_store(work: Path) -> Path:
     """Turn ``results/tiny`` back into a folder of files with their links' times (as written before the store) and
     delete the store."""

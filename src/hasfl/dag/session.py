@@ -216,12 +216,15 @@ class Session:
                 print(f"hasfl store: {len(folders)} folders with links whose target is gone {would}{what}: "
                       + ", ".join(folders[:5]) + (" ..." if len(folders) > 5 else "")
                       + (" (a dry run changes nothing)" if dry else ""), file=sys.stderr)
-        if dry and repair.folders:
+        if dry and repair.dangling:
             # Snakemake cannot read the time of a dangling link ("unable to obtain modification time"): a dry run
-            # that left them would fail later with that; one that repaired them would change the results folder
+            # that left them would fail later with that; one that repaired them would change the results folder. A
+            # link that is only missing (a job killed while linking; `snakemake --unlock` must go on after that) is a
+            # missing output Snakemake plans over
             stop(f"this dry run changes nothing, and Snakemake cannot plan over links whose target is gone "
-                 f"({len(repair.folders)} folders above): run the same command without -n, which repairs them first "
-                 "(relinks from the store, or makes them again), then plan")
+                 f"({len(repair.dangling)} folders: {', '.join(repair.dangling[:5])}"
+                 f"{' ...' if len(repair.dangling) > 5 else ''}): run the same command without -n, which repairs them "
+                 "first (relinks from the store, or makes them again), then plan")
         try:
             # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles
             # (in a dry run: would handle) is no edit

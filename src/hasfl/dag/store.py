@@ -581,12 +581,15 @@ def _manifest_of(entry: Path) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Repair:
-    """What :func:`repair_links` did (or, in a dry run, would do): folders whose dangling links were pointed again at
-    the entry that holds their files (``relinked``), folders whose links were all removed so that their job runs again
-    and links or recomputes its entry (``dropped``)."""
+    """What :func:`repair_links` did (or, in a dry run, would do): folders whose dangling or missing links were pointed
+    again at the entry that holds their files (``relinked``), folders whose links were all removed so that their job
+    runs again and links or recomputes its entry (``dropped``); of both, those holding a link whose target is gone
+    (``dangling``: Snakemake cannot read such a link's time; a link that is merely missing, as a job killed while
+    linking leaves, is a missing output to it)."""
 
     relinked: tuple[str, ...]
     dropped: tuple[str, ...]
+    dangling: tuple[str, ...] = ()
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -616,7 +619,7 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
     """
     results = Path(results)
     store = store_of(results)
-    relinked, dropped = [], []
+    relinked, dropped, broken = [], [], []
     folders = [f for kind in ("data", "runs", "evals") for f in result_folders(results, kind)]
     if not store.is_dir():
         linked = [f for f in folders if f.is_dir() and any(p.is_symlink() for p in f.iterdir())]
@@ -629,6 +632,8 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
         if not folder.is_dir():
             continue
         dangling = [f for f in folder.iterdir() if f.is_symlink() and not f.exists()]
+        if dangling:
+            broken.append(folder.relative_to(results).as_posix())
         entry = _entry_of_folder(folder, store)
         if entry is not None:  # a link of the entry's files removed (by an older dry run, by hand): missing too
             listed = (read_manifest(entry) or {}).get("files") or {}
@@ -650,7 +655,7 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
                     f.unlink()
             if rel.startswith("evals/"):
                 _drop_evaluations(folder.parent)
-    return Repair(tuple(relinked), tuple(dropped))
+    return Repair(tuple(relinked), tuple(dropped), tuple(broken))
 
 
 def _drop_evaluations(run_evals: Path) -> None:
