@@ -250,13 +250,15 @@ def test_forward_seconds_are_measured_once_per_model_and_never_in_a_dry_run(tmp_
 
 
 def test_the_forward_measurement_uses_the_analysis_evaluation_batch() -> None:
-    """hasfl.bench.calibrate.EVAL_BATCH / GPU_EVAL_BATCH are the batches the analysis's test-set evaluations run in on
-    the CPU and on a GPU (hasfl.analysis.stale.evaluate_accuracy's default): a change there must move the measurement
-    with it."""
+    """The forward calibration times the analysis's test-set evaluations in their own batch on the device
+    (hasfl.analysis.stale: CPU_EVAL_BATCH here): measured on a small CNN, the measurement says which batch it used."""
     from hasfl.analysis import stale
-    from hasfl.bench import calibrate
+    from hasfl.bench.calibrate import forward_seconds
 
-    assert (calibrate.EVAL_BATCH, calibrate.GPU_EVAL_BATCH) == (stale.CPU_EVAL_BATCH, stale.GPU_EVAL_BATCH)
+    model = {"arch": "cnn", "channels": [4, 4], "pool_after": [0], "pool_out": 1, "hidden": 8}
+    got = forward_seconds(model, (1, 8, 8), 10, 4, "cpu")
+    assert got["eval_batch"] == stale.CPU_EVAL_BATCH and got["device"] == "cpu"
+    assert set(got["eval"]) == {"1.0", "0.5", "0.25", "0.125", "0.0625"} and all(v > 0 for v in got["eval"].values())
 
 
 def test_a_measurement_is_cached_per_cpu_kernel_pin(monkeypatch) -> None:

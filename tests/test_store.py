@@ -269,17 +269,17 @@ def test_a_link_missing_after_a_kill_lets_unlock_and_a_dry_run_go_on(plan, work)
     run = results / "runs/digits/hasfl/seed42"
     target = os.readlink(run / "rounds.parquet")
     (run / "rounds.parquet").unlink()
+    def links() -> list[tuple[str, str]]:
+        return sorted((p.relative_to(results).as_posix(), os.readlink(p)) for p in results.rglob("*") if p.is_symlink())
+
     try:
-        before = sorted((p.relative_to(results).as_posix(), os.readlink(p) if p.is_symlink() else "")
-                        for p in results.rglob("*") if p.is_symlink())
+        before = links()
         for argv in (("--unlock",), ("-n", "runs")):
             res = plan(work, QUICK, work / "base.yaml", argv=argv)  # the session's decision, in process
             assert res.code is None, (argv, res.stderr[-2000:])
             assert "runs/digits/hasfl/seed42" in res.stderr and "would be pointed again at the store entry" in res.stderr
             assert "cannot plan over links" not in res.stderr and "Traceback" not in res.stderr
-            after = sorted((p.relative_to(results).as_posix(), os.readlink(p) if p.is_symlink() else "")
-                           for p in results.rglob("*") if p.is_symlink())
-            assert after == before and not (run / "rounds.parquet").exists()
+            assert links() == before and not (run / "rounds.parquet").exists()
     finally:
         os.symlink(target, run / "rounds.parquet")
 

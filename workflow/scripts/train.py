@@ -7,7 +7,6 @@ uses: hasfl.dag.store). The glue imports nothing heavy (pandas, torch): the job 
 the results (tests/test_resume.py), so changing it must not rerun finished jobs.
 """
 
-import sys
 from pathlib import Path
 
 from hasfl.dag.gpu import job_slot
@@ -18,9 +17,7 @@ budget_run = sm.input.get("budget_run")
 out = Path(sm.output.run).parent
 link = sm.rule.startswith("link_")  # rule link_run (workflow/rules/link.smk): no GPU slot
 # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.dag.gpu)
-with job_slot({} if link else None) as slot:
-    if slot:
-        print(f"hasfl gpu: slot {slot['slot']} on GPU {slot['gpu']}", file=sys.stderr)
+with job_slot({} if link else None):
     call("hasfl.dag.store:train_run",
          {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
           "out_dir": str(out), "results": str(out.parents[3]), "link": link,

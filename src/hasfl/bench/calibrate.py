@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from hasfl.analysis.stale import CPU_EVAL_BATCH, GPU_EVAL_BATCH
 from hasfl.bench.harness import cpu_model
 from hasfl.data.base import DatasetBundle
 from hasfl.fl.client import ClientData, LocalSGD, OptimConfig
@@ -44,10 +45,6 @@ __all__ = ["FORWARD_WIDTHS", "calibrate", "forward_seconds"]
 #: The widths each model's evaluation forward is measured at (:func:`forward_seconds`); the pre-flight interpolates
 #: between them and uses the narrowest below it.
 FORWARD_WIDTHS = (1.0, 0.5, 0.25, 0.125, 0.0625)
-#: The test-set batch of the analysis's evaluations (:func:`hasfl.analysis.stale.evaluate_accuracy`'s default): on the
-#: CPU (:data:`hasfl.analysis.stale.CPU_EVAL_BATCH`) and on a GPU (:data:`hasfl.analysis.stale.GPU_EVAL_BATCH`).
-EVAL_BATCH = 512
-GPU_EVAL_BATCH = 8192
 
 
 def _bundle(shape: tuple[int, ...], classes: int, n: int, text: bool, device: torch.device) -> DatasetBundle:
@@ -114,9 +111,9 @@ def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, b
     """Seconds per sample of the analysis's two kinds of forward pass of the config block ``model`` (data of
     ``shape`` / ``classes``), at each width of :data:`FORWARD_WIDTHS`:
 
-    * ``eval``: eval mode without autograd in batches of :data:`EVAL_BATCH` (:data:`GPU_EVAL_BATCH` on a GPU: a
-      test-set evaluation,
-      :func:`hasfl.analysis.stale.evaluate_accuracy`);
+    * ``eval``: eval mode without autograd in the batches of the analysis's test-set evaluations on the device
+      (:func:`hasfl.analysis.stale.evaluate_accuracy`: :data:`~hasfl.analysis.stale.CPU_EVAL_BATCH` on the CPU,
+      :data:`~hasfl.analysis.stale.GPU_EVAL_BATCH` on a GPU);
     * ``stats`` (CNNs): training mode without autograd in batches of ``batch``, the local batch size (the static
       batch-norm statistics pass, :func:`hasfl.analysis.bn_sensitivity.static_statistics`).
 
@@ -146,7 +143,7 @@ def forward_seconds(model: dict[str, Any], shape: Sequence[int], classes: int, b
 
     out: dict[str, Any] = {"eval": {}, "stats": {}}
     stats_batch = max(2, int(batch))  # batch norm cannot normalise one sample in training mode
-    eval_batch = EVAL_BATCH if device.type == "cpu" else GPU_EVAL_BATCH
+    eval_batch = CPU_EVAL_BATCH if device.type == "cpu" else GPU_EVAL_BATCH
     big, small = inputs(eval_batch), inputs(stats_batch)
     for q in FORWARD_WIDTHS:
         net = family.build(q).to(device)

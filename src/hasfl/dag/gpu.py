@@ -252,6 +252,7 @@ def job_slot(env: Mapping[str, str] | None = None, poll_s: float = 0.5) -> Itera
     handle.truncate()
     handle.write(f"{os.getpid()} gpu {gpu}\n")
     handle.flush()
+    print(f"hasfl gpu: slot {taken} on GPU {gpu}", file=sys.stderr)  # the job's log says where it ran
     try:
         yield {**chosen, "slot": str(taken), "gpu": str(gpu)}
     finally:
