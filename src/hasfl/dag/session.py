@@ -30,7 +30,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -69,6 +69,11 @@ def base_config(basedir: str | Path) -> str:
     except ConfigError as exc:
         stop(exc)
     return path
+
+
+def _named(folders: Sequence[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``folders``, comma-separated, with `` ...`` when there are more."""
+    return ", ".join(folders[:shown]) + (" ..." if len(folders) > shown else "")
 
 
 class Session:
@@ -213,17 +218,17 @@ class Session:
                               ("made again (their store entry is gone: linked from the store or recomputed)",
                                repair.dropped)):
             if folders:
-                print(f"hasfl store: {len(folders)} folders with links whose target is gone {would}{what}: "
-                      + ", ".join(folders[:5]) + (" ..." if len(folders) > 5 else "")
-                      + (" (a dry run changes nothing)" if dry else ""), file=sys.stderr)
+                print(f"hasfl store: {len(folders)} folders with missing links or links whose target is gone "
+                      f"{would}{what}: {_named(folders)}" + (" (a dry run changes nothing)" if dry else ""),
+                      file=sys.stderr)
         if dry and repair.dangling:
             # Snakemake cannot read the time of a dangling link ("unable to obtain modification time"): a dry run
             # that left them would fail later with that; one that repaired them would change the results folder. A
             # link that is only missing (a job killed while linking; `snakemake --unlock` must go on after that) is a
             # missing output Snakemake plans over
             stop(f"this dry run changes nothing, and Snakemake cannot plan over links whose target is gone "
-                 f"({len(repair.dangling)} folders: {', '.join(repair.dangling[:5])}"
-                 f"{' ...' if len(repair.dangling) > 5 else ''}): run the same command without -n, which repairs them "
+                 f"({len(repair.dangling)} folders: {_named(repair.dangling)}): run the same command without -n, "
+                 "which repairs them "
                  "first (relinks from the store, or makes them again), then plan")
         try:
             # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles

@@ -631,16 +631,16 @@ def repair_links(results: str | Path, *, apply: bool) -> Repair:
     for folder in sorted(folders):
         if not folder.is_dir():
             continue
+        rel = folder.relative_to(results).as_posix()
         dangling = [f for f in folder.iterdir() if f.is_symlink() and not f.exists()]
         if dangling:
-            broken.append(folder.relative_to(results).as_posix())
+            broken.append(rel)
         entry = _entry_of_folder(folder, store)
         if entry is not None:  # a link of the entry's files removed (by an older dry run, by hand): missing too
             listed = (read_manifest(entry) or {}).get("files") or {}
             dangling += [folder / n for n in sorted(listed) if not (folder / n).is_symlink() and not (folder / n).exists()]
         if not dangling:
             continue
-        rel = folder.relative_to(results).as_posix()
         if entry is not None and all((entry / f.name).is_file() for f in dangling):
             relinked.append(rel)
             if apply:
