@@ -262,7 +262,7 @@ def test_f7_is_per_estimator_and_inconclusive_when_not_run():
                    + t8_rows("fedavg", "E1", [0.5] * 3) + t8_rows("fedavg", "E0", [0.6] * 3), [])
     assert res["F7-E0"]["verdict"] == C and res["F7-E3"]["verdict"] == S
     # E1 has only fedavg rows: F7 is about the hasfl runs, so nothing was measured
-    assert res["F7-E1"]["verdict"] == I and res["F7-E1"]["reason"].startswith("not run")
+    assert res["F7-E1"]["verdict"] == F.NOT_RUN and res["F7-E1"]["reason"].startswith("not run")
     assert "within-tier" in res["F7-E1"]["statistic"]
     assert [k for k in res if k.startswith("F7")] == list(F.F7_IDS)
 
@@ -282,7 +282,7 @@ def test_f8_three_verdicts(diffs, verdict, why):
     assert u["margin"] == 2.0 and f["margin_key"] == "analysis.f3_equiv_margin_pct"
     assert u["mde"] == pytest.approx(stats.t_mde(3, float(np.std(diffs, ddof=1)), 0.05, 0.8))
     # the pair the preset did not run
-    assert res["F8-reported"]["verdict"] == I
+    assert res["F8-reported"]["verdict"] == F.NOT_RUN
     assert res["F8-reported"]["reason"] == "not run: hasfl_reported or random_budget_reported not run in this preset"
 
 
@@ -321,7 +321,7 @@ def test_estimator_findings_need_both_tables_and_are_optional_together():
         F.evaluate_findings({**base_tables(), F.T8S: pd.DataFrame()}, datasets=["digits"],
                             thresholds=resolve_thresholds())
     res = evaluate([], [])
-    assert list(res) == list(F.ALL_FINDING_IDS) and all(res[k]["verdict"] == I for k in F.ESTIMATOR_FINDING_IDS)
+    assert list(res) == list(F.ALL_FINDING_IDS) and all(res[k]["verdict"] == F.NOT_RUN for k in F.ESTIMATOR_FINDING_IDS)
     json.dumps(list(res.values()), allow_nan=False)
 
 
@@ -458,20 +458,33 @@ def test_finding_kinds_say_what_a_verdict_can_mean():
     assert all(f["kind"] in F.KINDS for f in exact.values())
 
 
-@pytest.mark.parametrize(("estimator", "control", "verdict"), [
-    ("E0", [0.6] * 3, C),    # the control sees the data: no signal in the hasfl runs is about capacity
-    ("E0", [0.0] * 3, I),    # blind at equal widths too: it says nothing about capacity
-    ("E0", None, I),         # no control at all
-    ("E1", [0.0] * 3, I),    # E1 is E0 z-scored within tiers: the same gate
-    ("E2", [0.0] * 3, C),    # the probe is width-separable by construction: no confound claim, no gate
+@pytest.mark.parametrize(("estimator", "control", "f6", "verdict"), [
+    ("E0", None, [0.6] * 3, C),    # F6 (after Holm) sees the data: no signal in the hasfl runs is about capacity
+    ("E0", None, [0.0, 0.1, 0.2], C),  # F6 inconclusive: no veto, reported beside
+    ("E0", None, [-0.5] * 3, I),   # F6 contradicted: the estimate is shown blind at equal widths
+    ("E0", None, None, C),         # no fedavg run: the control is said to be missing, no veto
+    ("E1", [0.0] * 3, None, C),    # E1's own fedavg control inconclusive: reported beside
+    ("E1", [-0.5] * 3, None, I),   # E1's own control shown blind
+    ("E2", [-0.5] * 3, None, C),   # the probe is width-separable by construction: no confound claim, no control
 ])
-def test_f7_no_signal_on_the_update_divergence_needs_its_positive_control(estimator, control, verdict):
+def test_f7_no_signal_on_the_update_divergence_is_read_beside_its_positive_control(estimator, control, f6, verdict):
+    """Before, a control that was not supported withheld the claim; now it is reported beside it and withholds only
+    when shown blind (contradicted). E0's control is F6's unit after Holm (its estimate is F6's)."""
     rows = t8_rows("hasfl", estimator, [0.0] * 3) + (t8_rows("fedavg", estimator, control) if control else [])
-    u = evaluate(rows, [])[f"F7-{estimator}"]["units"][0]
+    tables = {**base_tables(), F.T8S: pd.DataFrame.from_records(rows), F.MBES: pd.DataFrame.from_records([])}
+    if f6 is not None:
+        t5 = tables[F.T5]
+        extra = t5[t5["method"] == "fedavg"].assign(dataset="digits", r_h_tv=f6)
+        tables[F.T5] = pd.concat([t5, extra], ignore_index=True)
+    res = {f["id"]: f for f in F.evaluate_findings(tables, datasets=["digits"], thresholds=resolve_thresholds({}))}
+    u = res[f"F7-{estimator}"]["units"][0]
     assert u["verdict"] == verdict, u["reason"]
     if verdict == I:
-        assert "the test alone: contradicted" in u["reason"] and "control" in u["reason"]
-
+        assert "the test alone: contradicted" in u["reason"] and "shown blind" in u["reason"]
+    if estimator != "E2":
+        assert "positive control" in u["reason"]
+    if estimator == "E0" and f6 is not None:
+        assert u["control"]["verdict"] == {0.6: S, 0.0: I, -0.5: C}[f6[0]]
 
 
 def test_f7_e0_is_f1c_statistic_and_counted_once_in_the_report():

@@ -81,8 +81,9 @@ def test_tost_p_equals_statsmodels_ttost_paired(values, margin):
 
 
 def test_holm_keeps_exactly_what_statsmodels_multipletests_rejects():
-    """holm() (the findings' and a conjunction's correction) keeps a unit's verdict exactly when
-    multipletests(method="holm") rejects its decisive p, and records the adjusted p."""
+    """holm() (the findings' and a conjunction's correction of their contradictions) keeps a contradicted unit's
+    verdict exactly when multipletests(method="holm") rejects its p_contradicted among the units' p_contradicted, and
+    records the adjusted p; a supported unit (an intersection-union test) keeps its verdict uncorrected."""
     import gc
 
     gc.freeze()  # multipletests' Holm branch runs gc.collect() on every call: only new objects are collected
@@ -100,14 +101,18 @@ def _holm_against_multipletests() -> None:
         k = int(rng.integers(2, 7))
         ps = rng.uniform(0.0, 0.08, size=k)
         verdicts = rng.choice([SUPPORTED, CONTRADICTED], size=k)
+        pc = np.where(verdicts == CONTRADICTED, ps, 0.9)
         units = [{"unit": f"u{i}", "verdict": str(v), "reason": "r",
                   "p_supported": float(p) if v == SUPPORTED else 0.9,
-                  "p_contradicted": float(p) if v == CONTRADICTED else 0.9} for i, (p, v) in enumerate(zip(ps, verdicts))]
+                  "p_contradicted": float(q)} for i, (p, q, v) in enumerate(zip(ps, pc, verdicts))]
         holm(units, 0.05)
-        reject, adjusted, _, _ = multipletests(ps, alpha=0.05, method="holm")
-        order = np.argsort(ps, kind="stable")
-        own_reject, own_adjusted = holm_step_down(ps[order], 0.05)
+        reject, adjusted, _, _ = multipletests(pc, alpha=0.05, method="holm")
+        order = np.argsort(pc, kind="stable")
+        own_reject, own_adjusted = holm_step_down(pc[order], 0.05)
         assert (own_reject == reject[order]).all() and (own_adjusted == adjusted[order]).all()  # bit for bit
         for u, rej, adj, v in zip(units, reject, adjusted, verdicts, strict=True):
-            assert u["verdict"] == (str(v) if rej else INCONCLUSIVE)
+            if v == SUPPORTED:
+                assert u["verdict"] == SUPPORTED
+            else:
+                assert u["verdict"] == (CONTRADICTED if rej else INCONCLUSIVE)
             assert u["p_holm"] == pytest.approx(float(adj), abs=TOL)

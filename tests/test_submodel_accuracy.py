@@ -149,24 +149,32 @@ def test_the_sub_model_units_are_read_from_the_table(values, verdict):
     # no sub-model unit on shakespeare (no runs in the table) and none in F9a (a decay)
     assert [u["unit"] for u in f[F.F9A]["units"]] == ["cifar10"]
     assert "shakespeare/sub-model" not in {u["unit"] for u in f[F.F9B]["units"]}
-    # supported full-model units and contradicted sub-model ones: the finding is mixed
-    assert f[F.F9B]["verdict"] == (S if verdict == S else F.MIXED)
+    # supported full-model units and contradicted sub-model ones: two estimands, each its own verdict, and the
+    # finding's word only where they agree (before: one "mixed" pooled over them like datasets)
+    assert f[F.F9B]["verdict"] == (S if verdict == S else F.SPLIT)
+    est = {e["estimand"]: e for e in f[F.F9B]["estimands"]}
+    assert est["full-model"]["verdict"] == S and est["sub-model"]["verdict"] == verdict
+    assert est["sub-model"]["units"] == ["cifar10/sub-model"] and est["full-model"]["units"] == ["cifar10", "shakespeare"]
 
 
 def test_the_sub_model_unit_has_the_full_model_units_gates():
-    """A run that never learned (the method tables' min_train_loss: the loss of the sub-models the clients trained)
-    and unequal widths withhold the sub-model unit too; the sub-model unit reads no full-model curve (issue 45
-    point 2) and says why."""
+    """A baseline whose sub-models are at the floor (their accuracy under the declared rule: the sub-model unit's own
+    evidence) and unequal widths withhold the sub-model unit; a training loss at ln K no longer does (the loss rule is
+    gone); the sub-model unit reads no full-model curve (issue 45 point 2) and says so in its reason."""
     t = base_tables()
-    t[F.OPTIONAL_TABLES[0]] = sub_table(_CONTRADICTS)
+    t[F.OPTIONAL_TABLES[0]] = sub_table({**_CONTRADICTS, "uniform": [55, 9, 57]})
+    for name in (F.T3S, F.T4S):
+        t[name] = t[name].assign(majority_pct=10.0, floor_tol_pct=0.5)
     t = replace(t, F.T4S, "cifar10", "fedecover", seeds("cifar10", "fedecover", final=[71, 72, 74],
                                                          min_loss=[1.2, 2.3, 1.1]))
     t = replace(t, F.T4S, "cifar10", "uniform_rolling", seeds("cifar10", "uniform_rolling", final=[70, 73, 72],
                                                                p_trained=[0.75] * 3))
     f = evaluate(t)
     u = unit(f[F.F9D], "cifar10/sub-model")
-    assert u["verdict"] == I and "fedecover seed 43 (lowest training loss" in u["reason"]
+    assert u["verdict"] == I and "uniform seed 43 (at the majority-class floor)" in u["reason"], u["reason"]
+    assert "lowest training loss" not in u["reason"]
     assert u["gap_trend"]["read"] == "none" and "final state only" in u["gap_trend"]["why"]
+    assert "no trend read: sub-model accuracy is read at the final state only" in u["reason"]
     u = unit(f[F.F9B], "cifar10/sub-model")
     assert u["verdict"] == I and "different average widths" in u["reason"]
 

@@ -337,6 +337,13 @@ rule analysis_findings:
         datasets=config["datasets"],
         thresholds=canonical(ANALYSIS_THRESHOLDS),
         seed_hours=SEED_HOURS,
+        horizon=canonical(
+            {
+                "rounds": config["federation"]["rounds"],
+                "eval_every": config["federation"]["eval_every"],
+                "seeds": config["seeds"],
+            }
+        ),
     script:
         "../scripts/findings.py"
 

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
-__all__ = ["REMOVED_GATE_GAIN_PCT", "Simulated", "dataset_calibration", "decisions", "simulate"]
+__all__ = ["REMOVED_GATE_GAIN_PCT", "Simulated", "control_gate_rates", "dataset_calibration", "decisions",
+           "hksj_coverage", "simulate", "unit_calibration"]
 
 #: The removed gate's threshold (``analysis.rising_min_gain_pct`` until the fixed-horizon rule replaced it).
 REMOVED_GATE_GAIN_PCT = 0.5
@@ -104,13 +105,13 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(v)) if v.size else math.nan
 
 
-def dataset_calibration(tables: Mapping[str, pd.DataFrame], datasets: Sequence[str], alpha: float,
-                        power_gap: float = POWER_GAP_PCT, power_seeds: int = POWER_SEEDS) -> dict[str, Any]:
+def dataset_calibration(tables: Mapping[str, pd.DataFrame], datasets: Sequence[str], alpha: float) -> dict[str, Any]:
     """Per dataset of ``datasets``: the noise measured on the per-seed method tables in ``tables`` (median over the
     completed runs of ``tail_noise_pct`` and ``tail_evals``; median over methods of the seed-to-seed sd of final
     accuracy) and the simulated rates at it: ``plateau`` (gap 0, the preset's seeds: the caveat's false-fire rate
-    and the removed gate's), ``power`` (a ``power_gap``-point gap with ``power_seeds`` seeds). A dataset without
-    the columns (tables written before the trend was recorded) or with fewer than 3 evaluations is left out."""
+    and the removed gate's). Power is a property of each unit's own spread and seeds (:func:`unit_calibration`), not
+    of a dataset's median. A dataset without the columns (tables written before the trend was recorded) or with fewer
+    than 3 evaluations is left out."""
     frames = [t for t in tables.values() if isinstance(t, pd.DataFrame) and "tail_noise_pct" in t.columns
               and "method" in t.columns]
     out: dict[str, Any] = {}
@@ -128,11 +129,90 @@ def dataset_calibration(tables: Mapping[str, pd.DataFrame], datasets: Sequence[s
             continue
         k = int(round(evals))
         plateau = simulate(n_seeds, k, noise, seed_sd if math.isfinite(seed_sd) else 0.0, 0.0, 0.0, alpha)
-        power = simulate(power_seeds, k, noise, seed_sd if math.isfinite(seed_sd) else 0.0, power_gap, 0.0, alpha)
         out[d] = {"runs": int(len(rows)), "noise_sd_pct": noise, "seed_sd_pct": seed_sd, "evals": k,
                   "n_seeds": n_seeds,
                   "plateau": {k2: v for k2, v in asdict(plateau).items() if k2 in ("supported", "caveat",
-                                                                                      "removed_gate", "reps")},
-                  "power": {"gap_pct": power_gap, "n_seeds": power_seeds, "supported": power.supported,
-                            "reps": power.reps}}
+                                                                                      "removed_gate", "reps")}}
     return out
+
+
+def _pooled_bounds(z: np.ndarray, w: float, level: float, plain: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided bounds (the two-sided ``level`` interval's ends) of the random-effects pool of equal-weight Fisher z's
+    (rows of ``z``, each run's sampling variance ``1 / w``): Paule-Mandel's tau^2 at equal weights is ``max(0, s^2 -
+    1 / w)`` (``s^2`` the runs' sample variance), the pooled z their mean, Hartung-Knapp's se ``s / sqrt(k)`` (plain)
+    or, floored at the random-effects se, ``sqrt(max(s^2, 1 / w) / k)``; t on k - 1 df
+    (:func:`hasfl.analysis.stats.fisher_pool_hksj`, which ``tests/test_calibration.py`` checks this against)."""
+    k = z.shape[1]
+    mean, var = z.mean(axis=1), z.var(axis=1, ddof=1)
+    se = np.sqrt(var / k) if plain else np.sqrt(np.maximum(var, 1.0 / w) / k)
+    half = float(sps.t.ppf(0.5 + level / 2.0, k - 1)) * se
+    return mean - half, mean + half
+
+
+def control_gate_rates(r: float, n_clients: int, n_seeds: int, alpha: float = 0.05, tau: float = 0.0,
+                       margin: float = 0.0, reps: int = REPS, seed: int = 0) -> dict[str, float]:
+    """How often a positive-control gate withholds where the control truly works: ``n_seeds`` fedavg runs of
+    ``n_clients`` clients whose true r(H~, TV) is ``r`` (Fisher z of each run: normal around atanh(r) with variance
+    ``1 / (n_clients - 3) + tau^2``), pooled as F6 pools them (equal weights, 3 or more seeds: plain Hartung-Knapp).
+    ``old_gate``: the share of pools where F6, pooled as it was (Hartung-Knapp floored at the random-effects se), is
+    not supported (the removed rule withheld F1c there); ``gate``: the share where F6 is contradicted (upper bound <
+    ``margin``: the rule in force withholds only there); ``supported``: F6's power as pooled now."""
+    rng = np.random.default_rng(seed)
+    w = float(n_clients - 3)
+    z = rng.normal(math.atanh(r), math.sqrt(1.0 / w + tau * tau), size=(reps, n_seeds))
+    level, edge = 1.0 - 2.0 * alpha, math.atanh(margin)
+    low, high = _pooled_bounds(z, w, level, plain=n_seeds >= 3)
+    old_low, _ = _pooled_bounds(z, w, level, plain=False)
+    return {"old_gate": float((old_low <= edge).mean()), "gate": float((high < edge).mean()),
+            "supported": float((low > edge).mean()), "reps": reps}
+
+
+def hksj_coverage(n_runs: int, n_clients: int, level: float, tau: float = 0.0, reps: int = REPS,
+                  seed: int = 0) -> dict[str, float]:
+    """The real coverage of the pooled correlation's two-sided ``level`` interval over ``n_runs`` equal-weight runs
+    (each ``n_clients``, between-run sd ``tau``): ``plain`` (Hartung-Knapp, the rule at equal weights with 3 or more
+    runs) and ``floored`` (never below the random-effects se)."""
+    rng = np.random.default_rng(seed)
+    w = float(n_clients - 3)
+    mu = 0.3
+    z = rng.normal(mu, math.sqrt(1.0 / w + tau * tau), size=(reps, n_runs))
+    out = {}
+    for name, plain in (("plain", True), ("floored", False)):
+        low, high = _pooled_bounds(z, w, level, plain)
+        out[name] = float(((low <= mu) & (mu <= high)).mean())
+    return out
+
+
+def unit_calibration(findings: Sequence[Mapping[str, Any]], datasets: Mapping[str, Mapping[str, Any]], alpha: float,
+                     gap: float = POWER_GAP_PCT, reps: int = REPS) -> list[dict[str, Any]]:
+    """Per final-accuracy unit of ``findings`` (a one-sided t unit over paired seeds with a gap-trend read or a
+    sub-model unit), the rule simulated at that unit's *own* spread and seeds: ``n``, ``sd`` (the sd of its per-seed
+    gaps), the dataset's evaluation noise and window (``datasets``: :func:`dataset_calibration`), the caveat's rate on a
+    plateau (None for a sub-model unit: no curve) and the power on a ``gap``-point gap beyond the margin at its n.
+    The seed effect of each method is ``sqrt(max(sd^2 - 2 noise^2, 0) / 2)``, so a simulated gap's spread is the
+    unit's own. Units whose spread is undefined (fewer than 2 seeds, no variation) are left out."""
+    out = []
+    for f in findings:
+        for u in f.get("units") or []:
+            trend = u.get("gap_trend")
+            sd, n = u.get("sd"), int(u.get("n") or 0)
+            if (not isinstance(trend, Mapping) or u.get("direction") != "above" or sd is None or n < 2
+                    or not u.get("in_scope", True)):
+                continue
+            sd = float(sd)
+            if not (math.isfinite(sd) and sd > 0):
+                continue
+            d = str(u["unit"]).split("/")[0]
+            cal = datasets.get(d) or {}
+            sub = trend.get("read") == "none"
+            noise = 0.0 if sub else float(cal.get("noise_sd_pct") or 0.0)
+            evals = int(cal.get("evals") or 3)
+            seed_sd = math.sqrt(max(sd * sd - 2.0 * noise * noise, 0.0) / 2.0)
+            plateau = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, 0.0, 0.0, alpha, reps)
+            power = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, gap, 0.0, alpha, reps)
+            out.append({"finding": f["id"], "unit": u["unit"], "estimand": u.get("estimand"), "n": n, "sd_pct": sd,
+                        "noise_sd_pct": None if sub else noise, "evals": None if sub else evals,
+                        "caveat": None if sub else plateau.caveat, "power_gap_pct": gap,
+                        "power": power.supported, "mde": u.get("mde"), "reps": reps})
+    return out
+

@@ -78,12 +78,13 @@ def job_figure(slug: str, run_files: Sequence[PathLike], data_clients: Sequence[
 
 def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], thresholds: Mapping[str, Any],
                  out_json: PathLike, seed_hours: Mapping[str, Mapping[str, float]] | None = None,
-                 bn_sensitivity: PathLike | None = None) -> dict[str, Any]:
+                 bn_sensitivity: PathLike | None = None, horizon: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """findings.json from the tables (``table_paths`` keyed by table name); ``seed_hours``: the pre-flight's
     job-hours per seed of each dataset x method, to price the seeds an inconclusive unit needs;
     ``bn_sensitivity``: tables/bn_sensitivity.parquet, every run's final model under every batch-norm mode,
     from which each run's final accuracy is read under its method's declared rule
-    (:func:`hasfl.analysis.bn_sensitivity.tables_under`; without it, every run as trained)."""
+    (:func:`hasfl.analysis.bn_sensitivity.tables_under`; without it, every run as trained); ``horizon``: the preset's
+    ``rounds``, ``eval_every`` and ``seeds``, recorded with every finding and estimand (every verdict is at it)."""
     missing = [n for n in findings_mod.REQUIRED_TABLES if n not in table_paths]
     if missing:
         raise ValueError(f"findings: the tables {', '.join(missing)} are not among the inputs")
@@ -100,15 +101,19 @@ def job_findings(table_paths: Mapping[str, PathLike], datasets: Sequence[str], t
 
         sens, rules = pd.read_parquet(bn_sensitivity), bns.declared_rules()
         t = bns.tables_under(t, sens, rules)
-    items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th, seed_hours=seed_hours)
+    items = findings_mod.evaluate_findings(t, datasets=datasets, thresholds=th, seed_hours=seed_hours,
+                                           horizon=horizon)
     if sens is not None:
         bns.annotate_rules(items, sens, rules)
-    from hasfl.analysis.calibration import dataset_calibration
+    from hasfl.analysis.calibration import dataset_calibration, unit_calibration
 
-    doc = {"thresholds": th, "alpha": findings_mod.alpha_of(th), "verdicts": list(findings_mod.VERDICTS),
+    alpha = findings_mod.alpha_of(th)
+    noise = dataset_calibration(t, datasets, alpha)
+    doc = {"thresholds": th, "alpha": alpha, "verdicts": list(findings_mod.VERDICTS), "horizon": dict(horizon or {}),
            "findings": items,
-           # the trend rule simulated at the evaluation noise these runs show (hasfl.analysis.calibration)
-           "trend_calibration": dataset_calibration(t, datasets, findings_mod.alpha_of(th))}
+           # the trend rule simulated at the evaluation noise these runs show, and each unit's power at its own
+           # spread and seeds (hasfl.analysis.calibration)
+           "trend_calibration": noise, "unit_calibration": unit_calibration(items, noise, alpha)}
     # Round-trip through json to fail here (not in the report) on anything non-serialisable.
     json.dumps(doc, allow_nan=False)
     write_json(out_json, doc)

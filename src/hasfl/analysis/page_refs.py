@@ -10,7 +10,8 @@ them. Syntax (docs/decisions.md, "Results pages from data"):
   findings.json (``alpha``, ``thresholds``); or ``count`` (``{count.supported}``: how many findings show
   that verdict, "not run" written ``not_run``).
 * then a path: a key of the current mapping, or the name of one of its ``units`` / ``parts`` (the
-  ``unit`` field: ``fashion_mnist``, ``digits/hasfl/seed42``), or an index into a list
+  ``unit`` field: ``fashion_mnist``, ``digits/hasfl/seed42``), or of one of its ``estimands`` (``full-model``,
+  ``sub-model``: ``{F9c.full-model.verdict}``, ``{F9c.full-model.attribution}``), or an index into a list
   (``{F3-shakespeare.shakespeare.parts.0.estimate}``: a part whose name has spaces).
 * ``field``: any field there (``estimate``, ``low``, ``high``, ``n``, ``mde``, ``margin``, ``seeds_needed``, ...);
   a finding's ``verdict`` is the verdict the page shows (:func:`shown_verdict`: "not run" when none of its
@@ -37,16 +38,16 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hasfl.analysis.findings.kernel import MIXED, VERDICTS
+from hasfl.analysis.findings.kernel import MIXED, NOT_RUN, SPLIT, VERDICTS
 from hasfl.analysis.markdown import num
 from hasfl.errors import HasflError
 
-__all__ = ["MAX_FORMAT_WIDTH", "NOT_RUN", "VERDICT_WORDS", "NotesError", "fill_notes", "references", "rendered_text",
-           "shown_verdict", "verdict_counts"]
+__all__ = ["MAX_FORMAT_WIDTH", "NOT_RUN", "VERDICT_WORDS", "NotesError", "estimand_counts", "fill_notes", "references",
+           "rendered_text", "shown_verdict", "verdict_counts", "verdict_of"]
 
-NOT_RUN = "not run"
-#: The verdicts a page shows: the findings' (:data:`hasfl.analysis.findings.kernel.VERDICTS`) and "not run".
-SHOWN_VERDICTS = (*VERDICTS, NOT_RUN)
+#: The verdicts a page counts: the findings' (:data:`hasfl.analysis.findings.kernel.VERDICTS`, "split by estimand"
+#: and "not run" among them).
+SHOWN_VERDICTS = tuple(VERDICTS)
 #: Words that state a verdict; in notes they may only come from a reference. Each verdict may also be typed
 #: negated (``unsupported``), which states one as much.
 VERDICT_WORDS = SHOWN_VERDICTS
@@ -69,20 +70,42 @@ class NotesError(HasflError, ValueError):
     """A notes file with a reference that does not resolve or a verdict typed by hand."""
 
 
-def shown_verdict(f: Mapping[str, Any]) -> str:
-    """The verdict a reader sees: ``not run`` for a finding none of whose in-scope units ran (findings.json
-    marks it ``inconclusive`` with ``n_units`` 0 and a reason starting "not run:"), else findings.json's."""
+def verdict_of(f: Mapping[str, Any]) -> str:
+    """A finding's verdict as counted: findings.json's, ``not run`` for a file written before "not run" was a verdict
+    of its own (``inconclusive`` with ``n_units`` 0 and a reason starting "not run:")."""
     ran = [u for u in f.get("units") or [] if u.get("in_scope", True)]
     if not ran and (not f.get("n_units") or str(f.get("reason", "")).startswith("not run")):
         return NOT_RUN
     return str(f["verdict"])
 
 
+def shown_verdict(f: Mapping[str, Any]) -> str:
+    """The verdict a reader sees: findings.json's word (:func:`verdict_of`) where it holds for the whole finding; for
+    a finding whose estimands differ (``split by estimand``) each estimand's verdict by its label ("full model:
+    inconclusive; sub-models: contradicted"), so no one word is printed for both."""
+    v = verdict_of(f)
+    if v != SPLIT:
+        return v
+    return "; ".join(f"{e.get('label') or e.get('estimand')}: {e['verdict']}" for e in f.get("estimands") or []
+                     if e.get("verdict") != NOT_RUN)
+
+
 def verdict_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Findings per shown verdict, every finding counted as the findings table lists it (they add up to the number
-    of findings; a statistic two findings share, ``same_statistic_as``, is read by mirror rules, so it is counted
-    under each)."""
-    return {v: sum(shown_verdict(f) == v for f in findings) for v in SHOWN_VERDICTS}
+    """Findings per verdict (:func:`verdict_of`), every finding counted as the findings table lists it (they add up
+    to the number of findings; a split finding is counted once, as split)."""
+    return {v: sum(verdict_of(f) == v for f in findings) for v in SHOWN_VERDICTS}
+
+
+def estimand_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Estimand verdicts of the findings with more than one estimand that ran, per verdict (what a split finding's
+    parts say)."""
+    out: dict[str, int] = {}
+    for f in findings:
+        ran = [e for e in f.get("estimands") or [] if e.get("verdict") != NOT_RUN]
+        if len(ran) > 1:
+            for e in ran:
+                out[e["verdict"]] = out.get(e["verdict"], 0) + 1
+    return out
 
 
 def rendered_text(line: str) -> str:
@@ -143,14 +166,18 @@ def _step(node: Any, key: str) -> tuple[bool, Any]:
             for item in node.get(listed) or []:
                 if isinstance(item, Mapping) and str(item.get("unit")) == key:
                     return True, item
+        for item in node.get("estimands") or []:  # {F9c.full-model.verdict}: one estimand's verdict
+            if isinstance(item, Mapping) and str(item.get("estimand")) == key:
+                return True, item
     return False, None
 
 
 def _names(node: Any) -> list[str]:
     if not isinstance(node, Mapping):
         return []
-    names = [k for k in node if k not in ("units", "parts")]
+    names = [k for k in node if k not in ("units", "parts", "estimands")]
     names += [str(u.get("unit")) for k in ("units", "parts") for u in node.get(k) or [] if isinstance(u, Mapping)]
+    names += [str(e.get("estimand")) for e in node.get("estimands") or [] if isinstance(e, Mapping)]
     return names
 
 

@@ -31,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, shown_verdict, verdict_counts
+from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, estimand_counts, shown_verdict, verdict_counts
 from hasfl.config import ABSENT, dotted_differences
 from hasfl.errors import HasflError
 from hasfl.integrity import result_folders
@@ -442,9 +442,13 @@ def reproduce_lines(rows: Sequence[Mapping[str, Any]], kernels: str | None = Non
 
 def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: int,
                   cpu_hours: float | None, level: str = "##",
-                  evaluations: tuple[float | None, int] = (None, 0)) -> list[str]:
-    """The ML Reproducibility Challenge's summary: six headings, facts rendered from the findings."""
+                  evaluations: tuple[float | None, int] = (None, 0),
+                  horizon_dependent: Sequence[str] = ()) -> list[str]:
+    """The ML Reproducibility Challenge's summary: six headings, facts rendered from the findings; a split finding
+    counted once as split, its estimands' verdicts beside; ``horizon_dependent``: the estimand verdicts that differ at
+    a longer horizon (section "Horizons side by side")."""
     counts = verdict_counts(findings)
+    parts = estimand_counts(findings)
     kinds: dict[str, int] = {}
     for f in findings:
         kind = str(f.get("kind") or ("extension" if f.get("extension") else "paper claim"))
@@ -473,7 +477,11 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
             "",
             f"{sub} Results", "",
             f"Verdicts: {tally or 'none'} (every finding of the findings table counted once: they add up to "
-            f"{len(findings)}).", "",
+            f"{len(findings)})."
+            + (" The split findings' estimands: " + ", ".join(f"{n} {v}" for v, n in sorted(parts.items()))
+               + " (each its own verdict; section Findings)." if parts else "")
+            + (f" Horizon-dependent (the verdict differs at a longer horizon; section \"Horizons side by side\"): "
+               f"{len(horizon_dependent)} ({', '.join(horizon_dependent)})." if horizon_dependent else ""), "",
             f"{sub} What was easy", "",
             "Running the preset: one command, every number on this page read from the files it wrote and checked "
             "against the analysis manifest.", "",

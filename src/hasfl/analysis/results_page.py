@@ -144,7 +144,8 @@ def _findings_table(findings: Sequence[Mapping[str, Any]], ci_level: float = 0.9
         units = f.get("n_per_unit") or {}
         kind, verdict = finding_kind(f), shown_verdict(f)
         measured = NOT_RUN if verdict == NOT_RUN else _measured(f.get("units") or [])
-        cells = [f"{f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'}", f.get("claim", ""), f"**{verdict}**",
+        cells = [f"{f['id']}{'' if kind == PAPER_CLAIM else f' ({kind})'}", f.get("claim", "") + whose_claim(f),
+                 f"**{verdict}**",
                  measured, f.get("statistic", ""), _per_unit(units) if units else f.get("n_units", "--"),
                  _fmt(f.get("margin")), _per_unit(f.get("mde")), seeds_needed_cell(f.get("units") or [])]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -153,54 +154,160 @@ def _findings_table(findings: Sequence[Mapping[str, Any]], ci_level: float = 0.9
     return lines
 
 
+def whose_claim(f: Mapping[str, Any]) -> str:
+    """`` [full model: Alam et al. 2022 (FedRolex)'s claim; sub-models: this project's extension]`` after a claim with
+    more than one estimand: whose claim each estimand's verdict is (``estimands[].attribution``); nothing for one."""
+    ests = [e for e in f.get("estimands") or [] if e.get("verdict") != NOT_RUN]
+    if len(ests) < 2:
+        return ""
+    parts = []
+    for e in ests:
+        who = str(e.get("attribution") or "")
+        said = who if who in ("this project's extension", "the paper") else f"{who}'s claim"
+        parts.append(f"{e.get('label') or e.get('estimand')}: {said}")
+    return " [" + "; ".join(parts) + "]"
+
+
 def failed_lines(findings: Sequence[Mapping[str, Any]], name: str) -> list[str]:
-    """The page's top section on runs that failed to train at this budget: which runs (dataset, method, seeds, why)
-    and which units they withhold; nothing when none did."""
-    runs: dict[tuple[str, str], dict[int, str]] = {}
-    withheld: dict[tuple[str, str], list[str]] = {}
+    """The page's top section on runs that failed to train at this budget: one row per run (dataset, method, seed,
+    why) and the units it withholds or decides; nothing when none did."""
+    runs: dict[tuple[str, str, int], str] = {}
+    withheld: dict[tuple[str, str, int], list[str]] = {}
     for f in findings:
         for u in f.get("units") or []:
             for part in [u, *u.get("parts", [])]:
                 for r in part.get("failed_runs") or []:
-                    key = (str(r.get("dataset")), str(r.get("method")))
-                    runs.setdefault(key, {})[int(r["seed"])] = str(r.get("why"))
+                    key = (str(r.get("dataset")), str(r.get("method")), int(r["seed"]))
+                    runs[key] = str(r.get("why"))
                     label = f"{f['id']} {u.get('unit')}" + (f" ({part['unit']})" if part is not u else "")
+                    if part.get("decided_by"):
+                        label += " (contradicted at this budget)"
                     if label not in withheld.setdefault(key, []):
                         withheld[key].append(label)
     if not runs:
         return []
     lines = ["## Failed to train at this budget", "",
-             f"On this rung (the {name} preset's rounds, widths and data) these runs never learned: at the "
-             "majority-class floor (their accuracy never above the class frequencies) or, for F9, with a training "
-             "loss never below the uniform-guess loss. A unit that compares them is withheld and says so: that a "
-             "method failed here is evidence about the regime, not about the paper's claim, and more seeds would "
-             "not change it.", "",
-             "| dataset | method | seeds | why | units withheld |", "|---|---|---|---|---|"]
-    for (dataset, method), seeds in sorted(runs.items()):
-        whys = sorted(set(seeds.values()))
-        lines.append("| " + " | ".join(_cell(c) for c in (dataset, method, ", ".join(map(str, sorted(seeds))),
-                                                             "; ".join(whys), ", ".join(withheld[(dataset, method)])))
-                     + " |")
+             f"On this rung (the {name} preset's rounds, widths and data) these runs never learned: their accuracy "
+             "under their method's declared batch-norm rule never rose above the majority-class floor (the class "
+             "frequencies). A unit whose baseline failed is withheld and says so; a unit whose claimed-better method "
+             "failed while the baseline learned is contradicted at this budget. That a method failed here is "
+             "evidence about the regime, and more seeds would not change it.", "",
+             "| dataset | method | seed | why | units withheld or decided |", "|---|---|---|---|---|"]
+    for (dataset, method, seed), why in sorted(runs.items()):
+        lines.append("| " + " | ".join(_cell(c) for c in (dataset, method, seed, why,
+                                                             ", ".join(withheld[(dataset, method, seed)]))) + " |")
     return [*lines, ""]
 
 
 def calibration_lines(doc: Mapping[str, Any]) -> list[str]:
-    """The trend rule's calibration at these runs' noise (findings.json ``trend_calibration``)."""
+    """The trend rule's calibration at these runs' noise (findings.json ``trend_calibration``) and each final-accuracy
+    unit's power at its own spread and seeds (``unit_calibration``)."""
     cal = doc.get("trend_calibration") or {}
-    if not cal:
+    units = doc.get("unit_calibration") or []
+    if not cal and not units:
         return []
     lines = ["The gap-trend caveat is calibrated by simulation at the evaluation noise these runs show "
              "(`findings.json`, `trend_calibration`; `hasfl.analysis.calibration`): plateaued comparisons at the "
-             "preset's seeds, and a 20-point gap with 5 seeds.", "",
+             "preset's seeds.", "",
              "| dataset | runs | evaluation noise sd (points) | seed-to-seed sd (points) | evaluations in the window | "
-             "caveat on a plateau | removed 'still rising' gate on a plateau | power on a 20-point gap, 5 seeds |",
-             "|---|---|---|---|---|---|---|---|"]
+             "caveat on a plateau | removed 'still rising' gate on a plateau |",
+             "|---|---|---|---|---|---|---|"]
     for d, c in cal.items():
-        p, w = c.get("plateau") or {}, c.get("power") or {}
+        p = c.get("plateau") or {}
         lines.append(f"| {d} | {c.get('runs')} | {_fmt(c.get('noise_sd_pct'))} | {_fmt(c.get('seed_sd_pct'))} | "
-                     f"{c.get('evals')} | {_pct(p.get('caveat'))} | {_pct(p.get('removed_gate'))} | "
-                     f"{_pct(w.get('supported'))} |")
+                     f"{c.get('evals')} | {_pct(p.get('caveat'))} | {_pct(p.get('removed_gate'))} |")
+    if units:
+        gap = _fmt(units[0].get("power_gap_pct"))
+        lines += ["", f"Each final-accuracy unit's power on a {gap}-point gap beyond its margin, at its own seeds and "
+                      "the spread of its own per-seed gaps (`findings.json`, `unit_calibration`), and the caveat's rate "
+                      "on a plateau there (a sub-model unit has no curve):", "",
+                  f"| finding | unit | seeds | sd of the per-seed gaps (points) | min. detectable effect | caveat on a "
+                  f"plateau | power on a {gap}-point gap |", "|---|---|---|---|---|---|---|"]
+        for r in units:
+            caveat = "no curve" if r.get("caveat") is None else _pct(r.get("caveat"))
+            lines.append(f"| {r['finding']} | {r['unit']} | {r['n']} | {_fmt(r.get('sd_pct'))} | {_fmt(r.get('mde'))} "
+                         f"| {caveat} | {_pct(r.get('power'))} |")
     return [*lines, ""]
+
+
+def _horizon_text(h: Mapping[str, Any]) -> str:
+    seeds = h.get("seeds") or []
+    return f"{h.get('rounds')} rounds, {len(seeds)} seeds" if h else "its horizon"
+
+
+def _unit_value(u: Mapping[str, Any] | None) -> str:
+    if u is None:
+        return "--"
+    value = measured(u.get("estimate"), u.get("low"), u.get("high"))
+    trend = u.get("gap_trend") or {}
+    note = " (no trend read: final state only)" if trend.get("read") == "none" else ""
+    return f"{value + ' ' if value else ''}{u.get('verdict')}{note}"
+
+
+def horizon_rows(base: Mapping[str, Any], longer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each estimand of ``base``'s findings beside the same estimand at the longer horizon of ``longer`` (another
+    folder's findings.json): its verdict at each horizon and each unit's value; ``dependent`` where both ran and the
+    verdicts differ (the verdict is horizon-dependent)."""
+    other = {str(f["id"]): f for f in longer.get("findings") or []}
+    rows = []
+    for f in base.get("findings") or []:
+        g = other.get(str(f["id"]))
+        if g is None:
+            continue
+        theirs = {e["estimand"]: e for e in g.get("estimands") or []}
+        for e in f.get("estimands") or []:
+            t = theirs.get(e["estimand"])
+            if e.get("verdict") == NOT_RUN or t is None or t.get("verdict") == NOT_RUN:
+                continue
+            units_a = {str(u["unit"]): u for u in f.get("units") or []}
+            units_b = {str(u["unit"]): u for u in g.get("units") or []}
+            names = list(dict.fromkeys([*e.get("units", []), *t.get("units", [])]))
+            rows.append({"id": f["id"], "estimand": e.get("label") or "", "a": e["verdict"], "b": t["verdict"],
+                         "dependent": e["verdict"] != t["verdict"],
+                         "units": [(n, _unit_value(units_a.get(n)), _unit_value(units_b.get(n))) for n in names]})
+    return rows
+
+
+def horizon_lines(base: Mapping[str, Any], longer: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """The section that shows every estimand of the page's findings at each longer horizon of an overlay folder
+    (:func:`horizon_rows`), a verdict that differs labelled horizon-dependent."""
+    if not longer:
+        return []
+    here = _horizon_text(base.get("horizon") or {})
+    lines = ["## Horizons side by side", ""]
+    for name, doc in longer:
+        there = _horizon_text(doc.get("horizon") or {})
+        rows = horizon_rows(base, doc)
+        dep = [r for r in rows if r["dependent"]]
+        lines += [f"Each estimand this page's folder tests at {here}, beside the same test in `{name}` at {there} "
+                  f"(the overlay's own section has its reasons). {len(rows)} estimand verdicts are tested at both; "
+                  f"{len(dep)} differ between the horizons (**horizon-dependent**"
+                  + (": " + ", ".join(f"{r['id']} {r['estimand']}".strip() for r in dep) if dep else "") + "). A "
+                  "verdict holds at its horizon; a sub-model unit has no accuracy curve, so its trend is not read and "
+                  "its value at the longer horizon is what shows whether the gap moves.", "",
+                  f"| finding | estimand | unit | at {here} | at {there} | horizon-dependent |",
+                  "|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append("| " + " | ".join(_cell(c) for c in (
+                r["id"], r["estimand"] or "--", "(verdict)", f"**{r['a']}**", f"**{r['b']}**",
+                "**yes**" if r["dependent"] else "no")) + " |")
+            for unit, a, b in r["units"]:
+                lines.append("| " + " | ".join(_cell(c) for c in ("", "", unit, a, b, "")) + " |")
+        lines.append("")
+    return lines
+
+
+def longer_horizons(base: Mapping[str, Any], overlays: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]:
+    """The overlay folders whose findings were made at more rounds than ``base``'s (their findings.json, verified
+    against their manifests), by name."""
+    rounds = (base.get("horizon") or {}).get("rounds")
+    out = []
+    for o in overlays:
+        _, doc = _verified_findings(Path(o), f"overlay '{o}': ")
+        theirs = (doc.get("horizon") or {}).get("rounds")
+        if rounds is not None and theirs is not None and theirs > rounds:
+            out.append((Path(o).name, doc))
+    return out
 
 
 def _pct(x: Any) -> str:
@@ -448,7 +555,11 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
              "`report.md` in the results folder has everything."
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
                 "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
-    lines += summary_block(findings, dag, prov["n_runs"], all_hours, evaluations=evaluation_cpu_hours(results))
+    longer = longer_horizons(doc, overlays)
+    dependent = [(name, r) for name, d in longer for r in horizon_rows(doc, d) if r["dependent"]]
+    lines += summary_block(findings, dag, prov["n_runs"], all_hours, evaluations=evaluation_cpu_hours(results),
+                           horizon_dependent=[f"{r['id']} {r['estimand']} ({name})".replace("  ", " ")
+                                              for name, r in dependent])
     lines += failed_lines(findings, name)
     if notes:
         lines += ["## Reading", "", notes.strip(), ""]
@@ -460,6 +571,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
               f"A finding none of whose methods or datasets this preset runs is **{NOT_RUN}**.", "",
               *_findings_table(findings, *_levels(doc)), ""]
     lines += reproduce_lines(rows, prov["kernels"])
+    lines += horizon_lines(doc, longer)
     for overlay in overlays:
         lines += _overlay_lines(Path(overlay), files, analysis_code)
     lines += ["## Tables", ""]

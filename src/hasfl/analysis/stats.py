@@ -339,6 +339,8 @@ class PooledCorrelation:
     q_p: float
     df: float = math.inf
     tau2: float = 0.0
+    #: Which standard error the interval uses (:func:`fisher_pool_hksj`); "" for a fixed-effect pool.
+    se_rule: str = ""
 
     def crit(self, tail: float) -> float:
         """The reference distribution's quantile at ``tail`` (normal, or t with ``df``)."""
@@ -350,6 +352,11 @@ class PooledCorrelation:
             return _NAN, _NAN
         half = self.crit(0.5 + level / 2.0) * self.se
         return math.tanh(self.z - half), math.tanh(self.z + half)
+
+
+#: :attr:`PooledCorrelation.se_rule` of :func:`fisher_pool_hksj`.
+HKSJ_PLAIN = "plain Hartung-Knapp (equal weights, 3 or more runs: exact)"
+HKSJ_MODIFIED = "Hartung-Knapp floored at the random-effects se (unequal weights or 2 runs)"
 
 
 def _fisher_terms(rs: Sequence[float], ns: Sequence[int], n_controls: int) -> tuple[np.ndarray, np.ndarray]:
@@ -381,18 +388,28 @@ def fisher_pool_random(rs: Sequence[float], ns: Sequence[int], n_controls: int =
                              1.0 / math.sqrt(float(w_star.sum())), fixed.q, fixed.q_p)
 
 
+#: The fewest runs at which the plain Hartung-Knapp interval is used when the runs weigh the same (exact there).
+HKSJ_PLAIN_MIN_RUNS = 3
+
+
 def fisher_pool_hksj(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:
     """Random-effects pool of the runs' correlations with the Hartung-Knapp-Sidik-Jonkman interval.
 
     statsmodels' ``combine_effects`` on Fisher's z (``z_i``, sampling variance ``1 / w_i``, ``w_i = n_i - 3 -
     n_controls``) with Paule-Mandel's between-run variance (``method_re="iterated"``; statsmodels 0.15's
     DerSimonian-Laird, ``"chi2"``, returns a negative tau^2 when Cochran's Q < runs - 1, measured: -0.059 on three
-    equal correlations, and a NaN standard error with it); the standard error is
-    Hartung-Knapp's (the weighted spread of the runs around the pooled z, so the seed-to-seed variance enters
-    the interval even where Cochran's Q does not reject), never below the random-effects one (the modified
-    Knapp-Hartung rule of Roever et al. 2015: with two or three runs that agree by chance the plain rule can be
-    narrower than the random-effects one), and the interval's reference is t with ``runs - 1`` degrees of freedom.
-    With one run there is no between-run variance to estimate: the fixed effect (normal reference) is returned.
+    equal correlations, and a NaN standard error with it); the standard error is Hartung-Knapp's (the weighted
+    spread of the runs around the pooled z, so the seed-to-seed variance enters the interval even where Cochran's Q
+    does not reject), and the interval's reference is t with ``runs - 1`` degrees of freedom.
+
+    Which Hartung-Knapp (``se_rule``): where the runs weigh the same (equal ``n_i``) and there are at least
+    :data:`HKSJ_PLAIN_MIN_RUNS`, the plain one: there the z_i are exchangeable normals and the interval is the t
+    interval of their mean, exact whatever tau^2 (measured: 90.3% coverage at a nominal 90% with 3 runs,
+    ``tests/test_calibration.py``); runs whose z are all equal have no spread to read (a degenerate interval), and
+    take the modified rule. Elsewhere the modified rule (Roever et al. 2015: never below the random-effects
+    se), for unequal weights, where the plain rule can be too narrow; at 3 equal-weight runs that floor covered 99.8%
+    for a nominal 90%. With one run there is no between-run variance to estimate: the fixed effect (normal
+    reference) is returned.
     """
     fixed = fisher_pool(rs, ns, n_controls)
     if fixed.n_runs < 2:
@@ -408,9 +425,12 @@ def fisher_pool_hksj(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0
         warnings.simplefilter("ignore")
         res = combine_effects(z_i, 1.0 / w, method_re="iterated", use_t=True)
     z = float(res.mean_effect_re)
-    se = max(float(res.sd_eff_w_re_hksj), float(res.sd_eff_w_re))
+    # equal values have no spread to read a t interval from (a degenerate, or hand-made, input): the floored rule
+    plain = z_i.size >= HKSJ_PLAIN_MIN_RUNS and bool(np.all(w == w[0])) and float(np.ptp(z_i)) > 1e-12
+    se = float(res.sd_eff_w_re_hksj) if plain else max(float(res.sd_eff_w_re_hksj), float(res.sd_eff_w_re))
     return PooledCorrelation(fixed.n_runs, fixed.n_obs, float(res.w_total_re), math.tanh(z), z, se, fixed.q,
-                             fixed.q_p, df=float(z_i.size - 1), tau2=float(res.tau2))
+                             fixed.q_p, df=float(z_i.size - 1), tau2=float(res.tau2),
+                             se_rule=HKSJ_PLAIN if plain else HKSJ_MODIFIED)
 
 
 def fisher_pool(rs: Sequence[float], ns: Sequence[int], n_controls: int = 0) -> PooledCorrelation:

@@ -67,10 +67,12 @@ from hasfl.analysis.findings.kernel import (
     MBES,
     MBS,
     MIXED,
+    NOT_RUN,
     ORACLE,
     P3,
     PAPER_CLAIM,
     PIPELINE_CHECK,
+    SPLIT,
     SUPPORTED,
     T3S,
     T4B,
@@ -123,6 +125,8 @@ __all__ = [
     "FindingSpec",
     "INCONCLUSIVE",
     "MIXED",
+    "NOT_RUN",
+    "SPLIT",
     "KINDS",
     "MBES",
     "MBS",
@@ -194,7 +198,8 @@ def table_names(available: Sequence[str]) -> list[str]:
 
 def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[str],
                       thresholds: Mapping[str, float],
-                      seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> list[dict[str, Any]]:
+                      seed_hours: Mapping[str, Mapping[str, float]] | None = None,
+                      horizon: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """All findings, in the order of :data:`FINDING_IDS` (see the module docstring), followed by
     F7 / F8 (:data:`ESTIMATOR_FINDING_IDS`) when ``tables`` holds :data:`ESTIMATOR_TABLES`.
 
@@ -211,7 +216,7 @@ def evaluate_findings(tables: Mapping[str, pd.DataFrame], *, datasets: Sequence[
         missing += [n for n in ESTIMATOR_TABLES if n not in tables]
     if missing:
         raise ValueError(f"findings: missing table(s) {', '.join(missing)}")
-    st = Settings(alpha=alpha_of(thresholds), power=float(thresholds["power"]), th=thresholds)
+    st = Settings(alpha=alpha_of(thresholds), power=float(thresholds["power"]), th=thresholds, horizon=horizon)
     out: list[dict[str, Any]] = []
     for spec in FINDINGS:
         if spec.optional and not given:

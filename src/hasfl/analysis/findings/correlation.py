@@ -41,7 +41,7 @@ def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: S
     fixed = fisher_pool(rs, ns, n_controls)
     pool = fisher_pool_hksj(rs, ns, n_controls)
     if math.isfinite(pool.df):
-        pooling = (f"random effects over {pool.n_runs} seeds (tau^2 = {fmt(pool.tau2)}, Hartung-Knapp interval, t on "
+        pooling = (f"random effects over {pool.n_runs} seeds (tau^2 = {fmt(pool.tau2)}, {pool.se_rule}, t on "
                    f"{pool.df:g} df); fixed effect {fmt(fixed.r)} {_bracket(fixed.interval(st.one_sided_level))}")
     else:
         pooling = "one run: its clients' interval (no seed-to-seed variance)"
@@ -51,7 +51,7 @@ def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: S
     return {"unit": name, "n": pool.n_runs, "n_clients": pool.n_obs, "estimate": pool.r, "z": pool.z, "se_z": pool.se,
             "low": low, "high": high, "interval_level": st.one_sided_level, "two_sided_low": two_low,
             "two_sided_high": two_high, "two_sided_level": st.two_sided_level, "heterogeneity_q": pool.q,
-            "heterogeneity_p": pool.q_p, "tau2": pool.tau2, "pooling": pooling,
+            "heterogeneity_p": pool.q_p, "tau2": pool.tau2, "pooling": pooling, "se_rule": pool.se_rule,
             "fixed_effect": {"estimate": fixed.r, "low": f_low, "high": f_high, "se_z": fixed.se},
             "values": {str(int(s)): num(v) for s, v in zip(rows["seed"], rs, strict=True)} if len(rows) else {},
             "_se": pool.se, "_df": pool.df}

@@ -102,6 +102,34 @@ def failed_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.Da
                      + f" ({FAILED_TAIL})", [{"dataset": dataset, **r} for r in runs])
 
 
+#: ``decided_by`` of a unit whose claimed-better arm failed to train while the baseline learned (:func:`gate_arms`).
+BETTER_ARM_FAILED = "claimed-better arm failed to train"
+
+
+def gate_arms(unit: dict[str, Any], budget: str | None, failed: str | None, st: Settings,
+              better: str | None = None) -> dict[str, Any]:
+    """A comparison's unit after its gates, read asymmetrically as the claim's logic is: two runs at different
+    budgets (``budget``) withhold it; runs that failed to train (``failed``, a :class:`Reason`) withhold it when a
+    baseline's run is among them (a baseline that never learned says nothing about the claim), but when only runs
+    of the claimed-better method ``better`` failed while the baseline learned, the claim fails *at this budget*:
+    the unit is contradicted, scoped so in its reason (``decided_by`` :data:`BETTER_ARM_FAILED`; not a test, so Holm
+    leaves it out and more seeds are not priced). A withheld unit reports beside it the test on the seeds that
+    learned (:func:`hasfl.analysis.findings.kernel.learned_seeds`)."""
+    from hasfl.analysis.findings.kernel import CONTRADICTED, FAILED_TO_TRAIN, gate_unit
+
+    runs = list(getattr(failed, "runs", ()))
+    if budget or not runs or better is None or any(r["method"] != better for r in runs):
+        return gate_unit(unit, join_reasons(budget, failed), st)
+    seeds = ", ".join(str(r["seed"]) for r in runs)
+    unit.update(verdict=CONTRADICTED, decided_by=BETTER_ARM_FAILED, gate_kind=FAILED_TO_TRAIN,
+                failed_runs=[dict(r) for r in runs],
+                reason=(f"at this budget the claim fails: {better}, the method claimed better, failed to train (seeds "
+                        f"{seeds}: " + "; ".join(r["why"] for r in runs) + ") while the baseline learned; a claim "
+                        "about this rung's rounds, widths and data, not about convergence (the test alone: "
+                        f"{unit['verdict']} -- {unit['reason']})"))
+    return unit
+
+
 def final_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
                loss_fraction: float | None = None) -> str | None:
     """Why a final-accuracy comparison on ``dataset`` over ``seeds`` is withheld, else None: a run of a method in
@@ -167,6 +195,16 @@ def gap_trend(unit: dict[str, Any], slopes: np.ndarray, st: Settings, margin: fl
         rounds = (target - est) / slope
         trend["rounds_to_margin"] = float(rounds) if rounds > 0 else None
     unit["gap_trend"] = trend
+    rounds = num((st.horizon or {}).get("rounds"))
+    if not moving:
+        span = ""
+        if math.isfinite(rounds) and rounds > 0 and math.isfinite(ci.ci_low):
+            r = TREND_FRACTION * rounds
+            span = (f"; over the window's about {r:.0f} rounds a move of {fmt(ci.ci_low * r)} to {fmt(ci.ci_high * r)} "
+                    "points is not excluded")
+        unit["reason"] += (f"; gap trend {slope:+.3g} [{fmt(ci.ci_low)}, {fmt(ci.ci_high)}] points per round over "
+                           f"{window} ({st.two_sided_level:.0%} interval over {ci.n} seeds): no movement detected"
+                           f"{span}")
     if moving:
         to = trend["rounds_to_margin"]
         where = (f"at that rate it reaches the margin {fmt(target)} after {to:.0f} more rounds" if to is not None

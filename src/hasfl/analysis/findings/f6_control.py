@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis.findings.f1_confound import POOLING, control_unit, datasets_with
+from hasfl.analysis.findings.f1_confound import POOLING, control_units
 from hasfl.analysis.findings.kernel import ALL, T5, FindingSpec, Settings, finding
 
 F6 = "F6"
@@ -20,7 +20,7 @@ F6 = "F6"
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
     """F6 [Section 4.7, this project's extension]: the positive control."""
     t5 = t[T5]
-    units = [control_unit(t5, d, st) for d in datasets_with(t5, "fedavg", datasets)]
+    units = list(control_units(t5, datasets, st).values())
     return [finding(
         F6, claim="Positive control: with equal widths (fedavg) the estimate correlates positively with TV",
         source="Section 4.7 (asserted, not measured, in the paper: this project's extension)", scope=ALL,

@@ -6,8 +6,8 @@ once capacity is controlled, on the hasfl runs (sub-model widths follow capacity
 control is reported beside it). Pooled partial r(E, TV | pmax) (Fisher z, n - 4 weights):
 supported when the one-sided lower bound > 0 (a consistent data signal), contradicted when the
 one-sided upper bound < ``f7_min_pr_e_tv`` (no usable signal: at most F1c's margin),
-inconclusive otherwise; support takes precedence (F7-E0 is the mirror of F1c, whose
-contradiction takes precedence). An estimate equal to TV on every run is a pipeline check.
+inconclusive otherwise; support takes precedence (F7-E0 reads F1c's statistic against other boundaries
+and at its own family's level, so the two need not mirror each other). An estimate equal to TV on every run is a pipeline check.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pandas as pd
 from hasfl.analysis.findings.correlation import (
     corr_unit,
 )
+from hasfl.analysis.findings.f1_confound import control_beside, control_units
 from hasfl.analysis.findings.kernel import (
     ALL,
     COMPLETED,
@@ -30,12 +31,12 @@ from hasfl.analysis.findings.kernel import (
     INCONCLUSIVE,
     PIPELINE_CHECK,
     SUPPORTED,
+    T5,
     T8S,
     FindingSpec,
     Settings,
     finding,
     fmt,
-    gate_unit,
     z_p,
 )
 from hasfl.analysis.specs import ESTIMATORS
@@ -70,11 +71,14 @@ def equals_tv(t8s: pd.DataFrame, estimator: str) -> bool:
 
 
 def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
-                  control: pd.DataFrame | None = None, gated: bool = False) -> dict[str, Any]:
+                  control: pd.DataFrame | None = None, gated: bool = False,
+                  f6: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """F7: supported when the one-sided lower bound of the pooled partial r > 0; contradicted when the
     one-sided upper bound < margin (no usable signal); support takes precedence. ``gated`` (the estimates
-    of the update divergence, E0 / E1: claims about the confound): "contradicted" needs the fedavg
-    control's lower bound > 0, else the unit is inconclusive."""
+    of the update divergence, E0 / E1: claims about the confound): a "contradicted" is read beside its positive
+    control (:func:`~hasfl.analysis.findings.f1_confound.control_beside`) and withheld only where that control is shown
+    blind: ``f6`` (F6's unit on this dataset after Holm: E0 is F6's estimate) when given, else the fedavg runs' own
+    partial r of this estimate (``control``), blind when its upper bound is below F6's margin."""
     unit = corr_unit(name, rows, "pr_e_tv_pmax", 1, st)
     se, df = unit.pop("_se"), unit.pop("_df")
     shift = z_mde(se, st.alpha, st.power, df=df)
@@ -106,18 +110,18 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
                                   f"{st.power:.0%} power needs a true r >= {fmt(unit['mde'])} for supported, "
                                   f"<= {fmt(unit['mde_contradicted'])} for contradicted{ctl_txt})")
     if v == CONTRADICTED and gated:
-        if not ctl:
-            gate_unit(unit, "no fedavg run: the positive control that a claim of no usable signal needs")
-        elif not ctl["low"] > 0.0:
-            gate_unit(unit, f"the fedavg control (equal widths) shows no signal either ({fmt(ctl['estimate'])} "
-                            f"[{fmt(ctl['low'])}, {fmt(ctl['high'])}]): the estimate is blind to the data on this "
-                            "dataset, so its blindness here says nothing about capacity")
+        if f6 is None and ctl:
+            blind = ctl["high"] < st.th["f6_min_r_h_tv"]
+            f6 = {**ctl, "verdict": CONTRADICTED if blind else SUPPORTED if ctl["low"] > st.th["f6_min_r_h_tv"]
+                  else INCONCLUSIVE}
+        control_beside(unit, f6, "its absence of a usable signal")
     return unit
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
     """F7-E0 ... F7-E3 [Section 5; every dataset]: per estimator, the hasfl runs' pooled partial r(E, TV | pmax)."""
     t8s = t[T8S]
+    controls = control_units(t[T5], datasets, st)
     out = []
     margin_key = "f7_min_pr_e_tv"
     for e in ESTIMATORS:
@@ -127,7 +131,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             if not len(rows):
                 continue
             units.append(recovers_unit(d, rows, st.th[margin_key], st, estimator_rows(t8s, "fedavg", e.id, d),
-                                       gated=e.id in CONFOUND_ESTIMATORS))
+                                       gated=e.id in CONFOUND_ESTIMATORS,
+                                       f6=controls.get(d) if e.id == SAME_AS_F1C else None))
         note = (" E1 is centred within each tier by construction: its partial r given pmax is its within-tier "
                 "signal." if e.id == "E1" else "")
         exact = equals_tv(t8s, e.id)
@@ -146,21 +151,24 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                       "seeds (Fisher z, n - 4 weights, random effects over the seeds with Hartung-Knapp's interval, the fixed effect beside it); the fedavg runs' value is reported as the equal-width "
                       "control." + note,
             test="one-sided z test on the pooled Fisher z: supported if the lower bound > 0; contradicted if the "
-                 "upper bound < margin (no usable data signal; for E0 / E1 only when the fedavg control's lower "
-                 "bound > 0, else inconclusive); support takes precedence",
+                 "upper bound < margin (no usable data signal; for E0 / E1 read beside the positive control, F6 "
+                 "after Holm for E0 and the fedavg runs' own value for E1, and withheld only where it is shown "
+                 "blind); support takes precedence",
             margin_key=margin_key, st=st, units=units, files=[f"tables/{T8S}.parquet"],
             mde_meaning="true pooled partial r at which the test returns supported with the configured power "
                         "(mde_contradicted per unit: the true r at or below which it returns contradicted)",
             not_run="no completed hasfl run with this estimate", extension=True,
             kind=PIPELINE_CHECK if exact else EXTENSION))
-        if e.id == SAME_AS_F1C:  # partial r(H~, TV | pmax) of the hasfl runs: F1c's statistic, counted once
+        if e.id == SAME_AS_F1C:  # partial r(H~, TV | pmax) of the hasfl runs: F1c's statistic
             out[-1]["same_statistic_as"] = "F1c"
-            out[-1]["statistic"] += (" The same statistic as F1c (Table 5's pr_h_tv_pmax), read by the mirror "
-                                     "rule: F7-E0 supported exactly when F1c is contradicted.")
+            out[-1]["statistic"] += (" The same statistic as F1c (Table 5's pr_h_tv_pmax), tested against other "
+                                     "boundaries at another family's level (F7's units are corrected over its "
+                                     "datasets, F1c's over the image datasets): the two verdicts need not mirror "
+                                     "each other.")
     return out
 
 
 SPEC = FindingSpec(
-    ids=F7_IDS, tables=(T8S,),
+    ids=F7_IDS, tables=(T5, T8S),
     methods={f"F7-{e.id}": ("hasfl",) for e in ESTIMATORS if e.id not in FIXED_BEFORE_TRAINING},
     margins=("f7_min_pr_e_tv",), evaluate=evaluate, optional=True)

@@ -36,13 +36,19 @@ with the same width and never-learned gates (docs/decisions.md "F9's sub-model u
 optional (:data:`hasfl.analysis.findings.OPTIONAL_TABLES`): without it no sub-model unit is computed and each
 finding says so (:data:`SUB_MODEL_NOTE`).
 
-**Failed to train**: a run at the majority-class floor, or whose lowest round-mean training loss (``min_train_loss``
-of the per-seed tables) never goes below ``f9_learned_loss_fraction`` x ln K (K = the dataset's classes, 100 /
-``chance_pct``: the uniform-guess loss); a unit with such a run among its seeds is withheld with that reason, never
-supported or contradicted (:func:`learned_gate`): at this rung the method did not train, which is evidence about the
-regime, not about the extraction. Unknown (no flag, loss or chance rate in the table): not gated. Every
-final-accuracy unit is decided at the rung's fixed horizon, the gap's trend beside it
-(:func:`~hasfl.analysis.findings.endpoints.gap_trend`).
+**Failed to train**: a run at the majority-class floor under its method's declared batch-norm rule (its accuracy
+curve never above the class frequencies and its final model under the declared rule not above them either; a
+sub-model unit reads its sub-models' accuracy). The rule reads accuracy for every method: the training-loss rule
+it replaces (``f9_learned_loss_fraction``, removed) marked runs that learned under their declared rule (FedEcover at
+22.6% on medium) as failed. Read as the claim's logic is (:func:`~hasfl.analysis.findings.endpoints.gate_arms`): a
+failing baseline withholds the unit (beside it, the test on the seeds that learned), a failing claimed-better
+method with a baseline that learned contradicts the claim *at this budget*. Unknown (no flag): not gated. Every
+full-model unit is decided at the rung's fixed horizon, the gap's trend beside it
+(:func:`~hasfl.analysis.findings.endpoints.gap_trend`); a sub-model unit has no curve and says so.
+
+**Estimands.** The full-model and sub-model units are separate verdicts of each finding (:data:`FULL`, :data:`SUB`),
+each attributed to other authors only where :data:`hasfl.analysis.findings.claims.AUTHOR_CLAIMS` records their claim
+on it (FedRolex's and FedEcover's on the full model, FIARSE's on the sub-models).
 
 Uniform's and uniform_rolling's widths are the same only when their ``p`` are; the runs' average allocated widths
 are compared per seed and a unit whose widths differ is inconclusive (not the experiment). The margins (0 points)
@@ -60,16 +66,19 @@ import pandas as pd
 from hasfl.analysis.findings.endpoints import (
     NO_TREND_SUBMODEL,
     failed_gate,
+    gate_arms,
     gap_trend,
     join_reasons,
     paired_slopes,
 )
+from hasfl.analysis.findings.claims import attribution
 from hasfl.analysis.findings.kernel import (
     ALL,
     IMAGE,
     T3S,
     T4S,
     T7S,
+    Estimand,
     FindingSpec,
     Settings,
     finding,
@@ -107,15 +116,13 @@ SUB_MODEL_READ = ("units `<dataset>` compare full-model accuracy; units `<datase
                   "gates")
 
 
-def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]],
-                 fraction: float) -> str | None:
+def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
     """Why a unit on ``dataset`` over ``seeds`` is withheld because one of its runs failed to train, else None: a run
-    of a method in ``frames`` at the majority-class floor (its accuracy never above the class frequencies: this
-    catches a Shakespeare run that predicts character frequencies, whose loss falls below ln K without any accuracy
-    gain) or whose ``min_train_loss`` is not below ``fraction`` x ln K, K = 100 / ``chance_pct`` (it never left the
-    uniform-guess loss). Unknown (no flag, no loss or no chance rate) is not gated
-    (:func:`~hasfl.analysis.findings.endpoints.failed_gate`)."""
-    return failed_gate(dataset, seeds, frames, loss_fraction=fraction)
+    of a method in ``frames`` at the majority-class floor under its method's declared batch-norm rule (``at_floor``:
+    its accuracy curve never above the class frequencies, and its final model under the declared rule not above them
+    either, :func:`hasfl.analysis.bn_sensitivity.tables_under`), the same rule for every method. Unknown (no flag)
+    is not gated (:func:`~hasfl.analysis.findings.endpoints.failed_gate`)."""
+    return failed_gate(dataset, seeds, frames)
 
 
 def _sub_floor(sub: pd.DataFrame, tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -161,35 +168,40 @@ def _same_widths(ua: pd.DataFrame, ma: str, ub: pd.DataFrame, mb: str, dataset: 
             "not the same budget")
 
 
-def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings, budget: str | None,
-              frac: float) -> dict[str, Any]:
-    """final acc(ma) - final acc(mb) > ``f9_min_acc_gap_pct`` on ``d``, gated by the budget and "never learned"."""
+#: F9's estimands: the global model's accuracy and the mean accuracy of the sub-models the last round's participants
+#: held. Whose claim each is for a finding: :data:`hasfl.analysis.findings.claims.AUTHOR_CLAIMS`.
+FULL, SUB = "full-model", "sub-model"
+
+
+def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings,
+              budget: str | None) -> dict[str, Any]:
+    """final acc(ma) - final acc(mb) > ``f9_min_acc_gap_pct`` on ``d`` (``ma`` the method claimed better), gated by
+    the budget and read asymmetrically where a run failed to train (:func:`gate_arms`)."""
     q = paired(t4s, ma, db, mb, d, "final_acc_pct")
     u = t_unit(d, q.diff, st.th["f9_min_acc_gap_pct"], True, st,
-               {"seeds": q.seeds, f"final_{ma}": list(q.a), f"final_{mb}": list(q.b), "accuracy": "full model"})
+               {"seeds": q.seeds, f"final_{ma}": list(q.a), f"final_{mb}": list(q.b), "accuracy": "full model",
+                "estimand": FULL})
     u["reason"] += left_out_note(q.left_out)
     gap_trend(u, paired_slopes(t4s, ma, db, mb, d, q.seeds), st, st.th["f9_min_acc_gap_pct"])
-    return gate_unit(u, _gates(budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)], frac)))
+    return gate_arms(u, budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)]), st, better=ma)
 
 
-def _sub_unit(sub: pd.DataFrame, t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st: Settings,
-              budget: str | None, frac: float) -> dict[str, Any] | None:
+def _sub_unit(sub: pd.DataFrame, ma: str, mb: str, d: str, st: Settings, budget: str | None) -> dict[str, Any] | None:
     """The sub-model unit of ``ma`` vs ``mb`` on ``d``: sub-model acc(ma) - sub-model acc(mb) > ``f9_min_acc_gap_pct``
-    from ``sub`` (:data:`SUBMODEL_TABLE`, with :func:`_sub_floor`'s flag), withheld for a width mismatch (``budget``)
-    or a run that failed to train, read from sub-model evidence: its sub-models' accuracy at the floor, or the
-    clients' training loss (the loss of the sub-models they trained) never below the uniform-guess loss; None when
-    ``sub`` has no run of either method on ``d``. No trend is read (:data:`NO_TREND_SUBMODEL`)."""
+    from ``sub`` (:data:`SUBMODEL_TABLE`, with :func:`_sub_floor`'s flag), withheld for a width mismatch (``budget``),
+    a run that failed to train read from sub-model evidence (its sub-models' accuracy under the declared rule at the
+    floor) as :func:`gate_arms` reads it; None when ``sub`` has no run of either method on ``d``. No trend is read
+    (:data:`NO_TREND_SUBMODEL`, said in the reason)."""
     if not (has_runs(sub, d, ma) and has_runs(sub, d, mb)):
         return None
     q = paired(sub, ma, sub, mb, d, SUBMODEL_COL)
     u = t_unit(f"{d}/sub-model", q.diff, st.th["f9_min_acc_gap_pct"], True, st,
-               {"seeds": q.seeds, f"submodel_{ma}": list(q.a), f"submodel_{mb}": list(q.b), "accuracy": "sub-model"})
-    u["reason"] += left_out_note(q.left_out)
+               {"seeds": q.seeds, f"submodel_{ma}": list(q.a), f"submodel_{mb}": list(q.b), "accuracy": "sub-model",
+                "estimand": SUB})
+    u["reason"] += left_out_note(q.left_out) + f"; no trend read: {NO_TREND_SUBMODEL}"
     u["gap_trend"] = {"read": "none", "moving": None, "why": NO_TREND_SUBMODEL}
-    loss = failed_gate(d, q.seeds, [(t4s.assign(at_floor=pd.NA), ma), (db.assign(at_floor=pd.NA), mb)],
-                       loss_fraction=frac)
     own = failed_gate(d, q.seeds, [(sub, ma), (sub, mb)], floor_column="submodel_at_floor")
-    return gate_unit(u, _gates(budget, own, loss))
+    return gate_arms(u, budget, own, st, better=ma)
 
 
 def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Settings) -> list[dict[str, Any]]:
@@ -203,11 +215,10 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     def with_sub(units: list[dict[str, Any]], ma: str, db: pd.DataFrame, mb: str, d: str,
                  budget: str | None) -> None:
         if sub is not None:
-            u = _sub_unit(sub, t4s, ma, db, mb, d, st, budget, frac)
+            u = _sub_unit(sub, ma, mb, d, st, budget)
             if u is not None:
                 units.append(u)
     m_decay = st.th["f9_min_decay_gap_pct"]
-    frac = st.th["f9_learned_loss_fraction"]
     decay_units, acc_units, rolex_units, ecover_units = [], [], [], []
     pair_units: dict[str, list[dict[str, Any]]] = {fid: [] for fid, _, _ in EXTRACTION_PAIRS}
     for d in datasets:
@@ -220,23 +231,23 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                                                            "decay_uniform_rolling": list(p.b),
                                                            "accuracy": "full model"})
                 u["reason"] += left_out_note(p.left_out)
-                learned = learned_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")], frac)
-                decay_units.append(gate_unit(u, _gates(budget, learned)))
-            acc_units.append(_acc_unit(t4s, "uniform_rolling", uni, "uniform", d, st, budget, frac))
+                learned = learned_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")])
+                decay_units.append(gate_unit(u, _gates(budget, learned), st))
+            acc_units.append(_acc_unit(t4s, "uniform_rolling", uni, "uniform", d, st, budget))
             with_sub(acc_units, "uniform_rolling", uni, "uniform", d, budget)
         if has_runs(uni, d, "uniform") and has_runs(t4s, d, "fedecover"):
             budget = _same_widths(uni, "uniform", t4s, "fedecover", d)
-            ecover_units.append(_acc_unit(t4s, "fedecover", uni, "uniform", d, st, budget, frac))
+            ecover_units.append(_acc_unit(t4s, "fedecover", uni, "uniform", d, st, budget))
             with_sub(ecover_units, "fedecover", uni, "uniform", d, budget)
         if has_runs(t4s, d, "fedrolex") and has_runs(t4s, d, "heterofl"):
             budget = _same_widths(t4s, "fedrolex", t4s, "heterofl", d)
-            rolex_units.append(_acc_unit(t4s, "fedrolex", t4s, "heterofl", d, st, budget, frac))
+            rolex_units.append(_acc_unit(t4s, "fedrolex", t4s, "heterofl", d, st, budget))
             with_sub(rolex_units, "fedrolex", t4s, "heterofl", d, budget)
         for fid, m, against in EXTRACTION_PAIRS:
             other = uni if against == "uniform" else t4s
             if has_runs(other, d, against) and has_runs(t4s, d, m):
                 budget = _same_widths(other, against, t4s, m, d)
-                pair_units[fid].append(_acc_unit(t4s, m, other, against, d, st, budget, frac))
+                pair_units[fid].append(_acc_unit(t4s, m, other, against, d, st, budget))
                 with_sub(pair_units[fid], m, other, against, d, budget)
     files = [f"tables/{T3S}.parquet", f"tables/{T4S}.parquet", f"tables/{T7S}.parquet"]
     note = SUB_MODEL_NOTE if sub is None else SUB_MODEL_READ
@@ -244,10 +255,10 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         files.append(f"tables/{SUBMODEL_TABLE}.parquet")
     test = ("paired one-sided t test over seeds at the rung's horizon: supported if the lower bound > margin, "
             "contradicted if the upper bound < margin; inconclusive when the two runs of a seed allocate different "
-            "average widths; withheld (failed to train) when a run is at the majority-class floor or never learned "
-            "(lowest round-mean training loss not below `f9_learned_loss_fraction` x ln K), a sub-model unit reading "
-            "its sub-models' accuracy against the floor; a full-model unit's gap trend is reported beside it; "
-            + note)
+            "average widths; a run at the majority-class floor under its declared batch-norm rule failed to train (a "
+            "sub-model unit reads its sub-models' accuracy): a failing baseline withholds the unit, a failing "
+            "claimed-better method contradicts the claim at this budget; a full-model unit's gap trend is reported "
+            "beside it; the full-model and sub-model units are separate verdicts (estimands); " + note)
     thesis = "Sections 4.2-4.3 (the coverage thesis), this project's extension"
     sub_stat = "" if sub is None else " (`<dataset>/sub-model` units: the same difference of sub-model accuracy)"
     parts = (  # id, claim, source, scope, statistic, extra test text, margin, units, what was not run
@@ -260,42 +271,52 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
          ALL, "per seed: final acc(uniform_rolling) - final acc(uniform), full model, points" + sub_stat, "",
          "f9_min_acc_gap_pct", acc_units, "uniform or uniform_rolling not run"),
         (F9C, "FedRolex beats HeteroFL at the same (static, pmax) widths",
-         "Alam et al. 2022 (FedRolex); Sections 4.2-4.3, this project's extension", ALL,
+         "Alam et al. 2022 (FedRolex) on the full model (their code evaluates the global model); on the sub-models "
+         "this project's extension (Sections 4.2-4.3)", ALL,
          "per seed: final acc(fedrolex) - final acc(heterofl), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          rolex_units, "fedrolex or heterofl not run"),
         (F9D, "At Uniform's budget, FedEcover's cyclic sampling without replacement (coverage by design) reaches a "
               "higher final accuracy than Uniform's prefixes",
-         "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
+         "Sections 4.2-4.3, this project's extension (FedEcover's extraction at Uniform's budget, a setting its "
+         "authors never ran)", ALL,
          "per seed: final acc(fedecover) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          ecover_units, "uniform or fedecover not run"),
         (F9E, "At Uniform's budget as a parameter share, FIARSE's importance-aware magnitude masks reach a higher "
               "final accuracy than Uniform's prefixes",
-         "FIARSE (Wu et al., NeurIPS 2024); Sections 4.2-4.3, this project's extension", ALL,
+         "Sections 4.2-4.3, this project's extension (FIARSE's masks at Uniform's budget, a setting its authors "
+         "never ran)", ALL,
          "per seed: final acc(fiarse) - final acc(uniform), full model, points" + sub_stat, "", "f9_min_acc_gap_pct",
          pair_units[F9E], "uniform or fiarse not run"),
         (F9F, "At each client's capacity, FedEcover's cyclic sampling beats HeteroFL's prefixes (its authors' "
               "comparison)",
-         "FedEcover (ICDE 2025); Sections 4.2-4.3, this project's extension", ALL,
+         "FedEcover (ICDE 2025) on the full model (their code reports the global model's test accuracy); on the "
+         "sub-models this project's extension", ALL,
          "per seed: final acc(fedecover) - final acc(heterofl), full model, points" + sub_stat, "",
          "f9_min_acc_gap_pct", pair_units[F9F], "fedecover or heterofl not run"),
         (F9G, "At each client's capacity, FIARSE's magnitude masks beat HeteroFL's prefixes (its authors' comparison)",
-         "FIARSE (Wu et al., NeurIPS 2024); Sections 4.2-4.3, this project's extension", ALL,
+         "Wu et al. 2024 (FIARSE) on the sub-models (their code tests the global model masked at each size); on "
+         "the full model this project's extension", ALL,
          "per seed: final acc(fiarse) - final acc(heterofl), full model, points" + sub_stat, "",
          "f9_min_acc_gap_pct", pair_units[F9G], "fiarse or heterofl not run"),
     )
     out = []
     for fid, claim, source, scope, statistic, more, margin, units, not_run in parts:
+        ests = () if fid == F9A else (
+            Estimand(FULL, "full model", f"{claim}: the global model's accuracy", attribution(fid, FULL)),
+            Estimand(SUB, "sub-models", f"{claim}: the accuracy of the sub-models the clients hold",
+                     attribution(fid, SUB)))
         f = finding(fid, claim=claim, source=source, scope=scope, statistic=statistic, test=test + more,
                     margin_key=margin, st=st, units=units, files=files, extension=True,
                     mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
-                    not_run=not_run)
+                    not_run=not_run, estimands=ests)
         f["note"] = note if fid != F9A or sub is None else F9A_SUB_NOTE
         out.append(f)
     return out
+
 
 SPEC = FindingSpec(
     ids=(F9A, F9B, F9C, F9D, F9E, F9F, F9G), tables=(T3S, T4S, T7S),
     methods={F9A: ("uniform", "uniform_rolling"), F9B: ("uniform", "uniform_rolling"),
              F9C: ("fedrolex", "heterofl"), F9D: ("uniform", "fedecover"),
              **{fid: tuple(sorted((m, against))) for fid, m, against in EXTRACTION_PAIRS}},
-    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct", "f9_learned_loss_fraction"), evaluate=evaluate)
+    margins=("f9_min_decay_gap_pct", "f9_min_acc_gap_pct"), evaluate=evaluate)

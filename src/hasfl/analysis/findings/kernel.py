@@ -45,11 +45,14 @@ import pandas as pd
 import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
+from hasfl.analysis.findings.claims import attribution
 from hasfl.analysis.findings.multiplicity import _sf, decisive_p, holm, holm_step_down, t_p, z_p  # noqa: F401 (re-exported)
 from hasfl.analysis.findings.verdicts import (  # noqa: F401 (re-exported: the families import them from here)
     CONTRADICTED,
     INCONCLUSIVE,
     MIXED,
+    NOT_RUN,
+    SPLIT,
     SUPPORTED,
     clean,
     combine,
@@ -57,6 +60,7 @@ from hasfl.analysis.findings.verdicts import (  # noqa: F401 (re-exported: the f
     equivalence,
     fmt,
     num,
+    summarize,
 )
 from hasfl.analysis.stats import (
     paired_ci,
@@ -66,33 +70,38 @@ from hasfl.analysis.stats import (
     variance_ratio_mde,
 )
 
-#: A finding's verdict: its units combined (:func:`combine`); ``mixed`` when some support and others contradict.
-VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED)
+#: A finding's verdict: its units combined (:func:`combine`); ``mixed`` when some support and others contradict;
+#: ``split by estimand`` when its estimands (full model, sub-models) differ; ``not run`` when no unit ran.
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED, SPLIT, NOT_RUN)
 #: The rules that keep a verdict within its evidence (report.md and the results pages state them).
 VERDICT_RULES = (
-    "A finding's units (datasets, or runs for F5) are combined: **mixed** when some support and others contradict "
-    "(one dataset does not override another), **contradicted** when one contradicts and none supports, "
-    "**supported** only when all do, **inconclusive** otherwise; the parts of one claim (F3-shakespeare's four "
-    "tests, F5's runs) must all hold, so one contradicted part contradicts it, and a conjunction's parts are "
-    "corrected among themselves (Holm over its parts) before they are combined. A claim's unit (a paper claim or an "
-    "extension) needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive (\"1 seed: no "
-    "seed-to-seed variance\"), a correlation over one run's clients included. Correlations are pooled over the "
-    "seeds with random effects (Hartung-Knapp's interval, t on seeds - 1 df), the fixed effect beside them. "
-    "A comparison of final accuracies (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9g) is decided by its test "
-    "at the rung's fixed horizon (each run's last evaluation, as the paper compares); the gap's slope over the "
-    "evaluations in the last quarter of the rounds is reported beside it, and where its interval excludes 0 the "
-    "reason says the gap is still moving (the ranking at convergence may differ) without changing the verdict "
-    "(sub-model units have no curve: they say so). A unit with a run that **failed to train at this budget** (at "
-    "the majority-class floor; for F9 also a training loss never below `analysis.f9_learned_loss_fraction` x ln K; a "
-    "sub-model unit reads its sub-models' accuracy) is withheld and named so: at this rung that is evidence about "
-    "the regime, not about the claim; the decay claims (F2a, F2b, F2c, F9a) follow the same rule. A claim that no "
-    "data signal survives the capacity control (F1c supported, F7-E0 / F7-E1 contradicted) is withheld when the "
-    "positive control on the same dataset (fedavg, equal widths) does not show that the estimate sees the data. "
-    "Within a finding the units are corrected for multiplicity (Holm's step-down at alpha over its units); F7-E0 is "
-    "F1c's statistic read by the mirror rule (F1c contradicted exactly when F7-E0 is supported). An inconclusive "
-    "unit in the claim's scope that more seeds could decide (not one withheld because a run failed to train, nor "
-    "one with a blind positive control) lists the seeds its test would need for the configured power at the spread observed, at Holm's level "
-    "alpha / k, and their cost.")
+    "A finding with more than one estimand (F9b-F9g: the full model and the sub-models) has one verdict per estimand, "
+    "each with its claim, its horizon and whose claim it is (another paper's authors only on the estimand their own "
+    "code evaluates; every other estimand is this project's extension); its word is their common verdict, or **split "
+    "by estimand** where they differ, and then each estimand's verdict is shown, never one word for both. Within an "
+    "estimand the units (datasets, or runs for F5) are combined: **mixed** when some support and others contradict, "
+    "**contradicted** when one contradicts and none supports, **supported** only when all do, **inconclusive** "
+    "otherwise, **not run** when none ran. Supported-by-all is an intersection-union test: each unit at alpha, no "
+    "correction; contradicted-by-any is a union, so the units' contradictions are corrected by Holm's step-down (a "
+    "withdrawn one names the step that stopped); the parts of one claim (F3-shakespeare's four tests) are combined the "
+    "same way. A claim's unit needs at least `analysis.min_seeds_for_verdict` seeds (2): with one it is inconclusive "
+    "(\"1 seed: no seed-to-seed variance\"), a correlation over one run's clients included. Correlations are pooled "
+    "over the seeds with random effects, Hartung-Knapp's interval on t with seeds - 1 df (plain where the runs weigh "
+    "the same and there are 3 or more, where it is exact; floored at the random-effects se otherwise), the fixed effect "
+    "beside them. A comparison of final accuracies (F3, F3-shakespeare's accuracy parts, F4, F8, F9b-F9g) is decided "
+    "by its test at the rung's fixed horizon (each run's last evaluation, as the paper compares); the gap's slope over "
+    "the evaluations in the last quarter of the rounds and its interval are reported beside every full-model unit, and "
+    "where the interval excludes 0 the reason says the gap is still moving, without changing the verdict (a "
+    "sub-model unit has no curve and says so; a longer-horizon overlay shows its value at more rounds). A run "
+    "**failed to train at this budget** when its accuracy under its method's declared batch-norm rule never rose "
+    "above the majority-class floor (a sub-model unit reads its sub-models' accuracy): a unit whose baseline failed is "
+    "withheld and named so, with the test on the seeds that learned beside it; a unit whose claimed-better method "
+    "failed while the baseline learned is contradicted at this budget; the decay claims (F2a, F2b, F2c, F9a) are "
+    "withheld by a failed run. A claim that no data signal survives the capacity control (F1c supported, F7-E0 / "
+    "F7-E1 contradicted) is read beside its positive control on the same dataset (F6 after Holm; E1's own fedavg "
+    "value) and withheld only where that control is contradicted (the estimate shown blind at equal widths). An "
+    "inconclusive unit in the claim's scope that more seeds could decide lists the seeds its test would need for the "
+    "configured power at the spread observed, and their cost.")
 
 #: What a finding is: a claim of the paper; this project's extension; a pipeline
 #: check, whose outcome follows from the construction (Proposition 3 on saved states, an estimate that
@@ -134,6 +143,8 @@ class Settings:
     alpha: float
     power: float
     th: Mapping[str, float]
+    #: The horizon the tables were made at (``rounds``, ``eval_every``, ``seeds``): every verdict is at it.
+    horizon: Mapping[str, Any] | None = None
 
     @property
     def one_sided_level(self) -> float:
@@ -230,10 +241,11 @@ def paired(da: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, dataset: str, c
                   np.array([transform(b[s]) for s in seeds], dtype=np.float64), left)
 
 
-def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
+def gate_unit(unit: dict[str, Any], why: str | None, st: Settings | None = None) -> dict[str, Any]:
     """``unit`` made inconclusive by ``why`` (its statistics kept, its test's reading after the reason); a reason
     that carries runs that failed to train (:class:`hasfl.analysis.findings.endpoints.Reason`) marks the unit
-    ``gate_kind = "failed_to_train"`` and lists them (``failed_runs``)."""
+    ``gate_kind = "failed_to_train"``, lists them (``failed_runs``) and, with ``st``, reports beside it the same
+    test on the seeds whose runs all learned (:func:`learned_seeds`), scoped to those seeds."""
     if why:
         unit.update(gate=why, verdict=INCONCLUSIVE, reason=f"{why} (the test alone: {unit['verdict']} -- "
                                                            f"{unit['reason']})")
@@ -241,6 +253,31 @@ def gate_unit(unit: dict[str, Any], why: str | None) -> dict[str, Any]:
         if runs:
             unit["gate_kind"] = FAILED_TO_TRAIN
             unit["failed_runs"] = [dict(r) for r in runs]
+            if st is not None:
+                learned_seeds(unit, st)
+    return unit
+
+
+def learned_seeds(unit: dict[str, Any], st: Settings) -> dict[str, Any]:
+    """Beside a unit withheld for runs that failed to train: the same one-sided t test (:func:`t_unit`, its margin
+    and direction) on the seeds none of whose runs failed, as ``learned_seeds`` (its seeds, n, estimate, interval,
+    verdict and reason) and a sentence in the reason. It is scoped to those seeds (a claim about the runs that
+    learned at this budget), never the unit's verdict. Nothing when the unit is not a t unit or fewer than 2 seeds
+    learned."""
+    seeds, values = unit.get("seeds"), unit.get("values")
+    if not seeds or values is None or "direction" not in unit or len(seeds) != len(values):
+        return unit
+    failed = {int(r["seed"]) for r in unit.get("failed_runs") or []}
+    keep = [i for i, s in enumerate(seeds) if int(s) not in failed]
+    if len(keep) < 2:
+        return unit
+    sub = t_unit(str(unit["unit"]), np.array([values[i] for i in keep], dtype=np.float64), float(unit["margin"]),
+                 unit["direction"] == "above", st)
+    kept = [int(seeds[i]) for i in keep]
+    unit["learned_seeds"] = {k: sub[k] for k in ("n", "estimate", "low", "high", "verdict", "reason")} | {
+        "seeds": kept}
+    unit["reason"] += (f"; on the {len(kept)} seeds whose runs learned (seeds {', '.join(map(str, kept))}; scoped to "
+                       f"them, not this unit's verdict): {sub['verdict']} -- {sub['reason']}")
     return unit
 
 
@@ -253,15 +290,16 @@ def left_out_note(left: Sequence[int]) -> str:
 
 def conjunction_unit(name: str, parts: list[dict[str, Any]], st: Settings,
                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A unit that is the conjunction of several tests (``parts``, e.g. F3-shakespeare's four): Holm over
-    the parts (:func:`holm`, ``what = "parts"``), then supported only if every part is, contradicted if one is
-    (:func:`combine` with ``conjunction``); the reason names each part that Holm's correction failed."""
+    """A unit that is the conjunction of several tests (``parts``, e.g. F3-shakespeare's four): supported only if
+    every part is (an intersection-union test: each part at alpha, no correction), contradicted if one is (a union:
+    the parts' contradictions corrected by Holm, :func:`holm` with ``what = "parts"``), via :func:`combine` with
+    ``conjunction``; the reason names each part whose contradiction Holm's correction withdrew."""
     holm(parts, st.alpha, "parts")
     verdict = combine([u["verdict"] for u in parts], conjunction=True)
     failed = [u["unit"] for u in parts if u.get("holm") is False]
     reason = "; ".join(f"{u['unit']}: {u['verdict']}" for u in parts)
     if failed:
-        reason = (f"after Holm's correction over the {len(parts)} parts, {', '.join(failed)} "
+        reason = (f"after Holm's correction of the contradictions over the {len(parts)} parts, {', '.join(failed)} "
                   f"{'is' if len(failed) == 1 else 'are'} no longer significant; " + reason)
     return {"unit": name, "n": min((int(u.get("n") or 0) for u in parts), default=0), "verdict": verdict,
             "reason": reason, "parts": parts, **(extra or {})}
@@ -281,11 +319,17 @@ def seeds_gate(unit: Mapping[str, Any], min_seeds: float) -> str | None:
 # --- unit evaluators ------------------------------------------------------------------------
 
 
-def t_blocked(n: int, sd: float) -> str | None:
-    """Why a t interval over ``n`` seeds with sample sd ``sd`` gives no verdict, else None."""
+def t_blocked(n: int, sd: float, values: np.ndarray | None = None, margin: float | None = None) -> str | None:
+    """Why a t interval over ``n`` seeds with sample sd ``sd`` gives no verdict, else None; with ``values`` and
+    ``margin`` a degenerate interval says what the equal values are and on which side of the margin they lie."""
     if n < 2:
         return f"{n} seed(s): a t interval needs at least 2"
     if not sd > 0:
+        if values is not None and len(values) and margin is not None:
+            v = float(values[0])
+            side = "below" if v < margin else "above" if v > margin else "at"
+            return (f"all {n} values are {fmt(v)} ({side} the margin {fmt(margin)}): no seed-to-seed variation, so "
+                    "the t interval is degenerate and the test cannot bound the mean")
         return "no seed-to-seed variation: the t interval is degenerate"
     return None
 
@@ -313,10 +357,11 @@ def t_unit(name: str, values: np.ndarray, margin: float, above: bool, st: Settin
     ci = paired_ci(values, np.zeros_like(values), st.one_sided_level)
     unit: dict[str, Any] = {"unit": name, "n": ci.n, "estimate": ci.mean_diff, "sd": ci.sd_diff,
                             "low": ci.ci_low, "high": ci.ci_high, "interval_level": st.one_sided_level,
-                            "margin": margin, "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
+                            "margin": margin, "direction": "above" if above else "below",
+                            "mde": t_mde(ci.n, ci.sd_diff, st.alpha, st.power),
                             "values": [float(v) for v in values], **(extra or {})}
     unit["p_supported"], unit["p_contradicted"] = t_p(ci.mean_diff, ci.sd_diff, ci.n, margin, above)
-    blocked = t_blocked(ci.n, ci.sd_diff)
+    blocked = t_blocked(ci.n, ci.sd_diff, values, margin)
     if blocked:
         unit.update(verdict=INCONCLUSIVE, reason=blocked)
     else:
@@ -368,33 +413,88 @@ def spread_unit(name: str, a: np.ndarray, b: np.ndarray, margin: float, st: Sett
 # --- assembling a finding ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Estimand:
+    """What one verdict of a finding is about: the full model's accuracy, the sub-models' (F9), or the finding's one
+    statistic. ``key``: the units' ``estimand`` field; ``label``: what the page calls it; ``claim``: the claim as it
+    reads for this estimand; ``attribution``: whose claim it is, only as :data:`hasfl.analysis.findings.claims.
+    AUTHOR_CLAIMS` records it (:func:`~hasfl.analysis.findings.claims.attribution`: the authors' estimand, with the
+    sentence cited in docs/decisions.md), else None (the finding's own kind: the paper's claim or this project's
+    extension)."""
+
+    key: str
+    label: str
+    claim: str
+    attribution: str | None = None
+
+
+#: The estimand of a finding with one statistic.
+CLAIM_ESTIMAND = "claim"
+
+
+def estimand_entry(fid: str, e: Estimand, units: Sequence[Mapping[str, Any]], kind: str, st: Settings,
+                   not_run: str) -> dict[str, Any]:
+    """One estimand's verdict: its in-scope units combined (:func:`combine`; Holm over its units' contradictions
+    already applied), its claim, whose claim it is, its horizon (``st.horizon``) and its reason."""
+    inside = [u for u in units if u.get("in_scope", True)]
+    verdict = NOT_RUN if not inside else combine([u["verdict"] for u in inside])
+    who = attribution(fid, e.key, e.attribution)
+    return {"estimand": e.key, "label": e.label, "claim": e.claim,
+            "attribution": who or ("this project's extension" if kind != PAPER_CLAIM else "the paper"),
+            "verdict": verdict, "units": [u["unit"] for u in inside], "horizon": dict(st.horizon or {}),
+            "reason": (f"not run: {not_run}" if not inside else
+                       "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside))}
+
+
 def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, test: str, margin_key: str | None,
             st: Settings, units: list[dict[str, Any]], files: Sequence[str], mde_meaning: str,
             not_run: str, extension: bool = False, kind: str | None = None,
-            conjunction: bool = False) -> dict[str, Any]:
-    """One finding of findings.json: its units combined (:func:`combine`) over those in scope."""
-    inside = [u for u in units if u.get("in_scope", True)]
+            conjunction: bool = False, estimands: Sequence[Estimand] = ()) -> dict[str, Any]:
+    """One finding of findings.json. Each estimand (``estimands``; one, the claim's statistic, by default) is its own
+    verdict: its units (``unit["estimand"]``) corrected among themselves (Holm over their contradictions) and
+    combined (:func:`combine`) over those in scope. The finding's ``verdict`` is their summary
+    (:func:`~hasfl.analysis.findings.verdicts.summarize`): their common verdict, :data:`SPLIT` where they differ
+    (each estimand's is then what the page shows), :data:`NOT_RUN` where no unit ran."""
+    kind = kind or (EXTENSION if extension else PAPER_CLAIM)
+    ests = list(estimands) or [Estimand(CLAIM_ESTIMAND, "", claim)]
+    keys = [e.key for e in ests]
     for u in units:
         u.setdefault("in_scope", True)
-    if (kind or (EXTENSION if extension else PAPER_CLAIM)) in SEED_RULE_KINDS:
+        u.setdefault("estimand", keys[0])
+        if u["estimand"] not in keys:
+            raise ValueError(f"finding {fid}: unit {u['unit']} has estimand {u['estimand']!r}, not one of {keys}")
+    if kind in SEED_RULE_KINDS:
         for u in units:  # before Holm: a unit without seed-to-seed variance is no test to correct for
             why = seeds_gate(u, st.th.get("min_seeds_for_verdict", 2.0)) if int(u.get("n") or 0) >= 1 else None
             if why and not u.get("gate"):
                 gate_unit(u, why)
                 u["gate_kind"] = SEEDS_GATE
-    if not conjunction:  # the parts of a conjunction must all hold: no family of alternatives to correct for
-        holm(inside, st.alpha)
-    verdict = combine([u["verdict"] for u in inside], conjunction)
+    entries = []
+    for e in ests:
+        own = [u for u in units if u["estimand"] == e.key]
+        if not conjunction:  # the parts of a conjunction must all hold: Holm runs over their contradictions only
+            holm([u for u in own if u["in_scope"]], st.alpha)
+        entries.append(estimand_entry(fid, e, own, kind, st, not_run))
+    inside = [u for u in units if u["in_scope"]]
+    if conjunction:
+        verdict = NOT_RUN if not inside else combine([u["verdict"] for u in inside], conjunction=True)
+        entries[0]["verdict"] = verdict
+    else:
+        verdict = summarize([x["verdict"] for x in entries])
     if not inside:
         reason = f"not run: {not_run}"
+    elif len(entries) > 1:
+        reason = "; ".join(f"{x['label']}: {x['verdict']}" for x in entries if x["verdict"] != NOT_RUN) + " -- " + \
+            "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside)
     else:
         reason = "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside)
     margin = st.th[margin_key] if margin_key else None
     return clean({
         "id": fid, "claim": claim, "source": source, "scope": SCOPE_TEXT.get(scope, scope), "extension": extension,
-        "kind": kind or (EXTENSION if extension else PAPER_CLAIM),
-        "statistic": statistic, "test": test, "margin_key": f"analysis.{margin_key}" if margin_key else None,
+        "kind": kind, "statistic": statistic, "test": test,
+        "margin_key": f"analysis.{margin_key}" if margin_key else None,
         "margin": margin, "alpha": st.alpha, "power": st.power, "verdict": verdict, "reason": reason,
+        "estimands": entries, "horizon": dict(st.horizon or {}),
         "n_units": len(inside), "n_per_unit": {u["unit"]: u.get("n") for u in inside},
         "mde": {u["unit"]: u.get("mde") for u in inside}, "mde_meaning": mde_meaning,
         "units": units, "files": list(files)})

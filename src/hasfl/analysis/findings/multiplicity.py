@@ -65,25 +65,32 @@ def holm_step_down(ps: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray
 
 
 def holm(units: Sequence[dict[str, Any]], alpha: float, what: str = "units") -> None:
-    """Holm's step-down correction (:func:`holm_step_down`, statsmodels' ``multipletests(method="holm")``) over a finding's units, or
-    over the parts of one conjunction (``what = "parts"``): among those in scope, ungated and with p-values,
-    the unit of the i-th smallest decisive p (:func:`decisive_p`) keeps its verdict only if Holm rejects it
-    (that p <= alpha / (k - i) and every smaller p rejected); a supported or contradicted unit Holm does not
-    reject becomes inconclusive, the step that failed named in its reason. Records ``holm_alpha`` (the
-    step's level) and ``p_holm`` (Holm's adjusted p)."""
-    tested = [u for u in units if u.get("in_scope", True) and not u.get("gate")
+    """Holm's step-down correction (:func:`holm_step_down`, statsmodels' ``multipletests(method="holm")``) of the
+    *contradictions* among a finding's units (or a conjunction's parts, ``what = "parts"``).
+
+    A finding (an estimand of it, a conjunction) is supported only when every unit is: an intersection-union test,
+    which needs no correction, so a unit's "supported" stands at ``alpha``. It is contradicted when any unit is: a
+    union of tests, so among the units in scope, ungated and with p-values, the unit of the i-th smallest
+    ``p_contradicted`` keeps a "contradicted" only if Holm rejects it (that p <= alpha / (k - i) and every smaller p
+    rejected); one Holm does not reject becomes inconclusive, and its reason names the step that stopped the
+    procedure (which may be an earlier unit's). Records ``holm_alpha`` (the unit's step level) and ``p_holm``
+    (Holm's adjusted p of its contradiction)."""
+    tested = [u for u in units if u.get("in_scope", True) and not u.get("gate") and not u.get("decided_by")
               and math.isfinite(num(u.get("p_supported"))) and math.isfinite(num(u.get("p_contradicted")))]
     k = len(tested)
     if k < 2:
         return
-    ranked = sorted(tested, key=decisive_p)
-    ps = np.array([decisive_p(u) for u in ranked], dtype=np.float64)
+    ranked = sorted(tested, key=lambda u: num(u["p_contradicted"]))
+    ps = np.array([num(u["p_contradicted"]) for u in ranked], dtype=np.float64)
     reject, adjusted = holm_step_down(ps, alpha)
+    stop = int(np.argmin(reject)) if not reject.all() else k  # the first step Holm does not reject
     for i, (u, rej, adj) in enumerate(zip(ranked, reject, adjusted, strict=True)):
         level = alpha / (k - i)
         u["holm_alpha"], u["p_holm"] = level, float(adj)
-        if not rej and u["verdict"] in (SUPPORTED, CONTRADICTED):
+        if not rej and u["verdict"] == CONTRADICTED:
+            own = "" if i == stop else f"; this unit's p = {fmt(ps[i])} at step {i + 1} (level {fmt(level)})"
             u.update(holm=False, verdict=INCONCLUSIVE,
-                     reason=(f"not significant after Holm's correction over {k} {what} (p = {fmt(decisive_p(u))} > "
-                             f"{fmt(level)}, adjusted p = {fmt(float(adj))}; the test alone: {u['verdict']} -- "
-                             f"{u['reason']})"))
+                     reason=(f"its contradiction is not significant after Holm's step-down over {k} {what}: the "
+                             f"procedure stopped at step {stop + 1} of {k} (p = {fmt(ps[stop])} > "
+                             f"{fmt(alpha / (k - stop))}){own}, adjusted p = {fmt(float(adj))} (the test alone: "
+                             f"{u['verdict']} -- {u['reason']})"))

@@ -10,10 +10,15 @@ from typing import Any
 
 from hasfl.analysis.markdown import num as markdown_num
 
-__all__ = ["CONTRADICTED", "INCONCLUSIVE", "MIXED", "SUPPORTED", "clean", "combine", "directional", "equivalence",
-           "fmt", "num"]
+__all__ = ["CONTRADICTED", "INCONCLUSIVE", "MIXED", "NOT_RUN", "SPLIT", "SUPPORTED", "clean", "combine", "directional",
+           "equivalence", "fmt", "num", "summarize"]
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, MIXED = "supported", "contradicted", "inconclusive", "mixed"
+#: A finding (or one of its estimands) none of whose in-scope units ran: no test, so no verdict.
+NOT_RUN = "not run"
+#: A finding whose estimands (full model, sub-models) have different verdicts: no one word is true of it, so each
+#: estimand's verdict is what a reader sees (:func:`summarize`).
+SPLIT = "split by estimand"
 
 
 def clean(v: Any) -> Any:
@@ -56,6 +61,15 @@ def combine(verdicts: Sequence[str], conjunction: bool = False) -> str:
     if CONTRADICTED in verdicts:
         return CONTRADICTED
     return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
+
+
+def summarize(verdicts: Sequence[str]) -> str:
+    """A finding's word from its estimands' verdicts: ``not run`` when none ran, their common verdict when they
+    agree, :data:`SPLIT` otherwise (the page then shows each estimand's, never one word for all)."""
+    ran = [v for v in verdicts if v != NOT_RUN]
+    if not ran:
+        return NOT_RUN
+    return ran[0] if len(set(ran)) == 1 else SPLIT
 
 
 def directional(low: float, high: float, margin: float, above: bool) -> tuple[str, str]:
