@@ -284,7 +284,7 @@ def _cmd_preregistration(args: argparse.Namespace) -> int:
         print(f"hasfl preregistration: {root / prereg.RECORD} "
               + ("matches git" if not problems else f"differs from git in {len(problems)} line(s)"))
         return 1 if problems else 0
-    text = prereg.render(prereg.entries(root))
+    text = prereg.render(prereg.entries(root), root)
     if args.write:
         (root / prereg.RECORD).write_text(text)
         print(f"hasfl preregistration: wrote {root / prereg.RECORD}")

@@ -22,14 +22,15 @@ import functools
 import hashlib
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["CODE_RULES", "RECORD", "Entry", "check", "entries", "render", "rule_values"]
+__all__ = ["AMENDMENTS", "CODE_RULES", "RECORD", "Change", "Entry", "amendment_problems", "changes", "check", "entries",
+           "render", "rule_values"]
 
 #: The record's path in the repository.
 RECORD = "docs/preregistration.md"
@@ -41,10 +42,15 @@ CODE_RULES: tuple[tuple[str, str], ...] = (
     ("src/hasfl/analysis/specs.py", "FLOOR_TOL_PCT"),
     ("src/hasfl/analysis/findings/kernel.py", "VERDICT_RULES"),
     ("src/hasfl/analysis/findings/f9_rolling.py", "EXTRACTION_PAIRS"),
+    ("src/hasfl/analysis/findings/claims.py", "ESTIMANDS"),
+    ("src/hasfl/analysis/findings/claims.py", "AUTHORS"),
 )
+#: Why each rule value changed, and the pilots run before a rule was fixed (a person's text; checked against git).
+AMENDMENTS = "docs/preregistration-amendments.yaml"
 #: The horizon keys of a preset file (dotted paths).
 HORIZON_KEYS = ("federation.rounds", "federation.eval_every", "seeds")
 _MADE_AT = re.compile(r"at commit `([0-9a-f]{7,40})`")
+_RUNS = re.compile(r"\((\d+) training runs, identities digest `([0-9a-f]+)`")
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,10 @@ def _shown(value: Any) -> str:
         return f"text of {len(value)} characters, sha256 {hashlib.sha256(value.encode()).hexdigest()[:12]}"
     if isinstance(value, float) and value.is_integer():
         return repr(value)
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    if isinstance(value, dict):  # a mapping (tuple keys included) by its canonical text's length and digest
+        text = repr(sorted(value.items(), key=repr))
+        return f"mapping of {len(value)} entries, sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
 
 
 @functools.lru_cache(maxsize=512)
@@ -153,7 +162,9 @@ def _pages_then(root: Path, commit: str) -> tuple[str, ...]:
             continue
         text = _git(root, "show", f"{commit}:{name}") or ""
         made = _MADE_AT.search(text)
-        out.append(f"{Path(name).stem} (made at {made.group(1)[:7] if made else 'an unstated commit'})")
+        runs = _RUNS.search(text)
+        ran = f"; {runs.group(1)} runs, identities digest {runs.group(2)[:12]}" if runs else ""
+        out.append(f"{Path(name).stem} (made at {made.group(1)[:7] if made else 'an unstated commit'}{ran})")
     return tuple(out)
 
 
@@ -184,7 +195,133 @@ def entries(root: Path | str) -> list[Entry]:
     return out
 
 
-def render(items: Sequence[Entry]) -> str:
+@dataclass(frozen=True)
+class Change:
+    """A rule value that changed in git: from ``old`` to ``new`` (``removed``: the key was deleted) at ``commit``."""
+
+    file: str
+    key: str
+    old: str
+    new: str
+    commit: str
+    date: str
+
+
+def _tracked(root: Path) -> list[tuple[str, str, Callable[[str], Any]]]:
+    """:func:`rule_values` plus the config's ``analysis`` keys that git shows and the working tree no longer has (a
+    removed rule is a change too)."""
+    out = rule_values(root)
+    have = {(f, k) for f, k, _r in out}
+    seen: set[str] = set()
+    for c, _d in _history(root, "config.yaml"):
+        node = _yaml_value(_git(root, "show", f"{c}:config.yaml") or "", "analysis")
+        if isinstance(node, dict):
+            seen |= set(node)
+    for key in sorted(seen):
+        if ("config.yaml", f"analysis.{key}") not in have:
+            out.append(("config.yaml", f"analysis.{key}", lambda t, k=f"analysis.{key}": _yaml_value(t, k)))
+    return out
+
+
+def changes(root: Path | str) -> list[Change]:
+    """Every change of a rule value along the first-parent history (oldest first per value): a value that a later
+    commit holds differently, or deletes. A value's first appearance is not a change."""
+    root = Path(root)
+    out: list[Change] = []
+    texts: dict[tuple[str, str], str | None] = {}
+    for file, key, read in _tracked(root):
+        prev: Any = _MISSING
+        for c, d in reversed(_history(root, file)):
+            if (c, file) not in texts:
+                texts[(c, file)] = _git(root, "show", f"{c}:{file}")
+            text = texts[(c, file)]
+            value = read(text) if text is not None else _MISSING
+            if prev is not _MISSING and value != prev:
+                out.append(Change(file, key, _shown(prev), "removed" if value is _MISSING else _shown(value), c[:12],
+                                  d))
+            prev = value
+    return out
+
+
+def _amendments(root: Path) -> dict[str, Any]:
+    path = root / AMENDMENTS
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _matches(entry: Mapping[str, Any], ch: Change) -> bool:
+    commit = str(entry.get("commit", ""))
+    return (entry.get("file") == ch.file and entry.get("key") == ch.key and len(commit) >= 7
+            and ch.commit.startswith(commit[:12]))
+
+
+def amendment_problems(root: Path | str, found: Sequence[Change] | None = None) -> list[str]:
+    """Every change git shows without an entry in :data:`AMENDMENTS` (file, key, commit, why), and every entry that
+    names no change git shows."""
+    root = Path(root)
+    found = changes(root) if found is None else found
+    entries_ = list(_amendments(root).get("amendments") or [])
+    problems = []
+    for ch in found:
+        hit = [e for e in entries_ if _matches(e, ch)]
+        if not hit or not str(hit[0].get("why", "")).strip():
+            problems.append(f"{AMENDMENTS}: `{ch.key}` of {ch.file} changed from {ch.old} to {ch.new} at {ch.commit} "
+                            "without an amendment entry (file, key, commit, why)")
+    for e in entries_:
+        if not any(_matches(e, ch) for ch in found):
+            problems.append(f"{AMENDMENTS}: the entry for `{e.get('key')}` of {e.get('file')} at {e.get('commit')} "
+                            "names no change that git shows")
+    return problems
+
+
+def _amendment_lines(root: Path, found: Sequence[Change]) -> list[str]:
+    notes = _amendments(root)
+    lines = ["", "## Amendments", "",
+             f"Every rule value that changed after it was first committed: old and new value and the commit, from git; "
+             f"why, from [{Path(AMENDMENTS).name}]({Path(AMENDMENTS).name}) (a person's text; `hasfl preregistration "
+             "--check` fails on a change without an entry).", "",
+             "| file | rule value | old | new | commit | date | why |", "|---|---|---|---|---|---|---|"]
+    for ch in found:
+        hit = [e for e in notes.get("amendments") or [] if _matches(e, ch)]
+        why = " ".join(str(hit[0].get("why", "")).split()) if hit else "**no entry**"
+        lines.append(f"| `{ch.file}` | `{ch.key}` | `{ch.old}` | `{ch.new}` | `{ch.commit}` | {ch.date} | "
+                     f"{why.replace('|', '/')} |")
+    pilots = notes.get("pilots") or []
+    if pilots:
+        lines += ["", "## Pilots", "",
+                  "Runs looked at before a rule was fixed, and the seeds they used (a confirmatory page that shares "
+                  "them is not independent of that choice).", "",
+                  "| what | seeds | when | note |", "|---|---|---|---|"]
+        for p in pilots:
+            lines.append(f"| {' '.join(str(p.get('what', '')).split())} | {', '.join(map(str, p.get('seeds') or []))} | "
+                         f"{p.get('when', '--')} | {' '.join(str(p.get('note', '')).split())} |")
+    return lines
+
+
+def _deciding_lines(root: Path) -> list[str]:
+    """Which estimands decide each finding with more than one, and whose claim each is (claims.py's rule values)."""
+    path = root / "src/hasfl/analysis/findings/claims.py"
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    ests, who = _code_value(text, "ESTIMANDS"), _code_value(text, "AUTHORS")
+    if ests is _MISSING:
+        return []
+    who = {} if who is _MISSING else who
+    lines = ["", "## What decides each finding", "",
+             "A finding not listed has one estimand, its statistic, decided over the datasets of its scope (its page "
+             "says which). A finding listed has one verdict per estimand; each is another paper's authors' claim only "
+             "where named, else this project's extension (`ESTIMANDS`, `AUTHORS` in "
+             "`src/hasfl/analysis/findings/claims.py`, rule values above).", "",
+             "| finding | estimands (each its own verdict) | whose claim |", "|---|---|---|"]
+    for fid, pairs in ests.items():
+        named = [f"{label}: {who[(fid, key)][0]}" for key, label in pairs if (fid, key) in who]
+        lines.append(f"| {fid} | {', '.join(label for _k, label in pairs)} | "
+                     f"{'; '.join(named) or 'this project extension on every estimand'} |")
+    return lines
+
+
+def render(items: Sequence[Entry], root: Path | str | None = None,
+           found: Sequence[Change] | None = None) -> str:
     """docs/preregistration.md."""
     lines = ["# Pre-registration record", "",
              "Every rule value that decides a verdict of `findings.json`, with the commit at which it was fixed and "
@@ -198,6 +335,10 @@ def render(items: Sequence[Entry]) -> str:
         then = "; ".join(e.results_then) if e.results_then else ("none" if e.commit else "--")
         lines.append(f"| `{e.file}` | `{e.key}` | `{e.value}` | {('`' + e.commit + '`') if e.commit else 'uncommitted'}"
                      f" | {e.date or '--'} | {then} |")
+    if root is not None:
+        root = Path(root)
+        lines += _amendment_lines(root, changes(root) if found is None else found)
+        lines += _deciding_lines(root)
     return "\n".join(lines) + "\n"
 
 
@@ -220,12 +361,15 @@ def check(root: Path | str, use_git: bool = True) -> list[str]:
         return [f"{RECORD} does not exist: run `hasfl preregistration --write`"]
     text = path.read_text()
     if use_git:
-        want = render(entries(root))
+        found = changes(root)
+        want = render(entries(root), root, found)
+        problems = amendment_problems(root, found)
         if text == want:
-            return []
+            return problems
         have, need = set(text.splitlines()), set(want.splitlines())
         return ([f"{RECORD} lacks: {line}" for line in want.splitlines() if line not in have]
-                + [f"{RECORD} has, git does not: {line}" for line in text.splitlines() if line not in need])
+                + [f"{RECORD} has, git does not: {line}" for line in text.splitlines() if line not in need]
+                + problems)
     recorded = parse(text)
     problems = []
     for file, key, read in rule_values(root):

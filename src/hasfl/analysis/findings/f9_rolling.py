@@ -71,7 +71,7 @@ from hasfl.analysis.findings.endpoints import (
     join_reasons,
     paired_slopes,
 )
-from hasfl.analysis.findings.claims import attribution
+from hasfl.analysis.findings.claims import ESTIMANDS, attribution
 from hasfl.analysis.findings.kernel import (
     ALL,
     IMAGE,
@@ -301,10 +301,9 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     )
     out = []
     for fid, claim, source, scope, statistic, more, margin, units, not_run in parts:
-        ests = () if fid == F9A else (
-            Estimand(FULL, "full model", f"{claim}: the global model's accuracy", attribution(fid, FULL)),
-            Estimand(SUB, "sub-models", f"{claim}: the accuracy of the sub-models the clients hold",
-                     attribution(fid, SUB)))
+        what = {FULL: "the global model's accuracy", SUB: "the accuracy of the sub-models the clients hold"}
+        ests = tuple(Estimand(key, label, f"{claim}: {what[key]}", attribution(fid, key))
+                     for key, label in ESTIMANDS.get(fid, ()))
         f = finding(fid, claim=claim, source=source, scope=scope, statistic=statistic, test=test + more,
                     margin_key=margin, st=st, units=units, files=files, extension=True,
                     mde_meaning="smallest true mean gap above the margin detected with the configured power (points)",
