@@ -227,3 +227,15 @@ def test_the_failed_to_train_table_is_one_row_per_seed_with_its_own_why():
     lines = failed_lines(_findings(t), "quick")
     rows = [line for line in lines if line.startswith("| cifar10 | hasfl |")]
     assert [r.split(" | ")[2] for r in rows] == [str(SEEDS[0]), str(SEEDS[1])]
+
+
+def test_the_method_figures_of_a_page_show_every_method_its_folder_ran():
+    """Before, the coverage page's frontier (Figure 6) drew 2 of its folder's 6 methods: every registry method is now
+    in it, and the convergence figure draws F9's extraction methods beside the paper's three."""
+    from hasfl.analysis.artifacts import FIGURES, artifact_methods
+    from hasfl.registry import METHODS
+
+    assert set(artifact_methods(FIGURES["fig6_frontier"])) == set(METHODS)
+    extraction = {m for m, info in METHODS.items() if not info.nested}
+    assert extraction and extraction <= set(artifact_methods(FIGURES["fig3_convergence_allocation"]))
+    assert all(METHODS[m].color and METHODS[m].marker for m in METHODS)  # each drawn in its own style

@@ -35,7 +35,8 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         ("hasfl", "fjord", "uniform"), ("rounds.parquet", "run.json"),
         "Test accuracy after every evaluated round of the three sub-model allocation strategies, one panel per "
         "dataset: HAS-FL (allocation by heterogeneity estimate and capacity), FjORD (random capacity tier) and "
-        "Uniform (p = min(0.5, pmax) for every client). " + _BAND + _FLOOR_LINES + _FLOOR_LABEL + _MARKERS
+        "Uniform (p = min(0.5, pmax) for every client), and of the extraction methods of finding F9 (FedRolex, "
+        "Uniform (rolling), FedEcover, FIARSE) where the preset runs them. " + _BAND + _FLOOR_LINES + _FLOOR_LABEL + _MARKERS
         + "The paper (Section 4.2, CIFAR-10 and EMNIST, 200 rounds) reports HAS-FL and FjORD indistinguishable "
         "and Uniform falling from its peak; this preset's datasets, models and rounds differ, so the curves "
         "show this preset's behaviour, not a reproduction of the paper's numbers.",
