@@ -82,21 +82,22 @@ def control_units(t5: pd.DataFrame, datasets: Sequence[str], st: Settings) -> di
     return {str(u["unit"]): u for u in units}
 
 
-def control_beside(unit: dict[str, Any], control: Mapping[str, Any] | None, claim: str) -> dict[str, Any]:
+def control_beside(unit: dict[str, Any], control: Mapping[str, Any] | None, claim: str,
+                   label: str = "positive control F6 here (after Holm)") -> dict[str, Any]:
     """A claim of no data signal (F1c supported, F7-E0 / F7-E1 contradicted) read beside its positive control on the
     same dataset (``control``: F6's unit after Holm). Only a control shown blind (contradicted: the estimate does not
     track TV even at equal widths) withholds the claim: there its absence says nothing about capacity. A control that
     is merely inconclusive does not veto (that gate withheld 58-82% of 3-seed pools where the control truly works,
     r 0.3-0.4; this one withholds at most alpha there, :func:`hasfl.analysis.calibration.control_gate_rates`); its
-    value and verdict are reported beside the claim (``control``), so a reader sees what it could show."""
+    value and verdict are reported beside the claim (``control``), so a reader sees what it could show. ``label``: what
+    the control is (F6's unit, or F7-E1's own fedavg value)."""
     if control is None:
         unit["control"] = None
         unit["reason"] += "; no fedavg run on this dataset: the positive control (F6) is not run, reported as such"
         return unit
     c = {k: control.get(k) for k in ("estimate", "low", "high", "n", "verdict")}
     unit["control"] = c
-    said = f"positive control F6 here (after Holm): {fmt(c['estimate'])} [{fmt(c['low'])}, {fmt(c['high'])}] " \
-           f"{c['verdict']}"
+    said = f"{label}: {fmt(c['estimate'])} [{fmt(c['low'])}, {fmt(c['high'])}] {c['verdict']}"
     if c["verdict"] == CONTRADICTED:
         return gate_unit(unit, f"{said}: the estimate is shown blind to the data even with equal widths, so {claim} "
                                "says nothing about capacity")

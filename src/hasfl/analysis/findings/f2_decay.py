@@ -61,7 +61,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
         extra = {"seeds": p.seeds, "decay_hasfl_nocov": list(p.a), "decay_hasfl": list(p.b)}
         u = t_unit(d, p.diff, margin, True, st, extra)
         u["reason"] += left_out_note(p.left_out)
-        units.append(gate_unit(u, decay_gate(d, p.seeds, [(t4s, "hasfl_nocov"), (t4s, "hasfl")])))
+        units.append(gate_unit(u, decay_gate(d, p.seeds, [(t4s, "hasfl_nocov"), (t4s, "hasfl")]), st))
         q = paired(t4s, "hasfl_nocov", t4s, "hasfl", d, "final_acc_pct")
         s = spread_unit(d, q.a, q.b, st.th["f2_min_spread_ratio"], st,
                         {"seeds": q.seeds, "final_hasfl_nocov": list(q.a), "final_hasfl": list(q.b)})
@@ -95,7 +95,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                                                   "decay_heterofl": list(p.b)})
         u["reason"] += left_out_note(p.left_out)
         gate = decay_gate(d, p.seeds, [(t3s, "uniform"), (t4s, "heterofl")])
-        units.append(gate_unit(u, gate))
+        units.append(gate_unit(u, gate, st))
     out.append(finding(
         F2B, claim="A coverage-violating static policy decays more than a fully covering one (uniform vs heterofl)",
         source="Sections 4.2-4.3, Tables 3-4", scope=IMAGE,
@@ -115,7 +115,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                    {"seeds": seeds, "best_acc_pct": [seed_values(t7s, d, "uniform", "best_acc_pct")[0].get(s)
                                                      for s in seeds]})
         u["reason"] += left_out_note(left)
-        units.append(gate_unit(u, decay_gate(d, seeds, [(t7s, "uniform")])))
+        units.append(gate_unit(u, decay_gate(d, seeds, [(t7s, "uniform")]), st))
     out.append(finding(
         F2C, claim="Uniform does not collapse on Shakespeare although it caps every client at half width",
         source="Sections 4.3 and 4.6, Table 7", scope=TEXT,

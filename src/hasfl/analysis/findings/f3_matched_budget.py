@@ -93,7 +93,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             u = t_unit(f"final acc({other}) - final acc(hasfl)", p.diff, m_acc, True, st, {"seeds": p.seeds})
             u["reason"] += left_out_note(p.left_out)
             gap_trend(u, paired_slopes(t7s, other, t7s, "hasfl", d, p.seeds), st, m_acc)
-            parts.append(gate_unit(u, final_gate(d, p.seeds, [(t7s, other), (t7s, "hasfl")])))
+            parts.append(gate_unit(u, final_gate(d, p.seeds, [(t7s, other), (t7s, "hasfl")]), st))
         for other in ("fjord", "uniform"):  # Table 7's Avg. p is the width allocated; trained width beside it
             p = paired(t7s, "hasfl", t7s, other, d, "avg_p")
             trained = paired(t7s, "hasfl", t7s, other, d, "avg_p_trained")

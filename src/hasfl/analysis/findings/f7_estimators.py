@@ -110,11 +110,13 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
                                   f"{st.power:.0%} power needs a true r >= {fmt(unit['mde'])} for supported, "
                                   f"<= {fmt(unit['mde_contradicted'])} for contradicted{ctl_txt})")
     if v == CONTRADICTED and gated:
+        label = "positive control F6 here (after Holm)"
         if f6 is None and ctl:
             blind = ctl["high"] < st.th["f6_min_r_h_tv"]
             f6 = {**ctl, "verdict": CONTRADICTED if blind else SUPPORTED if ctl["low"] > st.th["f6_min_r_h_tv"]
                   else INCONCLUSIVE}
-        control_beside(unit, f6, "its absence of a usable signal")
+            label = "positive control here (the fedavg runs' own value of this estimate)"
+        control_beside(unit, f6, "its absence of a usable signal", label)
     return unit
 
 
