@@ -238,4 +238,7 @@ def test_the_method_figures_of_a_page_show_every_method_its_folder_ran():
     assert set(artifact_methods(FIGURES["fig6_frontier"])) == set(METHODS)
     extraction = {m for m, info in METHODS.items() if not info.nested}
     assert extraction and extraction <= set(artifact_methods(FIGURES["fig3_convergence_allocation"]))
-    assert all(METHODS[m].color and METHODS[m].marker for m in METHODS)  # each drawn in its own style
+    from hasfl.analysis.labels import method_color, method_marker
+
+    styles = {(method_color(m), method_marker(m)) for m in METHODS}
+    assert len(styles) == len(METHODS) and ("k", "o") not in styles  # each drawn in a style of its own

@@ -136,9 +136,6 @@ class MethodInfo:
 
 
 _M = "hasfl.fl.methods"
-#: Where the extraction methods of finding F9 appear beside the paper's: Table 4 and the two figures that compare
-#: methods (a page's figures show every method its folder ran).
-_EXTRACTION_SHOWN_IN = ("table4_coverage", "fig6_frontier", "fig3_convergence_allocation")
 #: The nine methods of Section 4.1, in the order of the paper's tables, then this project's
 #: allocation by capacity-separable estimators (E2 probe, E3 reported) with their matched controls.
 #: Colours: matplotlib's tab10 in this order; markers: one shape each.
@@ -160,31 +157,29 @@ METHODS: dict[str, MethodInfo] = {
     "fedprox": MethodInfo(f"{_M}.fedprox:fedprox", "FedProx", "full", plain_local_sgd=False, color="#bcbd22",
                           marker=">"),
     "hasfl_probe": MethodInfo(f"{_M}.hasfl:hasfl_probe", "HAS-FL (probe)", "allocation_rule_covered",
-                              allocation_rule=True, color="#393b79", marker="P", shown_in=("fig6_frontier",)),
+                              allocation_rule=True),
     "random_budget_probe": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (probe)",
-                                      "allocation_rule_covered", budget_of="hasfl_probe", color="#8c6d31",
-                                      marker="X", shown_in=("fig6_frontier",)),
+                                      "allocation_rule_covered", budget_of="hasfl_probe"),
     "hasfl_reported": MethodInfo(f"{_M}.hasfl:hasfl_reported", "HAS-FL (reported)", "allocation_rule_covered",
-                                 allocation_rule=True, color="#843c39", marker="<", shown_in=("fig6_frontier",)),
+                                 allocation_rule=True),
     "random_budget_reported": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (reported)",
-                                         "allocation_rule_covered", budget_of="hasfl_reported", color="#7b4173",
-                                         marker=">", shown_in=("fig6_frontier",)),
+                                         "allocation_rule_covered", budget_of="hasfl_reported"),
     # issue 27: sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
     "fedrolex": MethodInfo(f"{_M}.fedrolex:fedrolex", "FedRolex", "capacity", nested=False, color="#17becf",
-                           marker="*", shown_in=_EXTRACTION_SHOWN_IN, eval_bn="batch"),
+                           marker="*", shown_in=("table4_coverage",), eval_bn="batch"),
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
-                                  nested=False, color="#aa40fc", marker="h", shown_in=_EXTRACTION_SHOWN_IN,
+                                  nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",),
                                   eval_bn="batch"),
     # issue 37: each participant's own units, sampled cyclically without replacement (FedEcover); its official
     # default --norm-type sbn is BatchNorm2d(track_running_stats=False): test-batch statistics (junesnow86/FedEcover
     # @b23b572, modules/args_parser.py:85-88, modules/models/resnet.py:123-126, main.py:216-218)
     "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
-                            marker="p", shown_in=_EXTRACTION_SHOWN_IN, eval_bn="batch", own_units=True),
+                            marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
     # issue 48: FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
     # forward MACs ("full"); its official BN is track_running_stats=False (fiarse/model/model_utils.py:212-217): test-
     # batch statistics; its sub-models are masks of the final model at each participant's share (submodel_accuracy)
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
-                         color="#6b8e23", marker="d", shown_in=_EXTRACTION_SHOWN_IN, eval_bn="batch"),
+                         color="#6b8e23", marker="d", shown_in=("table4_coverage",), eval_bn="batch"),
 }
 
 

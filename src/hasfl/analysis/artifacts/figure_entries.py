@@ -4,6 +4,13 @@ caption template (:func:`hasfl.analysis.artifacts.figure_caption` fills in the p
 from __future__ import annotations
 
 from hasfl.analysis.artifacts.spec import Artifact, figure_entry
+from hasfl.registry import METHODS
+
+#: The paper's methods in Figure 6, then every other method of the registry: a page's frontier draws every method
+#: its folder ran (the figure's job keeps those the preset runs).
+_FRONTIER = ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget", "fjord", "heterofl", "uniform", "hasfl_nocov")
+#: The paper's three allocation strategies in Figure 3, then the extraction methods of finding F9 (not nested).
+_CONVERGENCE = ("hasfl", "fjord", "uniform")
 
 __all__ = ["FIGURE_ENTRIES"]
 
@@ -32,7 +39,8 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         params=("p_min", "gamma")),
     figure_entry(
         "fig3_convergence_allocation", 3, "Convergence of allocation strategies",
-        ("hasfl", "fjord", "uniform"), ("rounds.parquet", "run.json"),
+        (*_CONVERGENCE, *(m for m, info in METHODS.items() if not info.nested and m not in _CONVERGENCE)),
+        ("rounds.parquet", "run.json"),
         "Test accuracy after every evaluated round of the three sub-model allocation strategies, one panel per "
         "dataset: HAS-FL (allocation by heterogeneity estimate and capacity), FjORD (random capacity tier) and "
         "Uniform (p = min(0.5, pmax) for every client), and of the extraction methods of finding F9 (FedRolex, "
@@ -63,8 +71,7 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         "that the allocations follow the capacity tiers rather than the clients' data."),
     figure_entry(
         "fig6_frontier", 6, "Accuracy-capacity frontier",
-        ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget", "fjord", "heterofl", "uniform",
-         "hasfl_nocov"), (),
+        (*_FRONTIER, *(m for m in METHODS if m not in _FRONTIER)), (),
         "Final test accuracy of every method against what it costs a client, one column per dataset. Top: "
         "against the average width trained and uploaded per client-round (filled marker); a cross joined to it "
         "by a thin line marks the average width allocated, which differs only for FjORD (its clients train at "
