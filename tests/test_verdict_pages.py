@@ -31,12 +31,15 @@ def test_the_summary_counts_equal_the_findings_table():
     items = _findings(base_tables())
     items[0] = {**items[0], "verdict": "mixed"}
     items[1] = {**items[1], "same_statistic_as": items[0]["id"], "verdict": "mixed"}
-    table = _table_verdicts(_findings_table(items))
+    items.append(dict(_split_f9c()[F.F9C], id="F9c-split"))  # a split finding: each estimand's verdict in its cell
+    table = ["split by estimand" if "; " in v else v for v in _table_verdicts(_findings_table(items))]
     summary = summary_block(items, "snakemake all", 54, 0.2)
     tally = next(line for line in summary if line.startswith("Verdicts: "))
-    counts = {v: int(n) for n, v in re.findall(r"(\d+) (supported|contradicted|inconclusive|mixed|not run)", tally)}
+    counts = {v: int(n) for n, v in re.findall(
+        r"(\d+) (supported|contradicted|inconclusive|mixed|split by estimand|not run)", tally.split(" (every")[0])}
     assert sum(counts.values()) == len(table) == len(items)
     assert counts == {v: table.count(v) for v in set(table)} and counts["mixed"] == 2
+    assert counts["split by estimand"] == 1 and "The split findings' estimands: 1 contradicted, 1 inconclusive" in tally
     assert f"{len(items)} findings tested" in "\n".join(summary)
 
 

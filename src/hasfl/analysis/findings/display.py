@@ -57,20 +57,31 @@ def units_frame(findings: Sequence[Mapping[str, Any]],
     for f in findings:
         for u in f["units"]:
             note = u.get("floor_note") or unit_floor_note(f["id"], str(u["unit"]), floor_rows or {})
-            rows.append({"ID": f["id"], "Unit": u["unit"], "In scope": "yes" if u.get("in_scope", True) else "no",
+            rows.append({"ID": f["id"], "Unit": u["unit"], "Estimand": _estimand_label(f, u),
+                         "In scope": "yes" if u.get("in_scope", True) else "no",
                          "n": "--" if u.get("n") is None else str(u["n"]), "Estimate": num(u.get("estimate")),
                          "Interval": interval(u.get("low"), u.get("high")), "MDE": num(u.get("mde")), "Verdict": u["verdict"],
                          "Seeds for power": seeds_cell(u), "Why": u["reason"], "Floor": note})
             for part in u.get("parts", []):  # a unit tested as several claims (F3-shakespeare)
-                rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}",
+                rows.append({"ID": f["id"], "Unit": f"{u['unit']}: {part['unit']}", "Estimand": _estimand_label(f, u),
                              "In scope": "yes" if u.get("in_scope", True) else "no", "n": str(part.get("n")),
                              "Estimate": num(part.get("estimate")),
                              "Interval": interval(part.get("low"), part.get("high")),
                              "MDE": num(part.get("mde")), "Verdict": part["verdict"], "Seeds for power": "",
                              "Why": part["reason"], "Floor": note})
-    df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "In scope", "n", "Estimate", "Interval", "MDE",
-                                                  "Verdict", "Seeds for power", "Why", "Floor"])
+    df = pd.DataFrame.from_records(rows, columns=["ID", "Unit", "Estimand", "In scope", "n", "Estimate", "Interval",
+                                                  "MDE", "Verdict", "Seeds for power", "Why", "Floor"])
+    if not df["Estimand"].astype(bool).any():  # every finding has one estimand: no column to read
+        df = df.drop(columns=["Estimand"])
     return df if df["Floor"].astype(bool).any() else df.drop(columns=["Floor"])
+
+
+def _estimand_label(f: Mapping[str, Any], u: Mapping[str, Any]) -> str:
+    """The label of the estimand ``u`` belongs to, when ``f`` has more than one ("" otherwise)."""
+    ests = f.get("estimands") or []
+    if len(ests) < 2:
+        return ""
+    return next((str(e.get("label") or e.get("estimand")) for e in ests if e.get("estimand") == u.get("estimand")), "")
 
 
 
