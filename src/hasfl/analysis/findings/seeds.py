@@ -16,8 +16,9 @@ The observed effect and spread are taken as the true ones (a planning number, no
 Priced only where more seeds could decide it: an inconclusive unit in the claim's scope, not
 gated by its runs (a run that failed to train at this budget, a blind positive
 control: more seeds do not lift those; a unit gated only for too few seeds is priced), and at the level
-Holm's correction asks of it, alpha / k over the finding's k in-scope units (alpha / k over a
-conjunction's k parts for each part). The cost is the pre-flight's job-hours per seed of the finding's
+its decision asks of it (:func:`unit_level`): alpha where the unit leans towards support (an
+intersection-union test), Holm's alpha / k over its estimand's k in-scope units where it leans towards a
+contradiction (alpha / k over a conjunction's k parts for each part). The cost is the pre-flight's job-hours per seed of the finding's
 methods on the unit's dataset (:func:`hasfl.dag.preflight.estimate` on the reference machine's rates, so it
 is the same on every machine).
 """
@@ -33,7 +34,7 @@ import scipy.stats as sps
 from hasfl.analysis.findings.kernel import INCONCLUSIVE, SEEDS_GATE, Settings, num
 from hasfl.analysis.stats import t_equivalence_margin, t_mde
 
-__all__ = ["MAX_SEEDS", "annotate", "holm_settings", "priced", "seeds_needed"]
+__all__ = ["MAX_SEEDS", "annotate", "holm_settings", "priced", "seeds_needed", "unit_level"]
 
 #: Beyond this many seeds the answer is "more than MAX_SEEDS" (None).
 MAX_SEEDS = 100
@@ -116,6 +117,17 @@ def holm_settings(units: Sequence[Mapping[str, Any]], st: Settings) -> Settings:
     return Settings(alpha=st.alpha / k, power=st.power, th=st.th)
 
 
+def unit_level(unit: Mapping[str, Any], units: Sequence[Mapping[str, Any]], st: Settings) -> Settings:
+    """The level ``unit`` is decided at: ``alpha`` where it leans towards support (a supported unit needs no correction:
+    the finding's supported-by-all is an intersection-union test), else Holm's first step ``alpha / k`` over the units
+    of its estimand (:func:`holm_settings`: its contradiction is corrected among them)."""
+    ps, pc = num(unit.get("p_supported")), num(unit.get("p_contradicted"))
+    if math.isfinite(ps) and math.isfinite(pc) and ps <= pc:
+        return st
+    same = [u for u in units if u.get("estimand") == unit.get("estimand")]
+    return holm_settings(same, st)
+
+
 def annotate(findings: Sequence[dict[str, Any]], st: Settings, methods_of: Mapping[str, Sequence[str]],
              seed_hours: Mapping[str, Mapping[str, float]] | None = None) -> None:
     """Give every inconclusive unit that more seeds could decide (:func:`priced`) its ``seeds_needed`` at the
@@ -124,10 +136,10 @@ def annotate(findings: Sequence[dict[str, Any]], st: Settings, methods_of: Mappi
     ``extra_job_hours`` for the finding's methods."""
     for f in findings:
         units = f.get("units", [])
-        level = holm_settings(units, st)
         for u in units:
             if not priced(u):
                 continue
+            level = unit_level(u, units, st)
             n = seeds_needed(u, level)
             u["seeds_alpha"] = level.alpha
             u["seeds_needed"] = n
