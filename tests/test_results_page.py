@@ -391,16 +391,25 @@ def test_the_committed_notes_refer_to_known_findings_and_type_no_verdict() -> No
     from hasfl.analysis.findings import ALL_FINDING_IDS
     from hasfl.analysis.page_refs import references
 
+    from hasfl.analysis.findings.claims import ESTIMANDS
+
     unit = {"unit": "u", "estimate": 1.0, "low": 0.0, "high": 2.0, "n": 3, "mde": 1.0, "verdict": "supported"}
+    estimands = {key for pairs in ESTIMANDS.values() for key, _label in pairs}
     for notes in sorted((Path(__file__).parents[1] / "docs" / "results").glob("*.notes.md")):
         text = notes.read_text()
         refs = references(text)
         assert refs, notes
         for ref in refs:
             assert ref.split(".")[0] in (*ALL_FINDING_IDS, "count", "alpha", "thresholds"), (notes.name, ref)
-        units = {r.split(".")[1] for r in refs if len(r.split(".")) == 3}
+        units = {r.split(".")[1] for r in refs if len(r.split(".")) in (3, 4)} - estimands
+        nested = {(r.split(".")[1], r.split(".")[2]) for r in refs if len(r.split(".")) == 4}  # unit.learned_seeds.n
         doc = {"findings": [{"id": fid, "verdict": "supported", "n_units": 1, "margin": 2.0,
-                             "units": [{**unit, "unit": u} for u in units]} for fid in ALL_FINDING_IDS]}
+                             "units": [{**unit, "unit": u, **{k: dict(unit) for uu, k in nested if uu == u}}
+                                       for u in units],
+                             "estimands": [{"estimand": key, "label": label, "verdict": "supported",
+                                            "attribution": "this project's extension"}
+                                           for key, label in ESTIMANDS.get(fid, ())]}
+                            for fid in ALL_FINDING_IDS]}
         fill_notes(text, doc, source=notes.name)  # raises on a verdict typed by hand or a malformed reference
 
 

@@ -24,6 +24,7 @@ from hasfl.analysis.findings.kernel import (
     ALL,
     COMPLETED,
     CONTRADICTED,
+    INCONCLUSIVE,
     P3,
     PIPELINE_CHECK,
     SUPPORTED,
@@ -113,6 +114,10 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
     if left:  # only then: findings.json is unchanged when every run is read
         out["left_out"] = [{"unit": f"{d}/{m}/seed{s}", "reason": ", ".join(left[(d, m, s)])}
                            for d, m, s in sorted(left)]
+        if not out["n_units"]:  # runs were made but none can be read: no test, yet not "not run"
+            out["verdict"] = INCONCLUSIVE
+            for e in out["estimands"]:
+                e["verdict"] = INCONCLUSIVE
         if not _all_runs(t) - left.keys():
             out["reason"] = f"every run is left out, so none can show Proposition 3: {note}"
         else:
