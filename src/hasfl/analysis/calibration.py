@@ -186,14 +186,14 @@ def hksj_coverage(n_runs: int, n_clients: int, level: float, tau: float = 0.0, r
 def unit_calibration(findings: Sequence[Mapping[str, Any]], datasets: Mapping[str, Mapping[str, Any]], alpha: float,
                      gap: float = POWER_GAP_PCT, reps: int = REPS) -> list[dict[str, Any]]:
     """Per final-accuracy unit of ``findings`` (a one-sided t unit over paired seeds with a gap-trend read or a
-    sub-model unit), the rule simulated at that unit's *own* spread and seeds: ``n``, ``sd`` (the sd of its per-seed
+    sub-model unit; a conjunction's parts each), the rule simulated at that unit's *own* spread and seeds: ``n``, ``sd`` (the sd of its per-seed
     gaps), the dataset's evaluation noise and window (``datasets``: :func:`dataset_calibration`), the caveat's rate on a
     plateau (None for a sub-model unit: no curve) and the power on a ``gap``-point gap beyond the margin at its n.
     The seed effect of each method is ``sqrt(max(sd^2 - 2 noise^2, 0) / 2)``, so a simulated gap's spread is the
     unit's own. Units whose spread is undefined (fewer than 2 seeds, no variation) are left out."""
     out = []
     for f in findings:
-        for u in f.get("units") or []:
+        for top, u in [(unit, p) for unit in f.get("units") or [] for p in (unit, *unit.get("parts", []))]:
             trend = u.get("gap_trend")
             sd, n = u.get("sd"), int(u.get("n") or 0)
             if (not isinstance(trend, Mapping) or u.get("direction") != "above" or sd is None or n < 2
@@ -202,7 +202,8 @@ def unit_calibration(findings: Sequence[Mapping[str, Any]], datasets: Mapping[st
             sd = float(sd)
             if not (math.isfinite(sd) and sd > 0):
                 continue
-            d = str(u["unit"]).split("/")[0]
+            d = str(top["unit"]).split("/")[0]
+            name = str(u["unit"]) if u is top else f"{top['unit']}: {u['unit']}"
             cal = datasets.get(d) or {}
             sub = trend.get("read") == "none"
             noise = 0.0 if sub else float(cal.get("noise_sd_pct") or 0.0)
@@ -210,7 +211,7 @@ def unit_calibration(findings: Sequence[Mapping[str, Any]], datasets: Mapping[st
             seed_sd = math.sqrt(max(sd * sd - 2.0 * noise * noise, 0.0) / 2.0)
             plateau = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, 0.0, 0.0, alpha, reps)
             power = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, gap, 0.0, alpha, reps)
-            out.append({"finding": f["id"], "unit": u["unit"], "estimand": u.get("estimand"), "n": n, "sd_pct": sd,
+            out.append({"finding": f["id"], "unit": name, "estimand": top.get("estimand"), "n": n, "sd_pct": sd,
                         "noise_sd_pct": None if sub else noise, "evals": None if sub else evals,
                         "caveat": None if sub else plateau.caveat, "power_gap_pct": gap,
                         "power": power.supported, "mde": u.get("mde"), "reps": reps})
