@@ -125,3 +125,19 @@ def test_diverging_run_stops_cleanly(quick_config, tmp_path, one_thread):
     rounds = pd.read_parquet(tmp_path / "run" / "rounds.parquet")
     assert rounds["round"].iloc[-1] == summary["diverged_round"]
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "diverged"
+
+
+@pytest.mark.parametrize("alpha", [5.0, 0.0, float("nan"), -0.1, 0.9])
+def test_diagnose_refuses_a_level_outside_0_to_one_half(alpha):
+    """`hasfl diagnose --alpha 5` called pure noise "data signal"; a level outside (0, 0.5] is refused, named."""
+    import numpy as np
+    import pandas as pd
+
+    from hasfl.analysis.diagnose import DiagnoseError, diagnose
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"e": rng.normal(size=40), "p": np.repeat([0.25, 0.5, 1.0, 0.75], 10),
+                       "tv": rng.uniform(size=40)})
+    with pytest.raises(DiagnoseError, match="expected a test level in \\(0, 0.5\\]"):
+        diagnose(df, "e", "p", "tv", alpha=alpha)
+    assert diagnose(df, "e", "p", "tv", alpha=0.05).verdict in ("inconclusive", "confounded", "data signal")

@@ -132,3 +132,15 @@ def test_this_repositorys_amendments_cover_every_change_git_shows():
     text = (REPO / prereg.RECORD).read_text()
     assert "| `presets/medium-coverage-long.yaml` | `federation.rounds` | `300` | `200` |" in text
     assert "## Pilots" in text and "| 42, 43 |" in text
+
+
+def test_a_record_written_from_an_uncommitted_value_does_not_match_git(tmp_path):
+    """Before, `--write` over an uncommitted rule value made `--check` say "matches git"; the record then lists the
+    value as uncommitted and the check names it until it is committed."""
+    root, _first = _repo_of_rules(tmp_path)
+    config = (root / "config.yaml").read_text()
+    (root / "config.yaml").write_text(config.replace("  f4_min_gap_pct: 0.0", "  f4_min_gap_pct: 2.5"))
+    (root / prereg.RECORD).parent.mkdir(parents=True, exist_ok=True)
+    (root / prereg.RECORD).write_text(prereg.render(prereg.entries(root), root))
+    problems = prereg.check(root)
+    assert any("`analysis.f4_min_gap_pct` of config.yaml is 2.5, not committed" in p for p in problems), problems

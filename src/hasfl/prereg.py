@@ -362,8 +362,12 @@ def check(root: Path | str, use_git: bool = True) -> list[str]:
     text = path.read_text()
     if use_git:
         found = changes(root)
-        want = render(entries(root), root, found)
+        items = entries(root)
+        want = render(items, root, found)
         problems = amendment_problems(root, found)
+        # a record written from an uncommitted value matches the working tree, not git: it is no record yet
+        problems += [f"{RECORD}: `{e.key}` of {e.file} is {e.value}, not committed: commit it, then `hasfl "
+                     "preregistration --write`" for e in items if e.commit is None]
         if text == want:
             return problems
         have, need = set(text.splitlines()), set(want.splitlines())

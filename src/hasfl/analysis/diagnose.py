@@ -248,6 +248,11 @@ def diagnose(df: pd.DataFrame, estimate: str, capacity: str, truth: str | None =
     ``capacity`` is numeric (e.g. pmax); ``group`` a column of capacity groups (default: the
     distinct capacity values, i.e. the tiers). The permutation test draws from ``seed``.
     """
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0.0 < alpha <= 0.5):
+        raise DiagnoseError(f"alpha {alpha!r}: expected a test level in (0, 0.5], e.g. 0.05 (a level of 5 would call "
+                            "pure noise a data signal)")
+    if not (isinstance(permutations, int) and permutations >= 1):
+        raise DiagnoseError(f"permutations {permutations!r}: expected a whole number of at least 1, e.g. 2000")
     if len(df) == 0:
         raise DiagnoseError("the table has no rows")
     e = _column(df, estimate, "estimate")
