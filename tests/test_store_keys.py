@@ -86,6 +86,12 @@ def test_equal_numbers_give_equal_keys():
                                                                                  "hasfl", 42))
     raw = read_yaml(REPO / "config.yaml")
     assert canonical_numbers(raw)["capacity"] == raw["capacity"]  # the shipped presets are canonical already
+    # issue 62: -0.0 is 0.0 (JSON writes them apart): config loading, the slices and the digests give one identity
+    neg = load_config(quick, overrides=["method_params.fedprox.mu=-0.0"])
+    pos = load_config(quick, overrides=["method_params.fedprox.mu=0.0"])
+    assert str(neg["method_params"]["fedprox"]["mu"]) == "0.0"
+    assert digest(run_slice(neg, "digits", "fedprox", 42)) == digest(run_slice(pos, "digits", "fedprox", 42))
+    assert digest({"mu": -0.0, "x": [-0.0]}) == digest({"mu": 0.0, "x": [0.0]})
 
 
 @pytest.mark.parametrize("command", [

@@ -171,7 +171,7 @@ def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with every integer at a key the schema types ``number`` written as a float (``capacity.tiers:
     [0.25, 1]`` -> ``[0.25, 1.0]``): equal numbers give equal identities and store keys (issue 46 fault 3: an
     integer-valued float written without ``.0`` hashed differently and retrained a byte-identical run). A key typed
-    ``integer`` keeps its int; booleans are left alone."""
+    ``integer`` keeps its int; booleans are left alone; ``-0.0`` is written ``0.0``."""
     schema = _schema()
 
     def resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -188,6 +188,8 @@ def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:
         kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
         if isinstance(value, int) and not isinstance(value, bool) and "number" in kinds and "integer" not in kinds:
             return float(value)
+        if isinstance(value, float) and value == 0.0:
+            return 0.0  # -0.0 is 0.0: one number, one identity (JSON would write them apart)
         if isinstance(value, list):
             return [walk(v, node.get("items", {})) for v in value]
         if isinstance(value, Mapping):

@@ -50,15 +50,28 @@ __all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Checkout", "CodeRo
 DATA_CODE: tuple[str, ...] = ("data", "io.py")
 
 
+def _unsigned_zero(value: Any) -> Any:
+    """``value`` with every ``-0.0`` as ``0.0``: equal numbers are one identity (JSON writes ``-0.0`` apart)."""
+    if isinstance(value, float):
+        return 0.0 if value == 0.0 else value
+    if isinstance(value, dict):
+        return {k: _unsigned_zero(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unsigned_zero(v) for v in value]
+    return value
+
+
 def canonical(value: Any) -> Any:
-    """``value`` as plain JSON values with every mapping's keys sorted: two configs equal up to key
-    order (a YAML file written by ``hasfl config --yaml``, say) give equal slices, params and digests."""
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
+    """``value`` as plain JSON values with every mapping's keys sorted and ``-0.0`` written ``0.0``: two configs equal
+    up to key order or the sign of a zero (a YAML file written by ``hasfl config --yaml``, say) give equal slices,
+    params and digests."""
+    return json.loads(json.dumps(_unsigned_zero(value), sort_keys=True, default=str))
 
 
 def digest(value: Any) -> str:
-    """sha256 of ``value``'s canonical JSON."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    """sha256 of ``value``'s canonical JSON (``-0.0`` as ``0.0``)."""
+    return hashlib.sha256(json.dumps(_unsigned_zero(value), sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()
 
 
 def data_slice(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
