@@ -141,3 +141,23 @@ def test_diagnose_refuses_a_level_outside_0_to_one_half(alpha):
     with pytest.raises(DiagnoseError, match="expected a test level in \\(0, 0.5\\]"):
         diagnose(df, "e", "p", "tv", alpha=alpha)
     assert diagnose(df, "e", "p", "tv", alpha=0.05).verdict in ("inconclusive", "confounded", "data signal")
+
+
+def test_compare_names_a_malformed_findings_json_and_diagnose_a_plot_into_a_missing_folder(tmp_path):
+    """Two tracebacks of issue 62's trial: `hasfl compare` over a findings.json without findings, and `hasfl diagnose
+    --plot` into a folder that does not exist; each is now a message naming the file."""
+    import numpy as np
+    import pandas as pd
+
+    from hasfl.analysis.compare import CompareError, _verdicts
+    from hasfl.analysis.diagnose import DiagnoseError, plot
+
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [{"id": "F1a"}]}))
+    with pytest.raises(CompareError, match="not a findings.json"):
+        _verdicts(tmp_path)
+    (tmp_path / "findings.json").write_text(json.dumps({"thresholds": {}}))
+    with pytest.raises(CompareError, match="not a findings.json"):
+        _verdicts(tmp_path)
+    df = pd.DataFrame({"e": np.arange(8.0), "p": [0.5, 1.0] * 4, "tv": np.linspace(0, 1, 8)})
+    with pytest.raises(DiagnoseError, match="does not exist"):
+        plot(df, "e", "p", "tv", tmp_path / "missing" / "x.png")

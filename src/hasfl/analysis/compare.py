@@ -263,7 +263,11 @@ def _verdicts(folder: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     doc = _read_json(path)
-    items = doc["findings"] if isinstance(doc, Mapping) else doc
+    items = doc.get("findings") if isinstance(doc, Mapping) else doc
+    if not isinstance(items, list) or not all(isinstance(f, Mapping) and "id" in f and "verdict" in f
+                                              for f in items):
+        raise CompareError(f"{path}: not a findings.json (expected a list 'findings' of objects with 'id' and "
+                           "'verdict'); rerun the preset's DAG to remake it")
     return {str(f["id"]): str(f["verdict"]) for f in items}
 
 

@@ -356,6 +356,9 @@ def plot(df: pd.DataFrame, estimate: str, capacity: str, truth: str | None, out:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not Path(out).parent.is_dir():
+        raise DiagnoseError(f"--plot {out}: its folder '{Path(out).parent}' does not exist; name a PNG in a folder "
+                            "that does")
     fig, ax = plt.subplots(figsize=(5.0, 3.6), constrained_layout=True)
     x_col = truth or capacity
     for g in sorted(df[capacity].unique()):
