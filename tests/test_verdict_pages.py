@@ -216,7 +216,7 @@ def test_horizons_side_by_side_label_a_verdict_that_differs_and_the_summary_coun
     r = rows[("F9c", "full model")]
     assert (r["a"], r["b"], r["dependent"]) == (F.INCONCLUSIVE, F.SUPPORTED, True)
     assert rows[("F1a", "")]["dependent"] is False
-    lines = horizon_lines(short, [("long", long)])
+    lines = horizon_lines(short, [("long", long, horizon_rows(short, long))])
     assert lines[0] == "## Horizons side by side" and "at 100 rounds, 5 seeds" in lines[2]
     assert "**horizon-dependent**: F9c full model" in lines[2]
     summary = summary_block(short["findings"], "snakemake all", 30, 1.0, horizon_dependent=["F9c full model (long)"])

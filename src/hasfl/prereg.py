@@ -73,6 +73,13 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout
 
 
+@functools.lru_cache(maxsize=4096)
+def _show(root: str, commit: str, file: str) -> str | None:
+    """``file`` at ``commit`` (None where it does not exist): a commit's content never changes, so the record's
+    walks (the fixing commits, the changes, the removed keys) read each version once."""
+    return _git(Path(root), "show", f"{commit}:{file}")
+
+
 def _shown(value: Any) -> str:
     """A value as the record shows it: numbers and lists as YAML flow, a long text by its length and digest."""
     if isinstance(value, str) and len(value) > 60:
@@ -160,7 +167,7 @@ def _pages_then(root: Path, commit: str) -> tuple[str, ...]:
     for name in sorted(names.splitlines()):
         if not name.endswith(".md") or name.endswith(".notes.md"):
             continue
-        text = _git(root, "show", f"{commit}:{name}") or ""
+        text = _show(str(root), commit, name) or ""
         made = _MADE_AT.search(text)
         runs = _RUNS.search(text)
         ran = f"; {runs.group(1)} runs, identities digest {runs.group(2)[:12]}" if runs else ""
@@ -173,7 +180,6 @@ def entries(root: Path | str) -> list[Entry]:
     git has no history or the working tree's value is not committed)."""
     root = Path(root)
     out = []
-    cache: dict[tuple[str, str], str | None] = {}
     pages: dict[str, tuple[str, ...]] = {}
     histories: dict[str, list[tuple[str, str]]] = {}
     for file, key, read in rule_values(root):
@@ -182,9 +188,7 @@ def entries(root: Path | str) -> list[Entry]:
         if file not in histories:
             histories[file] = _history(root, file)
         for c, d in histories[file]:
-            if (c, file) not in cache:
-                cache[(c, file)] = _git(root, "show", f"{c}:{file}")
-            text = cache[(c, file)]
+            text = _show(str(root), c, file)
             if text is None or read(text) != current:
                 break
             commit, date = c, d
@@ -214,7 +218,7 @@ def _tracked(root: Path) -> list[tuple[str, str, Callable[[str], Any]]]:
     have = {(f, k) for f, k, _r in out}
     seen: set[str] = set()
     for c, _d in _history(root, "config.yaml"):
-        node = _yaml_value(_git(root, "show", f"{c}:config.yaml") or "", "analysis")
+        node = _yaml_value(_show(str(root), c, "config.yaml") or "", "analysis")
         if isinstance(node, dict):
             seen |= set(node)
     for key in sorted(seen):
@@ -228,13 +232,10 @@ def changes(root: Path | str) -> list[Change]:
     commit holds differently, or deletes. A value's first appearance is not a change."""
     root = Path(root)
     out: list[Change] = []
-    texts: dict[tuple[str, str], str | None] = {}
     for file, key, read in _tracked(root):
         prev: Any = _MISSING
         for c, d in reversed(_history(root, file)):
-            if (c, file) not in texts:
-                texts[(c, file)] = _git(root, "show", f"{c}:{file}")
-            text = texts[(c, file)]
+            text = _show(str(root), c, file)
             value = read(text) if text is not None else _MISSING
             if prev is not _MISSING and value != prev:
                 out.append(Change(file, key, _shown(prev), "removed" if value is _MISSING else _shown(value), c[:12],
@@ -254,6 +255,12 @@ def _matches(entry: Mapping[str, Any], ch: Change) -> bool:
             and ch.commit.startswith(commit[:12]))
 
 
+def _entry(entries_: Sequence[Mapping[str, Any]], ch: Change) -> Mapping[str, Any] | None:
+    """The amendment entry of change ``ch`` with a reason, else None."""
+    hit = [e for e in entries_ if _matches(e, ch)]
+    return hit[0] if hit and str(hit[0].get("why", "")).strip() else None
+
+
 def amendment_problems(root: Path | str, found: Sequence[Change] | None = None) -> list[str]:
     """Every change git shows without an entry in :data:`AMENDMENTS` (file, key, commit, why), and every entry that
     names no change git shows."""
@@ -262,8 +269,7 @@ def amendment_problems(root: Path | str, found: Sequence[Change] | None = None) 
     entries_ = list(_amendments(root).get("amendments") or [])
     problems = []
     for ch in found:
-        hit = [e for e in entries_ if _matches(e, ch)]
-        if not hit or not str(hit[0].get("why", "")).strip():
+        if _entry(entries_, ch) is None:
             problems.append(f"{AMENDMENTS}: `{ch.key}` of {ch.file} changed from {ch.old} to {ch.new} at {ch.commit} "
                             "without an amendment entry (file, key, commit, why)")
     for e in entries_:
@@ -281,8 +287,8 @@ def _amendment_lines(root: Path, found: Sequence[Change]) -> list[str]:
              "--check` fails on a change without an entry).", "",
              "| file | rule value | old | new | commit | date | why |", "|---|---|---|---|---|---|---|"]
     for ch in found:
-        hit = [e for e in notes.get("amendments") or [] if _matches(e, ch)]
-        why = " ".join(str(hit[0].get("why", "")).split()) if hit else "**no entry**"
+        hit = _entry(notes.get("amendments") or [], ch)
+        why = " ".join(str(hit["why"]).split()) if hit else "**no entry**"
         lines.append(f"| `{ch.file}` | `{ch.key}` | `{ch.old}` | `{ch.new}` | `{ch.commit}` | {ch.date} | "
                      f"{why.replace('|', '/')} |")
     pilots = notes.get("pilots") or []

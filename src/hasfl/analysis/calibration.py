@@ -209,11 +209,12 @@ def unit_calibration(findings: Sequence[Mapping[str, Any]], datasets: Mapping[st
             noise = 0.0 if sub else float(cal.get("noise_sd_pct") or 0.0)
             evals = int(cal.get("evals") or 3)
             seed_sd = math.sqrt(max(sd * sd - 2.0 * noise * noise, 0.0) / 2.0)
-            plateau = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, 0.0, 0.0, alpha, reps)
+            # a sub-model unit has no curve, so no caveat to simulate
+            caveat = None if sub else simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, 0.0, 0.0, alpha, reps).caveat
             power = simulate(n, max(evals, 3), max(noise, 1e-9), seed_sd, gap, 0.0, alpha, reps)
             out.append({"finding": f["id"], "unit": name, "estimand": top.get("estimand"), "n": n, "sd_pct": sd,
                         "noise_sd_pct": None if sub else noise, "evals": None if sub else evals,
-                        "caveat": None if sub else plateau.caveat, "power_gap_pct": gap,
+                        "caveat": caveat, "power_gap_pct": gap,
                         "power": power.supported, "mde": u.get("mde"), "reps": reps})
     return out
 

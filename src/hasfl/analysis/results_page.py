@@ -29,6 +29,7 @@ from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
 from hasfl.analysis.artifacts import figure_caption
 from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, VERDICT_RULES, finding_kind
 from hasfl.analysis.findings.display import seeds_cell
+from hasfl.analysis.findings.kernel import EXTENSION_ATTRIBUTION, PAPER_ATTRIBUTION
 from hasfl.analysis.manifest import verify_analysis
 from hasfl.analysis.markdown import measured, num
 from hasfl.analysis.page_refs import NOT_RUN, NotesError, fill_notes, shown_verdict
@@ -163,7 +164,7 @@ def whose_claim(f: Mapping[str, Any]) -> str:
     parts = []
     for e in ests:
         who = str(e.get("attribution") or "")
-        said = who if who in ("this project's extension", "the paper") else f"{who}'s claim"
+        said = who if who in (EXTENSION_ATTRIBUTION, PAPER_ATTRIBUTION) else f"{who}'s claim"
         parts.append(f"{e.get('label') or e.get('estimand')}: {said}")
     return " [" + "; ".join(parts) + "]"
 
@@ -255,12 +256,12 @@ def horizon_rows(base: Mapping[str, Any], longer: Mapping[str, Any]) -> list[dic
         if g is None:
             continue
         theirs = {e["estimand"]: e for e in g.get("estimands") or []}
+        units_a = {str(u["unit"]): u for u in f.get("units") or []}
+        units_b = {str(u["unit"]): u for u in g.get("units") or []}
         for e in f.get("estimands") or []:
             t = theirs.get(e["estimand"])
             if e.get("verdict") == NOT_RUN or t is None or t.get("verdict") == NOT_RUN:
                 continue
-            units_a = {str(u["unit"]): u for u in f.get("units") or []}
-            units_b = {str(u["unit"]): u for u in g.get("units") or []}
             names = list(dict.fromkeys([*e.get("units", []), *t.get("units", [])]))
             rows.append({"id": f["id"], "estimand": e.get("label") or "", "a": e["verdict"], "b": t["verdict"],
                          "dependent": e["verdict"] != t["verdict"],
@@ -268,16 +269,17 @@ def horizon_rows(base: Mapping[str, Any], longer: Mapping[str, Any]) -> list[dic
     return rows
 
 
-def horizon_lines(base: Mapping[str, Any], longer: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+def horizon_lines(base: Mapping[str, Any],
+                  longer: Sequence[tuple[str, Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> list[str]:
     """The section that shows every estimand of the page's findings at each longer horizon of an overlay folder
-    (:func:`horizon_rows`), a verdict that differs labelled horizon-dependent."""
+    (``longer``: its name, findings.json and :func:`horizon_rows`), a verdict that differs labelled
+    horizon-dependent."""
     if not longer:
         return []
     here = _horizon_text(base.get("horizon") or {})
     lines = ["## Horizons side by side", ""]
-    for name, doc in longer:
+    for name, doc, rows in longer:
         there = _horizon_text(doc.get("horizon") or {})
-        rows = horizon_rows(base, doc)
         dep = [r for r in rows if r["dependent"]]
         lines += [f"Each estimand this page's folder tests at {here}, beside the same test in `{name}` at {there} "
                   f"(the overlay's own section has its reasons). {len(rows)} estimand verdicts are tested at both; "
@@ -297,16 +299,16 @@ def horizon_lines(base: Mapping[str, Any], longer: Sequence[tuple[str, Mapping[s
     return lines
 
 
-def longer_horizons(base: Mapping[str, Any], overlays: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]:
-    """The overlay folders whose findings were made at more rounds than ``base``'s (their findings.json, verified
-    against their manifests), by name."""
+def longer_horizons(base: Mapping[str, Any], overlays: Mapping[Path, tuple[dict[str, Any], dict[str, Any]]]
+                    ) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """The overlay folders (``overlays``: each one's verified manifest and findings.json) whose findings were made at
+    more rounds than ``base``'s: their name, findings.json and :func:`horizon_rows`."""
     rounds = (base.get("horizon") or {}).get("rounds")
     out = []
-    for o in overlays:
-        _, doc = _verified_findings(Path(o), f"overlay '{o}': ")
+    for path, (_manifest, doc) in overlays.items():
         theirs = (doc.get("horizon") or {}).get("rounds")
         if rounds is not None and theirs is not None and theirs > rounds:
-            out.append((Path(o).name, doc))
+            out.append((path.name, doc, horizon_rows(base, doc)))
     return out
 
 
@@ -477,12 +479,14 @@ def _verified_findings(results: Path, what: str = "") -> tuple[dict[str, Any], d
     return manifest, json.loads(_listed(results, manifest["files"], findings_path).read_text())
 
 
-def _overlay_lines(overlay: Path, base_files: Sequence[str], analysis_code: str | None) -> list[str]:
+def _overlay_lines(overlay: Path, verified: tuple[dict[str, Any], dict[str, Any]], base_files: Sequence[str],
+                   analysis_code: str | None) -> list[str]:
     """The section of a folder made with one more config file on top of the page's (``presets/<its name>.yaml``: a
     longer horizon, methods at each client's capacity): its command and provenance in one paragraph, the findings it
     ran (the table of the page's own findings, the others omitted as not run there) and its coverage table. Its
-    analysis is verified against its manifest and its runs against the config files, as the page's own."""
-    manifest, doc = _verified_findings(overlay, f"overlay '{overlay}': ")
+    analysis is verified against its manifest (``verified``: :func:`_verified_findings` of it) and its runs against
+    the config files, as the page's own."""
+    manifest, doc = verified
     listed = manifest["files"]
     extra = Path("presets") / f"{overlay.name}.yaml"
     if not (REPO / extra).is_file():
@@ -555,8 +559,9 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
              "`report.md` in the results folder has everything."
              + (" The notes before the findings are a person's reading of them (the `--notes` file); every number "
                 "and verdict in them is filled from `findings.json` when the page is made." if notes else ""), ""]
-    longer = longer_horizons(doc, overlays)
-    dependent = [(name, r) for name, d in longer for r in horizon_rows(doc, d) if r["dependent"]]
+    verified = {Path(o): _verified_findings(Path(o), f"overlay '{o}': ") for o in overlays}
+    longer = longer_horizons(doc, verified)
+    dependent = [(name, r) for name, _d, rows in longer for r in rows if r["dependent"]]
     lines += summary_block(findings, dag, prov["n_runs"], all_hours, evaluations=evaluation_cpu_hours(results),
                            horizon_dependent=[f"{r['id']} {r['estimand']} ({name})".replace("  ", " ")
                                               for name, r in dependent])
@@ -573,7 +578,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     lines += reproduce_lines(rows, prov["kernels"])
     lines += horizon_lines(doc, longer)
     for overlay in overlays:
-        lines += _overlay_lines(Path(overlay), files, analysis_code)
+        lines += _overlay_lines(Path(overlay), verified[Path(overlay)], files, analysis_code)
     lines += ["## Tables", ""]
     for table in TABLES:
         if (results / "tables" / f"{table}.parquet").is_file():

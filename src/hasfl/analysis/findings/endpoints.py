@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hasfl.analysis.findings.kernel import Settings, fmt, num, seed_values
+from hasfl.analysis.findings.kernel import CONTRADICTED, FAILED_TO_TRAIN, Settings, fmt, gate_unit, num, seed_values
 from hasfl.analysis.floors import is_missing
 from hasfl.analysis.stats import paired_ci
 
@@ -115,8 +115,6 @@ def gate_arms(unit: dict[str, Any], budget: str | None, failed: str | None, st: 
     the unit is contradicted, scoped so in its reason (``decided_by`` :data:`BETTER_ARM_FAILED`; not a test, so Holm
     leaves it out and more seeds are not priced). A withheld unit reports beside it the test on the seeds that
     learned (:func:`hasfl.analysis.findings.kernel.learned_seeds`)."""
-    from hasfl.analysis.findings.kernel import CONTRADICTED, FAILED_TO_TRAIN, gate_unit
-
     runs = list(getattr(failed, "runs", ()))
     if budget or not runs or better is None or any(r["method"] != better for r in runs):
         return gate_unit(unit, join_reasons(budget, failed), st)

@@ -35,6 +35,7 @@ from hasfl.analysis.findings.kernel import (
     T8S,
     FindingSpec,
     Settings,
+    directional,
     finding,
     fmt,
     z_p,
@@ -111,10 +112,8 @@ def recovers_unit(name: str, rows: pd.DataFrame, margin: float, st: Settings,
                                   f"<= {fmt(unit['mde_contradicted'])} for contradicted{ctl_txt})")
     if v == CONTRADICTED and gated:
         label = "positive control F6 here (after Holm)"
-        if f6 is None and ctl:
-            blind = ctl["high"] < st.th["f6_min_r_h_tv"]
-            f6 = {**ctl, "verdict": CONTRADICTED if blind else SUPPORTED if ctl["low"] > st.th["f6_min_r_h_tv"]
-                  else INCONCLUSIVE}
+        if f6 is None and ctl:  # F6's test (directional at its margin) on this estimate's own fedavg value
+            f6 = {**ctl, "verdict": directional(ctl["low"], ctl["high"], st.th["f6_min_r_h_tv"], True)[0]}
             label = "positive control here (the fedavg runs' own value of this estimate)"
         control_beside(unit, f6, "its absence of a usable signal", label)
     return unit

@@ -116,15 +116,6 @@ SUB_MODEL_READ = ("units `<dataset>` compare full-model accuracy; units `<datase
                   "gates")
 
 
-def learned_gate(dataset: str, seeds: Sequence[int], frames: Sequence[tuple[pd.DataFrame, str]]) -> str | None:
-    """Why a unit on ``dataset`` over ``seeds`` is withheld because one of its runs failed to train, else None: a run
-    of a method in ``frames`` at the majority-class floor under its method's declared batch-norm rule (``at_floor``:
-    its accuracy curve never above the class frequencies, and its final model under the declared rule not above them
-    either, :func:`hasfl.analysis.bn_sensitivity.tables_under`), the same rule for every method. Unknown (no flag)
-    is not gated (:func:`~hasfl.analysis.findings.endpoints.failed_gate`)."""
-    return failed_gate(dataset, seeds, frames)
-
-
 def _sub_floor(sub: pd.DataFrame, tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """``sub`` with ``submodel_at_floor``: a run's sub-model accuracy at most its dataset's majority-class rate plus
     the floor tolerance (from the method tables' floor columns; NA where unknown). The sub-model unit reads its own
@@ -183,7 +174,7 @@ def _acc_unit(t4s: pd.DataFrame, ma: str, db: pd.DataFrame, mb: str, d: str, st:
                 "estimand": FULL})
     u["reason"] += left_out_note(q.left_out)
     gap_trend(u, paired_slopes(t4s, ma, db, mb, d, q.seeds), st, st.th["f9_min_acc_gap_pct"])
-    return gate_arms(u, budget, learned_gate(d, q.seeds, [(t4s, ma), (db, mb)]), st, better=ma)
+    return gate_arms(u, budget, failed_gate(d, q.seeds, [(t4s, ma), (db, mb)]), st, better=ma)
 
 
 def _sub_unit(sub: pd.DataFrame, ma: str, mb: str, d: str, st: Settings, budget: str | None) -> dict[str, Any] | None:
@@ -231,7 +222,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
                                                            "decay_uniform_rolling": list(p.b),
                                                            "accuracy": "full model"})
                 u["reason"] += left_out_note(p.left_out)
-                learned = learned_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")])
+                learned = failed_gate(d, p.seeds, [(uni, "uniform"), (t4s, "uniform_rolling")])
                 decay_units.append(gate_unit(u, _gates(budget, learned), st))
             acc_units.append(_acc_unit(t4s, "uniform_rolling", uni, "uniform", d, st, budget))
             with_sub(acc_units, "uniform_rolling", uni, "uniform", d, budget)

@@ -46,7 +46,7 @@ import scipy.stats as sps
 
 from hasfl.analysis.artifacts import natural_partition
 from hasfl.analysis.findings.claims import attribution
-from hasfl.analysis.findings.multiplicity import _sf, decisive_p, holm, holm_step_down, t_p, z_p  # noqa: F401 (re-exported)
+from hasfl.analysis.findings.multiplicity import _sf, holm, holm_step_down, t_p, z_p  # noqa: F401 (re-exported)
 from hasfl.analysis.findings.verdicts import (  # noqa: F401 (re-exported: the families import them from here)
     CONTRADICTED,
     INCONCLUSIVE,
@@ -430,17 +430,20 @@ class Estimand:
 
 #: The estimand of a finding with one statistic.
 CLAIM_ESTIMAND = "claim"
+#: An estimand's ``attribution`` when no other authors' claim is about it: this project's question, or the paper's.
+EXTENSION_ATTRIBUTION, PAPER_ATTRIBUTION = "this project's extension", "the paper"
 
 
 def estimand_entry(fid: str, e: Estimand, units: Sequence[Mapping[str, Any]], kind: str, st: Settings,
-                   not_run: str) -> dict[str, Any]:
-    """One estimand's verdict: its in-scope units combined (:func:`combine`; Holm over its units' contradictions
-    already applied), its claim, whose claim it is, its horizon (``st.horizon``) and its reason."""
+                   not_run: str, conjunction: bool = False) -> dict[str, Any]:
+    """One estimand's verdict: its in-scope units combined (:func:`combine`, as parts of one claim with
+    ``conjunction``; Holm over its units' contradictions already applied), its claim, whose claim it is, its horizon
+    (``st.horizon``) and its reason."""
     inside = [u for u in units if u.get("in_scope", True)]
-    verdict = NOT_RUN if not inside else combine([u["verdict"] for u in inside])
+    verdict = NOT_RUN if not inside else combine([u["verdict"] for u in inside], conjunction)
     who = attribution(fid, e.key, e.attribution)
     return {"estimand": e.key, "label": e.label, "claim": e.claim,
-            "attribution": who or ("this project's extension" if kind != PAPER_CLAIM else "the paper"),
+            "attribution": who or (EXTENSION_ATTRIBUTION if kind != PAPER_CLAIM else PAPER_ATTRIBUTION),
             "verdict": verdict, "units": [u["unit"] for u in inside], "horizon": dict(st.horizon or {}),
             "reason": (f"not run: {not_run}" if not inside else
                        "; ".join(f"{u['unit']}: {u['verdict']} -- {u['reason']}" for u in inside))}
@@ -474,13 +477,9 @@ def finding(fid: str, *, claim: str, source: str, scope: str, statistic: str, te
         own = [u for u in units if u["estimand"] == e.key]
         if not conjunction:  # the parts of a conjunction must all hold: Holm runs over their contradictions only
             holm([u for u in own if u["in_scope"]], st.alpha)
-        entries.append(estimand_entry(fid, e, own, kind, st, not_run))
+        entries.append(estimand_entry(fid, e, own, kind, st, not_run, conjunction))
     inside = [u for u in units if u["in_scope"]]
-    if conjunction:
-        verdict = NOT_RUN if not inside else combine([u["verdict"] for u in inside], conjunction=True)
-        entries[0]["verdict"] = verdict
-    else:
-        verdict = summarize([x["verdict"] for x in entries])
+    verdict = summarize([x["verdict"] for x in entries])
     if not inside:
         reason = f"not run: {not_run}"
     elif len(entries) > 1:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import scipy.stats as sps
 
-from hasfl.analysis.findings.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, fmt, num
+from hasfl.analysis.findings.verdicts import CONTRADICTED, INCONCLUSIVE, fmt, num
 
-__all__ = ["decisive_p", "holm", "holm_step_down", "t_p", "z_p"]
+__all__ = ["holm", "holm_step_down", "t_p", "z_p"]
 
 
 def t_p(mean: float, sd: float, n: int, margin: float, above: bool) -> tuple[float, float]:
@@ -37,16 +37,6 @@ def z_p(z: float, se: float, edge: float, above: bool, df: float = math.inf) -> 
     stat = (z - math.atanh(edge)) / se
     up, down = _sf(stat, df), _sf(-stat, df)
     return (up, down) if above else (down, up)
-
-
-def decisive_p(u: Mapping[str, Any]) -> float:
-    """The p-value that decides ``u``'s verdict: ``p_supported`` for a supported unit, ``p_contradicted`` for a
-    contradicted one, the smaller of the two otherwise."""
-    if u["verdict"] == SUPPORTED:
-        return num(u["p_supported"])
-    if u["verdict"] == CONTRADICTED:
-        return num(u["p_contradicted"])
-    return min(num(u["p_supported"]), num(u["p_contradicted"]))
 
 
 def holm_step_down(ps: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
