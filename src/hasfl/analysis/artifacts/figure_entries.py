@@ -74,8 +74,9 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         (*_FRONTIER, *(m for m in METHODS if m not in _FRONTIER)), (),
         "Final test accuracy of every method against what it costs a client, one column per dataset. Top: "
         "against the average width trained and uploaded per client-round (filled marker); a cross joined to it "
-        "by a thin line marks the average width allocated, which differs only for FjORD (its clients train at "
-        "their capacity and distil the allocated width). Bottom: against the mean upload per client-round in "
+        "by a thin line marks the average width allocated, which differs for FjORD (its clients train at "
+        "their capacity and distil the allocated width) and for FIARSE where a preset runs it (it trains the whole "
+        "model under a magnitude mask of the allocated share). Bottom: against the mean upload per client-round in "
         "MB (cost model of Table 1). Error bars: plus or minus one sample standard deviation over the "
         "{n_seeds} seeds, on both axes. Hollow marker: in every seed the method never rose more than {floor_tol} "
         "points above the majority-class rate (grey dashed line; dotted: chance rate); half-filled: in some "
