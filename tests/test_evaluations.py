@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from hasfl.config import data_config
 from hasfl.dag import store
 from hasfl.dag.identity import data_code_digest, data_identity, evaluation_code_digest, run_slice
 from hasfl.errors import HasflError
+from hasfl.integrity import MANIFEST as MANIFEST_NAME
 from hasfl.integrity import IntegrityError
 from hasfl.registry import resolve
 
@@ -454,3 +456,104 @@ def test_a_cpu_evaluation_counts_in_the_cpu_batches_on_the_cpu(world):
     assert stale.CPU_EVAL_BATCH == 512 and stale.GPU_EVAL_BATCH > stale.CPU_EVAL_BATCH
     held = stale._COUNTS[id(bundle)][1]
     assert {(k[1], k[2]) for k in held} == {(512, "cpu")}
+
+
+# --- evaluations audited like runs: read from the files, without Snakemake's metadata ------------------------------
+def _code_of(function: str) -> str:
+    return evaluation_code_digest(function, REPO)
+
+
+@pytest.fixture()
+def audited(world, tmp_path):
+    """A second results folder beside the world's (its data stage and runs linked from the same store, no Snakemake
+    metadata anywhere) whose runs are evaluated as the DAG's evaluate rule does (``evaluation_specs`` of the config):
+    ``(config, folder)``."""
+    from hasfl.analysis.evaluations import evaluation_specs
+
+    cfg = {**copy.deepcopy(world["cfg"]), "datasets": ["digits"], "seeds": [42]}
+    other = world["results"].parent / f"ev-audit-{tmp_path.name}"
+    for part in ("data", "runs"):
+        shutil.copytree(world["results"] / part, other / part, symlinks=True)
+    for m in METHODS:
+        store.evaluate_run(evaluation_specs(cfg, "digits", m, _code_of),
+                           run_dir=other / "runs" / "digits" / m / "seed42", data_dir=other / "data/digits/seed42",
+                           out_dir=eval_dir(other, "digits", m, 42), results=other)
+    yield cfg, other
+    shutil.rmtree(other)
+
+
+def _eval_reruns(cfg, folder, code_of=_code_of):
+    from hasfl.dag.outputs import audit
+
+    found = audit(cfg, folder, data_code=data_code_digest(), eval_code=code_of)
+    assert not [k for k in found.rerun if not k.startswith("evals/")], found.rerun
+    return {k: v for k, v in found.rerun.items() if k.startswith("evals/")}, found.errors
+
+
+def test_a_finished_evaluation_is_current_when_its_code_config_and_run_are(audited):
+    cfg, folder = audited
+    assert _eval_reruns(cfg, folder) == ({}, [])
+    assert store.link_problems(folder) == []
+
+
+def test_an_edit_of_an_evaluations_code_reruns_the_runs_that_evaluate_it(audited):
+    """Decided from the manifests (a second clone, a copied folder, a cleared .snakemake decide the same): each run
+    whose evaluations include the edited function's table is rerun, naming the table and the code."""
+    cfg, folder = audited
+    edited = PER_RUN["table4c_coverage_over_time"].per_run
+    reruns, _ = _eval_reruns(cfg, folder, lambda f: "edited" if f == edited else _code_of(f))
+    assert sorted(reruns) == sorted(f"evals/digits/{m}/seed42" for m in _methods("table4c_coverage_over_time"))
+    assert all(why == "table4c_coverage_over_time: evaluation code" for why in reruns.values()), reruns
+
+
+def test_a_config_value_only_an_evaluation_reads_reruns_it(audited):
+    """The copied-folder variant with another ``analysis.table4c_last_rounds``: its evaluations are rerun."""
+    cfg, folder = audited
+    cfg = {**cfg, "analysis": {**cfg.get("analysis", {}), "table4c_last_rounds": 7}}
+    reruns, _ = _eval_reruns(cfg, folder)
+    assert sorted(reruns) == sorted(f"evals/digits/{m}/seed42" for m in _methods("table4c_coverage_over_time"))
+    assert all(why == "table4c_coverage_over_time: config (last_rounds)" for why in reruns.values()), reruns
+
+
+def test_another_runs_evaluation_under_a_run_is_rerun_and_another_tables_is_an_error(audited):
+    cfg, folder = audited
+    here = Path(eval_dir(folder, "digits", "uniform", 42))
+    there = Path(eval_dir(folder, "digits", "heterofl", 42))
+    shutil.rmtree(here / "bn_sensitivity")
+    shutil.copytree(there / "bn_sensitivity", here / "bn_sensitivity", symlinks=True)
+    reruns, errors = _eval_reruns(cfg, folder)
+    assert list(reruns) == ["evals/digits/uniform/seed42"] and not errors
+    assert reruns["evals/digits/uniform/seed42"].startswith("bn_sensitivity: run files"), reruns
+    shutil.rmtree(there / "bn_sensitivity")
+    shutil.copytree(there / "table4c_coverage_over_time", there / "bn_sensitivity", symlinks=True)
+    _, errors = _eval_reruns(cfg, folder)
+    assert errors == ["evals/digits/heterofl/seed42/bn_sensitivity holds the rows of table "
+                      "'table4c_coverage_over_time'; delete the folder"]
+
+
+def test_a_link_to_an_entry_holding_another_keys_content_is_named_by_verify(audited, hasfl_cli):
+    """An entry renamed after a folder linked it (its files match its own manifest): ``link_problems`` and ``hasfl
+    verify`` name the folder, which ``verify_results`` alone passes."""
+    from hasfl.integrity import verify_results
+
+    cfg, folder = audited
+    table = Path(eval_dir(folder, "digits", "uniform", 42)) / "bn_sensitivity"
+    entry = (table / MANIFEST_NAME).resolve().parent
+    planted = entry.with_name("0" * 64)
+    shutil.copytree(entry, planted)
+    try:
+        for f in table.iterdir():
+            target = Path(os.readlink(f))
+            f.unlink()
+            f.symlink_to(target.parent.with_name(planted.name) / target.name)
+        verify_results(folder)
+        problems = store.link_problems(folder)
+        assert len(problems) == 1 and problems[0].startswith(
+            "evals/digits/uniform/seed42/bn_sensitivity links store entry evals/0000000000000000, whose manifest is "
+            "another key's content"), problems
+        res = hasfl_cli("verify", folder)
+        assert res.returncode != 0 and "evals/digits/uniform/seed42/bn_sensitivity links store entry" in res.stderr
+    finally:
+        for f in planted.rglob("*"):
+            f.chmod(0o644)
+        shutil.rmtree(planted)

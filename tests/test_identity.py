@@ -91,7 +91,10 @@ def test_3_a_copied_folder_is_rerun_where_the_new_config_differs(world, plan) ->
     copy, overlay = _copy(world, "tiny-mu05", method_params__fedprox__mu=0.5)
     res = plan(world["tmp"], "presets/quick.yaml", overlay, basedir=world["tmp"])
     assert res.code is None, res.stderr[-2000:]
-    assert set(res.session.reruns) == {"runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43", "analysis"}
+    # the runs' evaluations with them (read from their manifests: their run is rerun)
+    assert set(res.session.reruns) == {"runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43", "analysis",
+                                       "evals/digits/fedprox/seed42", "evals/digits/fedprox/seed43"}
+    assert res.session.reruns["evals/digits/fedprox/seed42"][1].endswith("its run runs/digits/fedprox/seed42 is rerun")
     assert res.jobs("data", "runs") == {"rerun": ["runs/digits/fedprox/seed42", "runs/digits/fedprox/seed43"],
                                         "missing": [], "link": []}
     assert "runs/digits/fedprox/seed42: config (method_params.mu)" in res.stderr
@@ -259,8 +262,9 @@ def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
     mu = {**config, "name": "tiny-walk", "method_params": {**config["method_params"], "fedprox": {"mu": 0.5}}}
     found = status(mu, copy, **kw)
     assert found.foreign and found.foreign[0].startswith("runs/digits/fedprox/seed42 holds the run of digits / hasfl")
-    assert found.rerun == {"runs/digits/fedprox/seed43": "config (method_params.mu)",
-                           "analysis": "config (method_params.fedprox.mu)"}, found.rerun
+    assert {k: v for k, v in found.rerun.items() if not k.startswith("evals/")} == {
+        "runs/digits/fedprox/seed43": "config (method_params.mu)", "analysis": "config (method_params.fedprox.mu)"}
+    assert [k for k in found.rerun if k.startswith("evals/")] == ["evals/digits/fedprox/seed43"], found.rerun
 
 
 # --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------

@@ -87,6 +87,68 @@ def _with_overlay(workdir: Path, name: str, overlay: dict) -> str:
     return path.name
 
 
+def _evaluating(config: dict, tables: set[str]) -> tuple[list[str], int, int]:
+    """The evaluate jobs' folders (``evals/<d>/<m>/seed<s>``) of the preset's runs whose evaluations include one of
+    ``tables``, how many of ``tables`` they evaluate, and how many tables in all."""
+    from hasfl.analysis.evaluations import evaluation_specs
+    from hasfl.dag.outputs import preset_jobs
+
+    specs = {f"evals/{d}/{m}/seed{s}": set(evaluation_specs(config, d, m, str)) for d, m, s in preset_jobs(config)[1]}
+    jobs = {j: t for j, t in specs.items() if t & tables}
+    return sorted(jobs), sum(len(t & tables) for t in jobs.values()), sum(len(t) for t in jobs.values())
+
+
+def _store_lines(results: Path) -> tuple[int, int]:
+    """How many evaluation entries the evaluate jobs' logs say were written, and how many only linked."""
+    text = "".join(p.read_text() for p in (results / "logs" / "evaluate").rglob("*.log"))
+    return text.count("store: evals entry") - text.count("linked, not recomputed"), text.count("linked, not recomputed")
+
+
+def test_evaluations_are_recomputed_from_their_identity_without_snakemakes_metadata(finished, walk, snakemake):
+    """A clone without ``.snakemake`` (the metadata cleared): an edit of one per-run evaluation's code reruns the
+    evaluate jobs of exactly the runs that evaluate it, and each computes only that table (the others are relinked
+    from the store). Then a copied folder whose config changes a value only that evaluation reads
+    (``analysis.table4c_last_rounds``): the same evaluations, and no run, are recomputed there."""
+    shutil.rmtree(finished / ".snakemake")
+    from hasfl.analysis.artifacts import ARTIFACTS
+    from hasfl.dag.identity import evaluation_code_digest
+
+    per_run = {n: a.per_run for n, a in ARTIFACTS.items() if a.per_run}
+    before = {n: evaluation_code_digest(f, finished) for n, f in per_run.items()}
+    base = walk(finished, "tiny.yaml")
+    assert not base.status.rerun
+    target = finished / "src/hasfl/analysis/per_run/coverage_over_time.py"
+    target.write_text(target.read_text() + "\n# content change\n")
+    changed = {n for n, f in per_run.items() if evaluation_code_digest(f, finished) != before[n]}
+    jobs, computed, tables = _evaluating(base.config, changed)
+    assert "table4c_coverage_over_time" in changed and len(changed) < len(per_run) and jobs
+    walked = walk(finished, "tiny.yaml")
+    assert walked.reruns("evals") == jobs and not walked.reruns("runs") and not walked.reruns("data")
+    assert all(set(walked.status.rerun[j].split("; ")) <= {f"{n}: evaluation code" for n in changed} for j in jobs)
+    results = finished / "results" / "tiny"
+    shutil.rmtree(results / "logs" / "evaluate")
+    cmd = ("--cores", "2", "all", "--configfile", "presets/quick.yaml", "tiny.yaml")
+    res = snakemake(*cmd, cwd=finished, timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    counts = snakemake.job_counts(res.stdout + res.stderr)
+    assert counts.get("evaluate") == len(jobs) and "train" not in counts and "data_stage" not in counts, counts
+    assert _store_lines(results) == (computed, tables - computed)
+    assert not walk(finished, "tiny.yaml").status.rerun
+
+    copy = finished / "results" / "tiny-k"
+    shutil.copytree(results, copy, symlinks=True, ignore=shutil.ignore_patterns("logs", ".hasfl*"))
+    overlay = _with_overlay(finished, "k", {"name": "tiny-k", "analysis": {"table4c_last_rounds": 1}})
+    jobs, computed, tables = _evaluating(base.config, {"table4c_coverage_over_time"})
+    walked = walk(finished, "tiny.yaml", overlay)
+    assert walked.reruns("evals") == jobs and not walked.reruns("runs") and not walked.status.missing
+    assert {walked.status.rerun[j] for j in jobs} == {"table4c_coverage_over_time: config (last_rounds)"}
+    res = snakemake(*cmd, overlay, cwd=finished, timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    counts = snakemake.job_counts(res.stdout + res.stderr)
+    assert counts.get("evaluate") == len(jobs) and "train" not in counts, counts
+    assert _store_lines(copy) == (computed, tables - computed)
+
+
 def test_method_hyperparameter_reruns_only_that_method(finished, walk):
     base = walk(finished, "tiny.yaml")
     walked = walk(finished, "tiny.yaml", _with_overlay(finished, "mu", {"method_params": {"fedprox": {"mu": 0.5}}}))

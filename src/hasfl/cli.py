@@ -101,8 +101,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from hasfl.dag.identity import Checkout, checkout_root
     from hasfl.dag.outputs import audit
 
+    from hasfl.dag.store import link_problems
+
     found = audit(None, args.results)
-    scope = "the sha256 chain data stage -> run -> budget run"
+    found.errors += link_problems(args.results)
+    scope = "the sha256 chain data stage -> run -> budget run, each linked store entry's key"
     if args.config is not None or args.set:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
         # came from; a wheel install comes from none and is refused (issue 46: it hashed nothing, a constant)
@@ -121,7 +124,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         counts = preset.counts()
         print(f"hasfl verify: {args.results}: preset '{config['name']}': {counts['current']} data-stage and run "
               f"folders current, {counts['rerun']} to rerun, {counts['in store']} in the run store (linked by a "
-              f"build), {counts['missing']} missing, {counts['foreign']} holding another job's output")
+              f"build), {counts['missing']} missing, {counts['foreign']} holding another job's output; "
+              f"{counts['evaluations here']} run evaluations current, {counts['evaluations rerun']} runs' "
+              "evaluations to rerun")
     else:
         scope += " (give --config PRESET to compare with what a preset would make)"
     if found.errors or found.rerun:

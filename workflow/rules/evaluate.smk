@@ -37,6 +37,9 @@ def eval_inputs(wc):
             for f in sorted({f for s in specs.values() for f in s["data_files"]})
         ],
     }
+    # an evaluation that is not what this checkout and preset would make (hasfl.dag.outputs.audit, read from the
+    # manifests, so without Snakemake's metadata too) gets a rerun token
+    inputs.update(rerun_input(f"{EVALS}/{wc.dataset}/{wc.method}/seed{wc.seed}"))
     if any(PER_RUN[name].raw for name in specs):
         inputs["raw"] = raw_files(
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]

@@ -1,4 +1,4 @@
-# Reruns decided by identity (hasfl.dag.outputs.audit): a finished data-stage or run folder that is not
+# Reruns decided by identity (hasfl.dag.outputs.audit): a finished data-stage, run or run-evaluation folder that is not
 # what the preset would make gets a rerun token as one more input; the token is made here and is a
 # target of rules all / data / runs (Snakemake makes a missing input only for a job that must run
 # anyway, so the token must be wanted in its own right), so Snakemake reruns the job ("input files
@@ -14,7 +14,7 @@ rule identity_rerun:
     log:
         f"{RESULTS}/logs/identity/{{folder}}.{{stamp}}.log",
     wildcard_constraints:
-        folder=r"(data|runs)/.+|analysis",
+        folder=r"(data|runs|evals)/.+|analysis",
         stamp=r"\d+",
     priority: 100
     localrule: True

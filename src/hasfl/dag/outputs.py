@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.config import data_config, dotted_differences
-from hasfl.dag.identity import PACKAGE, analysis_identity, data_identity, digest, run_slice
+from hasfl.dag.identity import PACKAGE, analysis_identity, canonical, data_identity, digest, run_slice
 
 from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
                              training_code_digest, verify_folder)
@@ -40,6 +40,7 @@ from hasfl.io import InputFileError, write_json
 from hasfl.registry import METHODS
 
 __all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "data_key", "data_source",
+           "evaluation_identity", "evaluation_staleness",
            "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
 
 #: Data-stage tables a run reads (their sha256 are part of its key).
@@ -165,6 +166,47 @@ class RunRecord:
         return "training code" if identity.get("code") != self.code else None
 
 
+def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
+                        run_files: Iterable[str], data_manifest: Mapping[str, Any],
+                        data_files: Iterable[str], device_class: str = "cpu") -> dict[str, Any]:
+    """What a run's evaluation for ``table`` is (its store key is the digest of this): the table, the evaluation's
+    code digest (:func:`hasfl.dag.identity.evaluation_code_digest`), its config values without where files lie
+    (``params``; ``data.data_dir`` dropped: the raw files are identified by the data stage), the sha256 of every run
+    file it reads (from the run's manifest), and of its data stage what the run takes from it besides the tables
+    (:func:`data_source`: dataset, seed, config slice, raw-file sha256) and the sha256 of the data-stage tables it
+    reads; evaluated on a GPU, its device class (``cuda:<name>``; a CPU evaluation's identity has no such key, as
+    before GPU evaluations existed, so no CPU key moved)."""
+    cfg = dict(params)
+    if isinstance(cfg.get("data"), Mapping):
+        cfg["data"] = {k: v for k, v in dict(cfg["data"]).items() if k != "data_dir"}
+    listed = run_manifest.get("files") or {}
+    stage = data_manifest.get("files") or {}
+    ident = data_manifest.get("identity")
+    out = {"table": table, "code": code, "params": canonical(cfg),
+           "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
+           "data": {"source": None if ident is None else data_source(ident),
+                    "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
+    return out if device_class == "cpu" else {**out, "device_class": str(device_class)}
+
+
+def evaluation_staleness(have: Mapping[str, Any] | None, want: Mapping[str, Any]) -> str | None:
+    """Why a finished evaluation whose manifest records ``have`` is not the one of identity ``want``
+    (:func:`evaluation_identity` of this checkout, config, run and data stage), None when it is. The device class is
+    where it was computed, not what it is (a run's is part of the run's files' sha256): it is not compared."""
+    if not isinstance(have, Mapping):
+        return "written without an identity"
+    parts = []
+    if have.get("code") != want["code"]:
+        parts.append("evaluation code")
+    if have.get("params") != want["params"]:
+        parts.append("config (" + ", ".join(_diff_keys(have.get("params"), want["params"])) + ")")
+    if have.get("run") != want["run"]:
+        parts.append("run files (it evaluated other files than the run folder holds now)")
+    if have.get("data") != want["data"]:
+        parts.append("data stage (it read another data stage than the one of its run)")
+    return "; ".join(parts) or None
+
+
 def _diff_keys(a: Any, b: Any) -> list[str]:
     """Dotted keys at which two canonical values differ (:func:`hasfl.config.dotted_differences`)."""
     return [key for key, _, _ in dotted_differences(a, b)]
@@ -221,7 +263,7 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
 
 
 def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
-          analysis_code: str | None = None, root: Path = PACKAGE) -> Audit:
+          analysis_code: str | None = None, eval_code: Any = None, root: Path = PACKAGE) -> Audit:
     """Compare every finished data-stage and run folder under ``results`` with what it should be.
 
     Always: each folder holds the job its path names (else an error: it is never rerun), each run was
@@ -230,7 +272,9 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     the preset would give each folder (module docstring). ``data_code``: the data-stage code digest the DAG
     uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
     engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
-    analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``)."""
+    analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``);
+    ``eval_code(function)``: the per-run evaluation code digest (with it, each finished run evaluation is compared
+    with the identity this checkout, the preset and its run folder give it: :func:`_audit_evaluations`)."""
     found = Audit()
     codes: dict[tuple[str, str], str] = {}
 
@@ -305,6 +349,8 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
             found.current.append(rel)
         else:
             found.rerun[rel] = why
+    if config is not None and eval_code is not None:
+        _audit_evaluations(config, results, found, eval_code)
     if config is not None and analysis_code is not None:
         manifest = _manifest_json(results / "analysis.manifest.json")
         if manifest is not None:
@@ -318,6 +364,44 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
             else:
                 found.current.append("analysis")
     return found
+
+
+def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, eval_code: Any) -> None:
+    """Each finished run evaluation (``evals/<d>/<m>/seed<s>/<table>``) of the preset compared with its identity
+    (:func:`evaluation_identity`) from this checkout's code, the preset's values and the manifests of its run and
+    data-stage folders: what its bytes depend on, read from files, so a second clone, a copied folder or a cleared
+    ``.snakemake`` decides the same. One that differs makes its run's evaluate job rerun (``rerun`` under
+    ``evals/<d>/<m>/seed<s>``, the job's output; the job relinks every table whose key is unchanged); one holding
+    another table's rows is an error. An evaluation of a run or data stage that is rerun is rerun with it."""
+    from hasfl.analysis.evaluations import EVALS, evaluation_specs
+
+    foreign = {e.split(" ", 1)[0] for e in found.errors}  # refused already: their evaluations wait for the fix
+    for d, m, sd in preset_jobs(config)[1]:
+        job = f"{EVALS}/{d}/{m}/seed{sd}"
+        run_rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        if run_rel in foreign or data_rel in foreign:
+            continue
+        whys = []
+        for table, spec in evaluation_specs(config, d, m, eval_code).items():
+            manifest = _manifest(results / job / table)
+            if manifest is None:
+                continue
+            have = manifest.get("identity")
+            if isinstance(have, Mapping) and have.get("table") != table:
+                found.errors.append(f"{job}/{table} holds the rows of table {have.get('table')!r}; delete the folder")
+                continue
+            run, stage = _manifest(results / run_rel), _manifest(results / data_rel)
+            if run_rel in found.rerun or data_rel in found.rerun:
+                why = f"its run {run_rel} is rerun" if run_rel in found.rerun else f"its data stage {data_rel} is rerun"
+            elif run is None or stage is None:
+                why = f"its run {run_rel} is not finished" if run is None else f"its data stage {data_rel} is not finished"
+            else:
+                why = evaluation_staleness(have, evaluation_identity(table, spec["code"], spec["params"], run,
+                                                                     spec["run_files"], stage, spec["data_files"]))
+            if why is not None:
+                whys.append(f"{table}: {why}")
+        if whys:
+            found.rerun[job] = "; ".join(whys)
 
 
 def _manifest_json(path: Path) -> dict[str, Any] | None:

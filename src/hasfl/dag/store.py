@@ -48,14 +48,15 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import Checkout, canonical, digest
-from hasfl.dag.outputs import Audit, RunRecord, audit, budget_of, data_key, data_source, job_record, preset_jobs
+from hasfl.dag.outputs import (Audit, RunRecord, audit, budget_of, data_key, data_source, evaluation_identity,
+                               job_record, preset_jobs)
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import result_folders
 from hasfl.registry import METHODS
 
 __all__ = ["STORE", "Collected", "adopt", "check_store", "collect", "Repair", "Status", "repair_links", "status",
-           "entry_of", "evaluate_run", "evaluation_identity", "finished_evaluations", "in_store", "link_into", "preset_folders", "stage_data", "store_of",
+           "entry_of", "evaluate_run", "evaluation_identity", "link_problems", "linked_entry", "finished_evaluations", "in_store", "link_into", "preset_folders", "stage_data", "store_of",
            "train_run"]
 
 #: The store's folder under ``results_dir``.
@@ -324,29 +325,6 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
            link=link)
 
 
-def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
-                        run_files: Iterable[str], data_manifest: Mapping[str, Any],
-                        data_files: Iterable[str], device_class: str = "cpu") -> dict[str, Any]:
-    """What a run's evaluation for ``table`` is (its store key is the digest of this): the table, the evaluation's
-    code digest (:func:`hasfl.dag.identity.evaluation_code_digest`), its config values without where files lie
-    (``params``; ``data.data_dir`` dropped: the raw files are identified by the data stage), the sha256 of every run
-    file it reads (from the run's manifest), and of its data stage what the run takes from it besides the tables
-    (:func:`data_source`: dataset, seed, config slice, raw-file sha256) and the sha256 of the data-stage tables it
-    reads; evaluated on a GPU, its device class (``cuda:<name>``; a CPU evaluation's identity has no such key, as
-    before GPU evaluations existed, so no CPU key moved)."""
-    cfg = dict(params)
-    if isinstance(cfg.get("data"), Mapping):
-        cfg["data"] = {k: v for k, v in dict(cfg["data"]).items() if k != "data_dir"}
-    listed = run_manifest.get("files") or {}
-    stage = data_manifest.get("files") or {}
-    ident = data_manifest.get("identity")
-    out = {"table": table, "code": code, "params": canonical(cfg),
-           "run": {n: str((listed.get(n) or {}).get("sha256")) for n in sorted(run_files)},
-           "data": {"source": None if ident is None else data_source(ident),
-                    "files": {n: str((stage.get(n) or {}).get("sha256")) for n in sorted(data_files)}}}
-    return out if device_class == "cpu" else {**out, "device_class": str(device_class)}
-
-
 def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path, data_dir: str | Path,
                  out_dir: str | Path, results: str | Path, link: bool = False) -> None:
     """The evaluate job of one run: for each table of ``tables`` (name -> ``function`` (``"module:function"``),
@@ -389,6 +367,50 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
             write_run_manifest(staging, [EVAL_FILE], identity)
 
         _place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest, link=link)
+
+
+def linked_entry(folder: Path) -> tuple[str, str] | None:
+    """The store entry a finished results folder links (``(kind, key)``: its manifest is a link to
+    ``.store/<kind>/<key>/manifest.json``), None for a folder of plain files or a link elsewhere."""
+    link = Path(folder) / MANIFEST
+    if not link.is_symlink():
+        return None
+    target = link.resolve()
+    entry = target.parent
+    if target.name != MANIFEST or entry.parent.name not in KINDS or entry.parent.parent.name != STORE:
+        return None
+    return entry.parent.name, entry.name
+
+
+def link_problems(results: str | Path) -> list[str]:
+    """Finished folders of ``results`` whose linked store entry holds another key's content: the manifest's identity
+    does not hash to the key the folder links (an entry renamed, swapped or copied by hand after it was linked). Its
+    files match its own manifest, so :func:`hasfl.integrity.verify_results` passes it; the content is another job's.
+    A run's key reads its data stage (the folder's ``data/<d>/seed<s>``), an evaluation's is its identity's digest."""
+    results = Path(results)
+    out = []
+    for kind in KINDS:
+        for folder in result_folders(results, kind):
+            linked = linked_entry(folder)
+            manifest = _manifest_of(folder)
+            if linked is None or manifest is None or linked[0] != kind:
+                continue
+            identity = manifest.get("identity")
+            if not isinstance(identity, Mapping):
+                got = None
+            elif kind == "runs":
+                cfg = identity.get("config") or {}
+                stage = _manifest_of(results / "data" / str(cfg.get("dataset")) / f"seed{cfg.get('seed')}")
+                source = (stage or {}).get("identity")
+                got = RunRecord.recorded(identity, None if source is None else data_source(source)).key()
+            else:
+                got = (data_key if kind == "data" else digest)(identity)
+            if got != linked[1]:
+                rel = folder.relative_to(results).as_posix()
+                out.append(f"{rel} links store entry {kind}/{linked[1][:16]}, whose manifest is another key's content "
+                           f"({'no identity' if got is None else 'its identity hashes to ' + got[:16]}); delete that "
+                           "entry folder and this folder (the build then recomputes it)")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ prediction
@@ -515,7 +537,9 @@ class Status(Audit):
         """How many folders of each status (data stages and runs; run evaluations apart; the analysis not counted)."""
         runs = [f for f in self.in_store if not f.startswith("evals/")]
         return {"current": len([f for f in self.current if f != "analysis"]),
-                "rerun": len([f for f in self.rerun if f != "analysis"]), "foreign": len(self.foreign),
+                "rerun": len([f for f in self.rerun if f != "analysis" and not f.startswith("evals/")]),
+                "evaluations rerun": len([f for f in self.rerun if f.startswith("evals/")]),
+                "foreign": len(self.foreign),
                 "in store": len(runs), "missing": len(self.missing), "evaluations in store": len(self.in_store)
                 - len(runs), "evaluations here": len(self.evaluated)}
 
@@ -527,14 +551,17 @@ def status(config: Mapping[str, Any], results: str | Path, code: Checkout, *,
     (:func:`hasfl.dag.outputs.audit`: current, rerun, foreign), what the run store holds (:func:`in_store`, reading
     manifests only; runs only with a known ``device_class``), what neither holds (missing) and the run evaluations
     finished here by that code (:func:`finished_evaluations`)."""
-    found = audit(config, Path(results), data_code=code.data, analysis_code=code.analysis, train_code=code.train)
+    found = audit(config, Path(results), data_code=code.data, analysis_code=code.analysis, train_code=code.train,
+                  eval_code=code.evaluation)
     linked = in_store(config, results, data_code=code.data, train_code=code.train, device_class=device_class,
                       eval_code=code.evaluation)
+    found.errors += link_problems(results)
     done = {*found.current, *found.rerun, *linked}
     foreign = {e.split(" ", 1)[0] for e in found.errors}
     return Status(current=found.current, rerun=found.rerun, errors=found.errors, in_store=linked,
                   missing=[f for f in preset_folders(config) if f not in done and f not in foreign],
-                  evaluated=finished_evaluations(config, results, code.evaluation))
+                  evaluated=[e for e in finished_evaluations(config, results, code.evaluation)
+                             if e.rsplit("/", 1)[0] not in found.rerun])
 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
