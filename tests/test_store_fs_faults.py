@@ -291,3 +291,60 @@ def test_adopting_a_read_only_results_folder_names_it(tmp_path, capsys):
         assert main(["adopt", str(results)]) == 2
     said = capsys.readouterr().err
     assert said.startswith("hasfl: error:") and str(results) in said and "Traceback" not in said
+
+
+# --------------------------------------------------------------------------- gc beside what it cannot see
+def test_gc_refuses_to_delete_while_a_linked_results_folder_cannot_be_read(results, tmp_path):
+    """results/quick2 -> bigdisk/quick2, the disk unmounted (the link dangles): the entries only it links looked
+    unused and `gc --delete` removed them (the dangling link was skipped silently). Now gc lists what it cannot read
+    and `--delete` removes nothing while there is any."""
+    big = tmp_path / "bigdisk" / "quick2"
+    big.mkdir(parents=True)
+    (results / "quick2").symlink_to(big)
+    _stage(results / "quick2")
+    shutil.rmtree(results / "quick")
+    found = collect(results)
+    assert found.referenced == 1 and not found.unreadable
+    big.parent.rename(tmp_path / "unmounted")
+    found = collect(results)
+    assert found.unreferenced == [_entry(results)] and len(found.unreadable) == 1
+    assert "quick2' is a link to" in found.unreadable[0]
+    with pytest.raises(HasflError, match="holds what gc cannot read: .*quick2.*nothing was removed"):
+        collect(results, delete=True)
+    assert verify_folder(_entry(results)) is not None
+    (tmp_path / "unmounted").rename(big.parent)  # mounted again: every link is read, nothing is unused
+    found = collect(results, delete=True)
+    assert found.referenced == 1 and not found.unreferenced and _entry(results).is_dir()
+
+
+def test_gc_refuses_to_delete_while_a_build_writes_a_results_folder(results):
+    """A re-evaluation empties its job's output folder before it relinks the entries it held: meanwhile they look
+    unused, and `gc --delete` removed them (so the job recomputed them). Now gc refuses while any results folder's
+    lock is held by a build, naming it, and removes nothing."""
+    folder = results / "quick" / DATA
+    for f in folder.iterdir():  # the job emptied its output folder
+        f.unlink()
+    lock = ResultsLock(results / "quick")
+    lock.acquire()
+    try:
+        with pytest.raises(HasflError, match="'.*quick' is being written by a build .*nothing was removed"):
+            collect(results, delete=True)
+        assert _entry(results).is_dir()
+    finally:
+        lock.release()
+    assert collect(results, delete=True).unreferenced == [_entry(results)] and not _entry(results).exists()
+
+
+def test_gc_never_makes_a_file_outside_the_store_writable(results, tmp_path):
+    """An unused entry holding a link to a read-only file outside the store: removing the entry made the outside
+    file writable (chmod follows links). Now only the entry's own files are touched."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep")
+    outside.chmod(0o444)
+    orphan = results / ".store" / "data" / ("e" * 64)
+    orphan.mkdir()
+    (orphan / "manifest.json").write_text("{}")
+    (orphan / "link.txt").symlink_to(outside)
+    found = collect(results, delete=True)
+    assert orphan in found.unreferenced and not orphan.exists()
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o444 and outside.read_text() == "keep"

@@ -162,6 +162,9 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         state = ("removed" if args.delete and args.partial and entry not in found.busy
                  else "kept (a killed job's checkpoint: its rerun resumes from it; --delete --partial removes it)")
         print(f"  {entry.relative_to(root)}: {state}")
+    for what in found.unreadable:
+        print(f"hasfl gc: warning: {what}: the entries linked from there are listed as unused; --delete refuses "
+              "until it can be read", file=sys.stderr)
     removed = [e for e in found.unreferenced if e not in found.busy]
     print(f"hasfl gc: {len(found.folders)} results folders link {found.referenced} store entries; {verb} "
           f"{len(removed)} that none links ({found.bytes / 2**20:.1f} MiB)"

@@ -815,6 +815,9 @@ class Collected:
     #: unless asked (``partial``), and entries a job held while gc ran (left alone).
     partial: list[Path] = field(default_factory=list)
     busy: list[Path] = field(default_factory=list)
+    #: what under the results folder could not be read (a folder linked to a disk that is not mounted, one this user
+    #: cannot list): the entries it links look unused, so ``--delete`` refuses while there is any
+    unreadable: list[str] = field(default_factory=list)
 
 
 def _size(folder: Path) -> int:
@@ -827,17 +830,54 @@ def _used(results_dir: Path, store: Path, found: Collected | None = None) -> set
     also followed to the end (a store reached through a symbolic link), and counts if either lands in the store."""
     stores = (store, store.resolve())
     used: set[Path] = set()
-    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir() and p.name != STORE):
+    for folder in sorted(p for p in results_dir.iterdir() if p.name != STORE):
+        if not folder.is_dir():
+            if folder.is_symlink() and found is not None:  # a folder whose disk is gone: its links are unknown
+                found.unreadable.append(f"'{folder}' is a link to '{os.readlink(folder)}', which is not there")
+            continue
         if found is not None:
             found.folders.append(folder)
-        for link in folder.rglob("*"):
-            if not link.is_symlink():
-                continue
-            text = os.path.join(os.path.realpath(link.parent), os.readlink(link))
-            for target in (Path(os.path.normpath(text)), Path(os.path.realpath(link))):
-                if target.parent.parent.parent in stores:
-                    used.add(store / target.parent.parent.name / target.parent.name)
+
+        def unreadable(exc: OSError) -> None:
+            if found is not None:
+                found.unreadable.append(f"'{exc.filename}' cannot be read ({exc.strerror or exc})")
+
+        for root, dirs, files in os.walk(folder, onerror=unreadable):
+            for name in [*dirs, *files]:
+                link = Path(root) / name
+                if not link.is_symlink():
+                    continue
+                text = os.path.join(os.path.realpath(link.parent), os.readlink(link))
+                for target in (Path(os.path.normpath(text)), Path(os.path.realpath(link))):
+                    if target.parent.parent.parent in stores:
+                        used.add(store / target.parent.parent.name / target.parent.name)
     return used
+
+
+@contextmanager
+def _builds_held_off(results_dir: Path, folders: Iterable[Path]) -> Iterator[None]:
+    """Every results folder's lock (:class:`hasfl.integrity.ResultsLock`'s file) held shared while gc deletes: a
+    build holds it exclusively, so gc refuses while one runs (its jobs empty an output folder before they relink
+    the entries it held: those look unused then) and no build starts until gc is done. A folder without a lock file
+    has had no build."""
+    from hasfl.integrity import ResultsLock
+
+    with ExitStack() as stack:
+        for folder in folders:
+            lock = folder / ResultsLock.NAME
+            try:
+                fd = os.open(lock, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            stack.callback(os.close, fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+                raise IntegrityError(f"results folder '{folder}' is being written by a build ({holder}); its jobs "
+                                     "relink store entries they hold now, which look unused meanwhile: run `hasfl gc "
+                                     "--delete` again when it has finished (nothing was removed)") from None
+        yield
 
 
 @contextmanager
@@ -886,12 +926,19 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
             found.bytes += _size(entry)
     if delete:
         doomed = [*found.unreferenced, *(found.partial if partial else [])]
+        if doomed and found.unreadable:
+            raise IntegrityError(f"'{results_dir}' holds what gc cannot read: " + "; ".join(found.unreadable)
+                                 + ". The store entries linked from there would look unused, so nothing was removed: "
+                                 "mount or fix it (or remove the link, if that folder is gone for good) and run `hasfl "
+                                 "gc --delete` again")
         why = _unwritable(store) if doomed else None
         if why is not None:
             raise IntegrityError(f"the run store '{store}' cannot be written ({why}): its {len(doomed)} entries no "
                                  "folder links cannot be removed; make it writable and run `hasfl gc --delete` again "
                                  "(without --delete, gc only lists them)")
         with ExitStack() as stack:
+            if doomed:
+                stack.enter_context(_builds_held_off(results_dir, found.folders))
             held = []
             for entry in doomed:
                 if stack.enter_context(_try_lock(entry.with_name(entry.name.split(".")[0]))):
@@ -906,7 +953,7 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
                 with _named("removing the store entry", entry, "nothing else was removed for it; fix the store "
                             "folder and run `hasfl gc --delete` again"):
                     for f in entry.rglob("*"):
-                        if f.is_file():
+                        if f.is_file() and not f.is_symlink():  # a link's target may lie outside the store
                             f.chmod(f.stat().st_mode | stat.S_IWUSR)
                     shutil.rmtree(entry)
         # the entries' .lock files stay: a job may have one open, waiting, and a new file would be a second lock
