@@ -111,3 +111,19 @@ def test_bad_input_is_named(hasfl_cli, results, tmp_path) -> None:
         export_rocrate(results, tmp_path / "c")
     res = hasfl_cli("export", "rocrate", str(results))
     assert res.returncode != 0 and "--out DIR" in res.stderr
+
+
+@pytest.mark.parametrize("link", ["loop", "outside", "dangling"])
+def test_a_link_that_is_not_into_the_run_store_is_refused_named(results, tmp_path, link) -> None:
+    """Links were followed, so a symlink loop crashed the export and a link to any file shipped it. Now a link is
+    followed only to a file of the folder or of its run store; any other is named and nothing is written."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not a result")
+    place = results / "tables" / "extra"
+    place.parent.mkdir(exist_ok=True)
+    place.symlink_to({"loop": results / "tables", "outside": outside, "dangling": tmp_path / "gone"}[link])
+    what = {"loop": "links the folder", "outside": "links a file outside the results folder and its run store",
+            "dangling": "is a link that leads nowhere"}[link]
+    with pytest.raises(CrateError, match=f"tables/extra' {what}"):
+        export_rocrate(results, tmp_path / "crate")
+    assert not (tmp_path / "crate").exists() and not list(tmp_path.glob(".crate.*"))

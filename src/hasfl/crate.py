@@ -57,7 +57,7 @@ from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
 from hasfl.export import sibling, swap_in
 from hasfl.layout import finished_folders, result_folders
-from hasfl.integrity import MANIFEST, ResultsLock, read_manifest, refuse_results_folder, verify_results
+from hasfl.integrity import MANIFEST, STORE_NAME, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
 __all__ = ["CrateError", "CrateSummary", "CrateWarning", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
 
@@ -93,11 +93,30 @@ class CrateSummary:
 
 
 def _results_files(results: Path) -> list[Path]:
-    """Every file of the results folder, relative to it, hidden entries left out (sorted)."""
+    """Every file of the results folder, relative to it, hidden entries left out (sorted). A link is followed only
+    to a file in the folder or in its run store (``<results_dir>/.store``, what a job links): a link to a folder (a
+    loop, another tree) or elsewhere would ship what no manifest lists, so it is refused, named."""
+    root = results.resolve()
+    allowed = (root, (Path(os.path.abspath(results)).parent / STORE_NAME).resolve())
     out = []
-    for dirpath, dirnames, filenames in os.walk(results, followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(results):
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            if name.startswith(_HIDDEN) or not path.is_symlink():
+                continue
+            try:
+                target = path.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:
+                raise CrateError(f"'{path}' is a link that leads nowhere ({getattr(exc, 'strerror', None) or exc}); "
+                                 "a results folder holds files and links into its run store: remove the link and "
+                                 "export again") from None
+            if target.is_dir() or not any(target.is_relative_to(a) for a in allowed):
+                what = "the folder" if target.is_dir() else "a file outside the results folder and its run store"
+                raise CrateError(f"'{path}' links {what} '{target}', which no manifest lists; a crate ships only the "
+                                 "folder's files and what they link in the store: remove the link and export again")
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(_HIDDEN))
-        rel = Path(dirpath).relative_to(results)
+        rel = here.relative_to(results)
         out += [rel / f for f in sorted(filenames) if not f.startswith(_HIDDEN)]
     return out
 
