@@ -79,3 +79,25 @@ def test_standardise_is_exact_for_powers_of_two_and_keeps_a_constant():
     assert np.allclose(standardise(x * 1e155 + 3e155), z, rtol=1e-12, atol=1e-12)
     c = np.full(5, 1e300)
     assert np.array_equal(standardise(c), c)
+
+
+def test_the_permutation_test_draws_the_same_permutations_in_bounded_memory(monkeypatch):
+    """The truth's permutations are drawn in blocks (a million clients needed a 3.7 GiB array): the p-value is the
+    one of a single (permutations x n) draw, and the peak memory of a large table stays bounded."""
+    import tracemalloc
+
+    from hasfl.analysis import diagnose as module
+
+    df = table("truth", n=400)
+    ref = diagnose(df, "est", "pmax", "tv", permutations=500)
+    monkeypatch.setattr(module, "CHUNK", 7 * 101)  # blocks of about 7 permutations, a last one shorter
+    assert diagnose(df, "est", "pmax", "tv", permutations=500).permutation_p == ref.permutation_p
+    monkeypatch.undo()
+    big = table("truth", n=400_000)
+    tracemalloc.start()
+    try:
+        diagnose(big, "est", "pmax", "tv", permutations=200)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400 * 2**20, f"peak {peak / 2**20:.0f} MiB"  # one block is 32 MiB; one array was 640 MiB

@@ -184,6 +184,10 @@ def within_group_r(estimate: np.ndarray, truth: np.ndarray, groups: np.ndarray) 
     return pooled.r, pooled.n_runs, pooled
 
 
+#: Values of one block of permuted truths (float64: 32 MiB).
+CHUNK = 1 << 22
+
+
 def _permutation_p(e: np.ndarray, tv: np.ndarray, groups: np.ndarray, observed: float, permutations: int,
                    seed: int) -> float:
     """One-sided p-value of the pooled within-group correlation when the truth is shuffled within
@@ -195,9 +199,15 @@ def _permutation_p(e: np.ndarray, tv: np.ndarray, groups: np.ndarray, observed: 
         if len(idx) < 4 or np.ptp(e[idx]) == 0 or np.ptp(tv[idx]) == 0:
             continue  # as within_group_r: such a group carries no correlation
         ec = e[idx] - e[idx].mean()
-        perms = rng.permuted(np.broadcast_to(tv[idx], (permutations, len(idx))), axis=1)
-        tc = perms - perms.mean(axis=1, keepdims=True)
-        r = (tc @ ec) / np.sqrt((tc * tc).sum(axis=1) * float(ec @ ec))
+        r = np.empty(permutations)
+        # in blocks of at most CHUNK values: the same draws in the same order as one (permutations x n) array, in
+        # bounded memory (a million clients were a 3.7 GiB array)
+        rows = max(1, CHUNK // len(idx))
+        for lo in range(0, permutations, rows):
+            hi = min(permutations, lo + rows)
+            perms = rng.permuted(np.broadcast_to(tv[idx], (hi - lo, len(idx))), axis=1)
+            tc = perms - perms.mean(axis=1, keepdims=True)
+            r[lo:hi] = (tc @ ec) / np.sqrt((tc * tc).sum(axis=1) * float(ec @ ec))
         w = len(idx) - 3.0
         z_sum += w * np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
         w_sum += w
