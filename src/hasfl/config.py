@@ -245,6 +245,8 @@ def _describe(error: Any) -> str:
         return f"config key '{key}': must not be empty" if expected == 1 else f"config key '{key}': needs at least {expected} items"
     if v == "uniqueItems":
         return f"config key '{key}': items must be unique, got {got!r}"
+    if v == "maxLength":
+        return f"config key '{key}': at most {expected} characters, got {len(got)}"
     if v == "pattern" and key == "name":
         return _name_message(got)
     if v == "pattern":
