@@ -509,3 +509,41 @@ def test_an_overlay_folder_is_a_section_with_the_findings_it_ran(hasfl_cli, tmp_
     shutil.copytree(root / "medium-coverage-long", root / "medium-coverage-y", symlinks=True)
     res = _page(hasfl_cli, root / "medium-coverage", out, "--overlay", root / "medium-coverage-y", *files)
     assert res.returncode == 2 and "expected its config file 'presets/medium-coverage-y.yaml'" in res.stderr
+
+
+def test_results_page_on_a_full_disk_leaves_the_old_page_and_figures_and_says_so(hasfl_cli, tmp_path) -> None:
+    """The page's figures were written in place, so a full disk left a half-new figure folder beside the old page
+    (and a traceback). Now figures and page are staged and renamed in: the old ones stay whole, the error is one
+    line naming the path, and no staging folder is left."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("a full disk needs a tmpfs mount (root)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("tmpfs cannot be mounted here")
+    try:
+        results = tmp_path / "results" / "quick"
+        _results(results, figures=("fig6_frontier", "fig9_estimators"))
+        out = disk / "quick.md"
+        assert _page(hasfl_cli, results, out).returncode == 0
+        before = {p.name: p.read_bytes() for p in (disk / "quick").iterdir()} | {"page": out.read_bytes()}
+        assert len(before) == 3
+        filler = disk / "filler"
+        with open(filler, "wb", buffering=0) as f:  # the disk full but a few KiB: less than one figure
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        os.truncate(filler, filler.stat().st_size - 8192)
+        res = _page(hasfl_cli, results, out)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1 and "No space left on device" in res.stderr, res.stderr
+        after = {p.name: p.read_bytes() for p in (disk / "quick").iterdir()} | {"page": out.read_bytes()}
+        assert after == before
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "quick", "quick.md"]
+    finally:
+        subprocess.run(["umount", str(disk)])

@@ -591,6 +591,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HasflError, ValueError) as exc:
         print(f"hasfl: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a folder that cannot be written: one line naming the path, no traceback
+        where = f"'{exc.filename}'" + (f" -> '{exc.filename2}'" if exc.filename2 else "") if exc.filename else ""
+        print(f"hasfl: error: {where}{': ' if where else ''}{exc.strerror or exc}; nothing was left half-written "
+              "(outputs are written beside their place and renamed in): free space or fix the folder and run the "
+              "same command again", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from hasfl.analysis.provenance import (
     total_cpu_hours,
 )
 from hasfl.errors import HasflError
-from hasfl.io import atomic_path
+from hasfl.io import atomic_path, staged_folder
 
 __all__ = ["FIGURES", "TABLES", "write_results_page"]
 
@@ -587,23 +587,21 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     seeds = {r.rsplit("/", 1)[-1] for r in manifest["runs"]}
     ran = _methods_run(manifest["runs"])
     ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
-    shown: set[str] = set()
-    for slug, fallback in FIGURES:
-        for s in (slug, fallback):
-            if s is None or not _figure_has_runs(s, ran):
-                continue
-            png = results / "figures" / f"{s}.png"
-            if png.is_file():
-                _small_png(_listed(results, listed, png), fig_dir / f"{s}.png")
-                lines += [f"![{s}]({fig_dir.name}/{s}.png)", ""]
-                spec = ARTIFACT_FIGURES[s]
-                lines += [f"*Figure {spec.paper}.* {figure_caption(s, ctx)}", ""]
-                shown.add(s)
-                break
-    lines += provenance_lines(prov)
-    for old in sorted(fig_dir.glob("*.png")):  # a registry figure an earlier page showed and this one does not
-        if old.stem in ARTIFACT_FIGURES and old.stem not in shown:
-            old.unlink()
-    with atomic_path(out_md) as tmp:
-        tmp.write_text("\n".join(lines).rstrip() + "\n")
+    # the figures and the page replace the old ones together: staged beside them, renamed into place only when
+    # every file is written (a full disk leaves the old page and its figures, never half of each)
+    with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and f.stem in ARTIFACT_FIGURES)) as staging:
+        for slug, fallback in FIGURES:
+            for s in (slug, fallback):
+                if s is None or not _figure_has_runs(s, ran):
+                    continue
+                png = results / "figures" / f"{s}.png"
+                if png.is_file():
+                    _small_png(_listed(results, listed, png), staging / f"{s}.png")
+                    lines += [f"![{s}]({fig_dir.name}/{s}.png)", ""]
+                    spec = ARTIFACT_FIGURES[s]
+                    lines += [f"*Figure {spec.paper}.* {figure_caption(s, ctx)}", ""]
+                    break
+        lines += provenance_lines(prov)
+        with atomic_path(out_md) as tmp:
+            tmp.write_text("\n".join(lines).rstrip() + "\n")
     return out_md
