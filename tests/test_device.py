@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -73,14 +74,15 @@ def test_device_cuda_without_a_gpu_torch_can_use_is_refused_before_any_job(gpu_l
     files = (REPO / "presets" / "quick.yaml", preset)
     dry = plan(tmp_path, *files, argv=("-n", "all"))
     assert dry.code is None, dry.stderr[-3000:]
-    assert "a run would not start: config key 'device' is 'cuda' but this machine has no GPU torch can use " \
-           "(nvidia-smi lists 1 GPU(s) but torch here cannot use them" in dry.stderr
+    assert "run on this machine, the build stops at its start: config key 'device' is 'cuda' but this machine has " \
+           "no GPU torch can use (nvidia-smi lists 1 GPU(s) but torch here cannot use them" in dry.stderr
+    # where the jobs run is known once Snakemake set its executor, after the parse: the refusal is at ``onstart``,
+    # before any job (not even the data stage)
     run = plan(tmp_path, *files, argv=("--cores", "2", "all"))
-    assert run.code == 1, run.stderr[-3000:]
-    refusal = [ln for ln in run.stderr.splitlines() if ln.startswith("hasfl: not starting:")]
-    assert len(refusal) == 1 and "config key 'device' is 'cuda'" in refusal[0] and "device: cpu" in refusal[0]
-    assert "Traceback" not in run.stderr
-    assert not (tmp_path / "results").exists()  # no job ran: not even the data stage
+    assert run.code is None and "Traceback" not in run.stderr, run.stderr[-3000:]
+    why = run.session.start_refusal()
+    assert why.startswith("config key 'device' is 'cuda'") and "device: cpu" in why
+    assert not (tmp_path / "results").exists()
 
 
 def test_probe_honours_cuda_visible_devices_and_is_cached(tmp_path, monkeypatch) -> None:
@@ -150,3 +152,29 @@ def test_analysis_gate_refuses_runs_of_two_device_classes(tmp_path) -> None:
     assert not out.exists() and all((Path(f) / "manifest.json").is_file() for f in folders)
     verify_runs_job(folders[:1], {folders[0]: expected[folders[0]]}, str(out))  # one class: the gate passes
     assert out.exists()
+
+
+@NO_CUDA_HERE
+def test_a_gpu_build_for_a_cluster_is_planned_from_a_machine_without_a_gpu(snakemake, plan, tiny_preset,
+                                                                          tmp_path) -> None:
+    """docs/guide/slurm.md's path: ``device: cuda`` from a login node without a GPU. Snakemake parses the Snakefile
+    before it sets the executor, so the session read "local" during the parse and refused ("the jobs would run
+    here"). Now the plan is made, each training job requests a GPU, and the refusal waits for ``onstart``, where it
+    applies only to local execution."""
+    res = snakemake("-n", "all", "--executor", "slurm", "--jobs", "10", "--configfile", REPO / "presets/quick.yaml",
+                    "--config", "device=cuda", f"results_dir={tmp_path / 'results'}",
+                    "-s", REPO / "Snakefile", "--directory", tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    assert "a run would not start" not in out and "each job requests a GPU on its node" in out, out[-3000:]
+    blocks = [b for b in re.split(r"\n(?=rule |localrule )", out) if b.startswith("rule train:")]
+    assert blocks and all(re.search(r"resources: .*\bgpu=1\b", b) for b in blocks), blocks[:1]
+    assert all(re.search(r"\bgpu_slot=0\b", b) for b in blocks)
+    # the session itself: a cluster executor (set after the parse) starts; local execution is refused at onstart
+    preset = tiny_preset(tmp_path / "p", device="cuda")
+    run = plan(tmp_path / "p", REPO / "presets" / "quick.yaml", preset, argv=("--jobs", "10", "all"))
+    assert run.code is None, run.stderr[-3000:]
+    run.session.workflow.local_exec = False
+    assert run.session.start_refusal() is None and run.session.gpu_slot() == 0
+    run.session.workflow.local_exec = True
+    assert run.session.start_refusal().startswith("config key 'device' is 'cuda' but this machine has no GPU")

@@ -477,6 +477,14 @@ def device_of(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:
     return resolve(device, bool(hw["gpus"])) if device == "auto" else device
 
 
+def no_gpu_refusal(config: Mapping[str, Any], hw: Mapping[str, Any]) -> str:
+    """Why a build whose jobs run on this machine, which has no GPU, cannot train with ``device: cuda``."""
+    why = hw.get("gpu_note") or "nvidia-smi lists none"
+    return (f"config key 'device' is 'cuda' but this machine has no GPU torch can use ({why}) and the jobs "
+            "would run here; use device: cpu (or auto), or run on a GPU machine or a SLURM cluster "
+            "(--profile profiles/slurm)")
+
+
 def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping[str, Any]] | None = None,
           finished: Mapping[str, Any] | None = None, local: bool = True, hw: Mapping[str, Any] | None = None,
           packing: Any = None, measure: bool = True) -> tuple[str, str | None]:
@@ -487,12 +495,11 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
     (:func:`forward_speeds`; off in a dry run)."""
     hw = hw or hardware()
     device = config["device"]
-    if device == "cuda" and local and not hw["gpus"]:
-        why = hw.get("gpu_note") or "nvidia-smi lists none"
-        return (f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, no GPU); device cuda",
-                f"config key 'device' is 'cuda' but this machine has no GPU torch can use ({why}) and the jobs "
-                "would run here; use device: cpu (or auto), or run on a GPU machine or a SLURM cluster "
-                "(--profile profiles/slurm)")
+    if device == "cuda" and not hw["gpus"]:
+        head = f"hasfl pre-flight: preset '{config['name']}' on {hw['cpu']} ({hw['cores']} cores, no GPU); device cuda"
+        if not local:  # a cluster's nodes: each job requests a GPU there, priced by nothing measured here
+            return head + ": the jobs run on the executor's nodes, each requesting a GPU (not priced here)", None
+        return head, no_gpu_refusal(config, hw)
     device = device_of(config, hw)
     rates = throughput(device, int(config["threads_per_job"]), hw)
     limit = float(config["execution"]["max_cpu_wall_hours"])

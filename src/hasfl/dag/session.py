@@ -100,6 +100,8 @@ class Session:
         self.reruns: dict[str, tuple[str, str]] = {}  # folder -> (token, why)
         self.plan: Any = None
         self.refusal: str | None = None
+        #: why the build cannot start if its jobs run on this machine (decided at ``onstart``, once the executor is set)
+        self.refusal_here: str | None = None
         #: the one walk over the preset's outputs (:func:`hasfl.dag.store.status`), None until the main process made it
         self.status: store.Status | None = None
         #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
@@ -158,8 +160,9 @@ class Session:
         return "|".join(re.escape(f) for f in folders) or "(?!)"  # (?!) matches nothing
 
     def gpu_slot(self) -> int:
-        """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.dag.gpu`), else 0."""
-        return 1 if self.plan is not None else 0
+        """1 when training jobs take one of the G x K local GPU slots (:mod:`hasfl.dag.gpu`), else 0 (also on a cluster
+        executor: read when Snakemake builds the DAG, after it set the executor)."""
+        return 1 if self.plan is not None and self.workflow.local_exec else 0
 
     # ------------------------------------------------------------------------------------------- the build
     def _validate(self) -> None:
@@ -281,15 +284,24 @@ class Session:
         manifests: Mapping[str, Any] = {
             f.parent.name: json.loads((f / MANIFEST).read_text()) for f in reversed(finished_folders(results, "data"))
             if f.parent.name in config["datasets"]}  # each dataset's first seed
+        # Snakemake parses the Snakefile before it sets the executor (workflow.local_exec is True during the whole
+        # parse): where the jobs of a GPU build on a machine without one run is known only at ``onstart``, so that
+        # refusal waits for it (:meth:`on_start`), and the plan prices nothing here
+        no_gpu_here = config["device"] == "cuda" and not hw["gpus"]
+        self.refusal_here = preflight.no_gpu_refusal(config, hw) if no_gpu_here else None
         try:
             block, self.refusal = preflight.check(config, int(wf._cores or 1), manifests,
                                                   preflight.reused(found.reused()),
-                                                  local=bool(wf.local_exec),
+                                                  local=not no_gpu_here,
                                                   hw=hw, packing=self.plan,
                                                   measure=preflight.runs_jobs(sys.argv[1:]))
         except HasflError as exc:
             stop(exc)
         print(block, file=sys.stderr)
+        if self.refusal_here:
+            print(f"  with a cluster executor (--executor slurm, --workflow-profile profiles/slurm) each job requests "
+                  f"a GPU on its node; run on this machine, the build stops at its start: {self.refusal_here}",
+                  file=sys.stderr)
         if self.refusal and preflight.runs_jobs(sys.argv[1:]):
             stop(f"not starting: {self.refusal}")
         if self.refusal:  # a dry run goes on (on_start stops a run the command line did not show)
@@ -332,16 +344,22 @@ class Session:
                   f"into the run store {store.store_of(self.results)} (links in their place, times kept)",
                   file=sys.stderr)
 
+    def start_refusal(self) -> str | None:
+        """Why the build must not start, decided at ``onstart``, once Snakemake has set its executor: the pre-flight's
+        refusal, or that of a GPU build on a machine without one whose jobs would run here (local execution)."""
+        return self.refusal or (self.refusal_here if self.workflow.local_exec else None)
+
     def on_start(self) -> None:
         """``onstart``: the results lock and adoption (if the build has not taken them), the GPU slots and MPS, the
         warm worker."""
         if not self.main:
             return
-        if self.refusal:
-            stop(f"not starting: {self.refusal}")
+        why = self.start_refusal()
+        if why:
+            stop(f"not starting: {why}")
         self._lock_and_adopt()  # taken at the build already, unless the command line did not look like a run
         os.environ.pop(hasfl_gpu.ENV_SLOTS, None)  # only this run's plan, never one left in the environment
-        if self.plan is not None:
+        if self.plan is not None and self.workflow.local_exec:  # a cluster's nodes are not this machine's GPUs
             plan = self.plan
             if plan.mps:
                 self._mps = hasfl_gpu.MPS(plan.mps_dir)
