@@ -50,39 +50,6 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-@contextlib.contextmanager
-def staged_folder(folder: str | os.PathLike[str], keep: Any = None) -> Iterator[Path]:
-    """Yield a fresh hidden folder beside ``folder`` to fill; on success it becomes ``folder`` by renames (the old
-    one set aside, then removed), so a reader never finds half of a new set beside half of the old. On an exception
-    (a full disk) the staging folder is removed and ``folder`` is untouched. ``keep(path)``: files of the old folder
-    carried into the new one (hard links where the file system allows)."""
-    import shutil
-    import uuid
-
-    dest = Path(folder)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{dest.name}.new-{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
-    try:
-        if keep is not None and dest.is_dir():
-            for f in sorted(dest.iterdir()):
-                if f.is_file() and keep(f):
-                    try:
-                        os.link(f, staging / f.name)
-                    except OSError:
-                        shutil.copy2(f, staging / f.name)
-        yield staging
-        if not dest.exists() and not any(staging.iterdir()):
-            return  # nothing to place, and no folder before: none is made
-        old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:12]}"
-        if dest.exists():
-            os.replace(dest, old)
-        os.replace(staging, dest)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()
