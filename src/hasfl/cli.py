@@ -108,7 +108,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     scope = "the sha256 chain data stage -> run -> budget run, each linked store entry's key"
     if args.config is not None or args.set:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
-        # came from; a wheel install comes from none and is refused (issue 46: it hashed nothing, a constant)
+        # came from; a wheel install comes from none and is refused (it would hash nothing, a constant)
         from hasfl.dag import preflight
         from hasfl.dag.outputs import keyed_config
         from hasfl.dag.store import status
@@ -116,7 +116,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         code = Checkout(checkout_root())
         config = load_config(args.config, args.base, args.set)
         here = "cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None
-        # keyed as the Snakefile's session keys a build here (what changes no byte on this device class, fault 19)
+        # keyed as the Snakefile's session keys a build here (what changes no byte on this device class)
         preset = status(keyed_config(config, here), args.results, code, device_class=here)
         found.errors += [e for e in preset.foreign if e not in found.errors]
         found.rerun = {**found.rerun, **preset.rerun}

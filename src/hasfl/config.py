@@ -169,8 +169,8 @@ def dotted_differences(a: Any, b: Any, prefix: str = "", missing: Any = None) ->
 
 def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with every integer at a key the schema types ``number`` written as a float (``capacity.tiers:
-    [0.25, 1]`` -> ``[0.25, 1.0]``): equal numbers give equal identities and store keys (issue 46 fault 3: an
-    integer-valued float written without ``.0`` hashed differently and retrained a byte-identical run). A key typed
+    [0.25, 1]`` -> ``[0.25, 1.0]``): equal numbers give equal identities and store keys (an integer-valued
+    float written without ``.0`` would otherwise hash differently and retrain a byte-identical run). A key typed
     ``integer`` keeps its int; booleans are left alone; ``-0.0`` is written ``0.0``."""
     schema = _schema()
 

@@ -278,7 +278,7 @@ class ResultsLock:
     ``write=False`` (a command that only reads the folder, ``hasfl export rocrate``): in a folder that cannot be
     written (read-only file system, no write permission) an existing lock file is locked shared through a read-only
     descriptor (a DAG writing the folder still refuses it) and a missing one is not made: nobody holds a lock whose
-    file does not exist (issue 46 fault 14). A writer gets one :class:`IntegrityError` naming the folder instead of
+    file does not exist. A writer gets one :class:`IntegrityError` naming the folder instead of
     the raw ``OSError``.
     """
 
@@ -390,7 +390,7 @@ STORE_NAME = ".store"
 def refuse_store_path(path: str | Path, what: str) -> None:
     """Raise :class:`IntegrityError` when ``path`` (an output of a CLI command, ``what``) lies inside a run store
     (a ``.store`` folder; symlinks resolved): its entries are written once by the DAG and shared by every results
-    folder that links them, so no command writes there (issue 46 fault 2)."""
+    folder that links them, so no command writes there."""
     resolved = Path(path).resolve()
     for parent in [resolved, *resolved.parents]:
         if parent.name == STORE_NAME:

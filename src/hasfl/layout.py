@@ -1,4 +1,4 @@
-"""Where a results folder keeps its finished outputs (issue 46 point 1): the folder of a data stage, a run and a run's
+"""Where a results folder keeps its finished outputs: the folder of a data stage, a run and a run's
 evaluations, relative to the results folder (``<results_dir>/<name>``), and the one walker that lists them. The rules
 (workflow/rules/common.smk), the session, the store, ``verify``, ``adopt``, ``gc``, the crate and the exporters list
 finished folders here.

@@ -14,8 +14,8 @@ PROGRESS = "hasfl_progress"
 #: A log record with this attribute set is one of a DAG job's two console lines (its start and its end,
 #: :func:`hasfl.dag.worker.run_logged`); ``extra={CONSOLE: True}``.
 CONSOLE = "hasfl_console"
-#: The longest line the console shows (characters): a longer one is cut to this, the cut said at its end (issue 46:
-#: the quick run printed lines of 15,384 characters). Log files keep every line whole.
+#: The longest line the console shows (characters): a longer one is cut to this, the cut said at its end (the
+#: quick run printed lines of 15,384 characters). Log files keep every line whole.
 CONSOLE_WIDTH = 300
 #: The environment variable that sets the console width of a DAG's Snakemake console (:func:`console_width`); 0 shows
 #: every line whole (e.g. to read a dry run's job inputs, which no log file keeps).

@@ -1,4 +1,4 @@
-# Outputs the run store already holds: a job of a rule of its own (issue 46), so that the dry run's job table says
+# Outputs the run store already holds: a job of a rule of its own, so that the dry run's job table says
 # what will happen (the README's variant recipe: 6 train and 48 link_run). The session found the entry finished by
 # its key (hasfl.dag.store.in_store, reading manifests: SESSION.linked); each link rule is its twin's rule (same
 # inputs, same params, same job function, so the same key and the same check of the entry against it) with the

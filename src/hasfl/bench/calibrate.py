@@ -17,7 +17,7 @@ on one thread, the way one Snakemake job runs:
 
 ``python -m hasfl.bench.calibrate --forward SPEC`` (:func:`forward_seconds`) measures what the analysis's evaluate
 jobs pay per sample for one model of a preset, at each of :data:`FORWARD_WIDTHS`: its forward passes are priced from
-these, not from the training rate (issue 47: at the presets' small CNNs a forward in batches of 512 runs at a
+these, not from the training rate (at the presets' small CNNs a forward in batches of 512 runs at a
 quarter of the training rate -- activations that leave the caches, per-batch dispatch -- and the static batch-norm
 pass runs in the local batch size). The pre-flight caches one answer per machine and model.
 """

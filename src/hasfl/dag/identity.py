@@ -136,7 +136,7 @@ def data_identity(data_cfg: Mapping[str, Any], seed: int, code: str) -> dict[str
 class CodeRootError(HasflError):
     """A code digest was asked of a folder that does not hold the code it must hash (a wheel install's
     ``site-packages``, a partial copy): refused, since a digest of nothing would call every result current or every
-    result stale whatever the code (issue 46). The message names the folder, the missing paths and what to do."""
+    result stale whatever the code. The message names the folder, the missing paths and what to do."""
 
 
 #: What makes a folder a checkout of this repository: the DAG's Snakefile, the workflow and the package.
@@ -279,7 +279,7 @@ def evaluation_code_digest(function: str, base: Path) -> str:
 
 
 def checkout_root(repo: str | Path | None = None) -> Path:
-    """The one rule for where code digests come from (issue 46): the checkout holding :data:`CHECKOUT`
+    """The one rule for where code digests come from: the checkout holding :data:`CHECKOUT`
     (``Snakefile``, ``workflow/``, ``src/hasfl``) and every path the data-stage, training and analysis digests hash.
 
     The DAG passes its Snakefile's folder (``workflow.basedir``); a caller holding a checkout's path passes it
@@ -311,7 +311,7 @@ class Checkout:
     """The code digests of one checkout (:func:`checkout_root`), each computed once: the data-stage code, the analysis
     code, each method and dataset's training code and each per-run evaluation's code. What a build's store keys,
     identities and status walk read (the Snakefile's session, ``hasfl verify --config``, the tests): one root, one
-    place that assembles the digests (issue 46 point 3)."""
+    place that assembles the digests."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)

@@ -1,4 +1,4 @@
-"""A run's identity in one place (issue 46 point 3): :class:`RunRecord`.
+"""A run's identity in one place: :class:`RunRecord`.
 
 Everything a training run's bytes depend on that is known before it trains: its canonical config slice
 (:func:`hasfl.dag.identity.run_slice`), the training code (:func:`hasfl.integrity.training_code_digest`), the
@@ -17,8 +17,7 @@ entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.au
 
 Values that change no byte on a device class are keyed at their default there (:data:`INERT_ON`): with ``device:
 auto`` on a CPU machine, ``cuda_deterministic`` is part of the slice the job receives but not of what decides
-whether a finished run is this one (issue 46 fault 19). The default is the value every existing entry was keyed
-with, so no key changes.
+whether a finished run is this one. The default is the value every existing entry was keyed with, so no key changes.
 
 Torch-free: the Snakefile imports this module.
 """

@@ -128,14 +128,14 @@ def _method_widths(method: str, config: Mapping[str, Any], pmax: Sequence[float]
 #: Seconds of one evaluate job besides its evaluations (a process forked from the warm worker, Snakemake's
 #: bookkeeping, reading the run, loading the dataset): the quick preset's 54 jobs from an empty analysis on an idle
 #: 2-core machine took 19 s of wall at 2 at a time, 21.5 s of it evaluating (the entries' timings.json), 2026-12-05
-#: (issue 47; 0.25 s on the AMD EPYC VM the day before).
+#: (0.25 s on the AMD EPYC VM the day before).
 EVAL_JOB_S = 0.3
 #: Seconds of Table 4c's coverage replay per participant-round and parameter coordinate (one participant's window
 #: added to the round's counts, the round's minimum and uncovered count): the coverage rung's 25 runs took 208 s
 #: for 1,000 participant-rounds of an 0.81 M-parameter CNN each (docs/analysis-cost.md).
 REPLAY_S = 1.0e-8
 #: Seconds of each gather, figure, findings and report job of the analysis (:func:`analysis_jobs`): the quick
-#: preset's 28 took 13 s of wall at 2 at a time on the same idle machine, 2026-12-05 (issue 47).
+#: preset's 28 took 13 s of wall at 2 at a time on the same idle machine, 2026-12-05.
 ANALYSIS_JOB_S = 1.0
 #: Seconds of one data-stage job (loading the raw dataset, partitioning, writing the tables).
 DATA_JOB_S = 3.0
@@ -185,7 +185,7 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
     that reads the run (:func:`hasfl.analysis.artifacts.run_tables`) and ``"job"`` (:data:`EVAL_JOB_S`): forward
     passes over the test set and over the capable clients' train rows, priced from ``speeds`` -- this model's
     forward seconds per sample measured on this machine (:func:`forward_speeds`) -- or, without, by their MACs at
-    the calibrated training rate (which under-prices the small CNNs' evaluations about 4x: issue 47); right to
+    the calibrated training rate (which under-prices the small CNNs' evaluations about 4x); right to
     about 2x, as the training estimate.
 
     * ``bn_sensitivity`` (a CNN): the full model under each batch-norm mode (four; one when it keeps no running

@@ -1,4 +1,4 @@
-"""The DAG session: everything the Snakefile does around its rules, in one object (issue 36).
+"""The DAG session: everything the Snakefile does around its rules, in one object.
 
 ``SESSION = Session(workflow, config)`` in the Snakefile, before its rules are included, does in order:
 
@@ -115,7 +115,7 @@ class Session:
         self._lock = ResultsLock(Path(self.results))
         self._mps: Any = None
         self._socket: str | None = None
-        try:  # every code digest from the Snakefile's checkout, refused if it lacks a code path (issue 46)
+        try:  # every code digest from the Snakefile's checkout, refused if it lacks a code path
             self.checkout = checkout_root(self.basedir)
         except HasflError as exc:
             stop(exc)
@@ -194,7 +194,7 @@ class Session:
     def run_cfg(self, dataset: str, method: str, seed: int | str) -> dict[str, Any]:
         """The config slice a run's job receives (the train rules' param): :func:`hasfl.dag.identity.run_slice`, keyed
         on this build's device class (:func:`hasfl.dag.outputs.keyed_config`): with ``device: auto`` on a CPU machine,
-        ``cuda_deterministic`` changes no byte and reruns nothing (issue 46 fault 19)."""
+        ``cuda_deterministic`` changes no byte and reruns nothing."""
         return keyed_config(run_slice(self.config, dataset, method, int(seed)), self.device_class)
 
     def identity_config(self) -> dict[str, Any]:

@@ -73,8 +73,8 @@ def store_of(results: str | Path) -> Path:
     """The store of the results folder ``results`` (``<results_dir>/<name>``): ``<results_dir>/.store``, beside the
     folder as it is named (made absolute, ``..`` folded, symbolic links kept), not beside where a link leads: a
     preset folder linked to a bigger disk (``results/quick -> /bigdisk/quick``) shares ``results/.store`` with the
-    other presets, the store ``hasfl gc results`` reads (issue 46 fault 7: the resolved path gave it a store of its
-    own that retrained everything). A store that is itself a link (``results/.store -> /bigdisk/.store``) is one
+    other presets, the store ``hasfl gc results`` reads (following the link gave it a store of its own
+    that retrained everything). A store that is itself a link (``results/.store -> /bigdisk/.store``) is one
     store whichever way it is reached (:func:`collect` compares resolved paths)."""
     return Path(os.path.abspath(results)).parent / STORE
 
@@ -161,8 +161,8 @@ def entry_lock(entry: Path) -> Iterator[None]:
 
 def _refuse_broken(entry: Path) -> None:
     """Raise :class:`IntegrityError` when ``entry`` (a store entry or its ``.partial`` / ``.adopt`` folder) is there
-    but is no folder: a symbolic link that loops or leads nowhere, a file (issue 46 fault 11: a symlink loop was
-    recomputed, then every retry died in :func:`_seal` with ``NotADirectoryError``). A link to a folder is followed
+    but is no folder: a symbolic link that loops or leads nowhere, a file (left alone, a symlink loop is
+    recomputed, then every retry dies in :func:`_seal` with ``NotADirectoryError``). A link to a folder is followed
     as before; nothing is deleted: a link may be a disk that is not mounted."""
     if not os.path.lexists(entry) or entry.is_dir():
         return
@@ -262,7 +262,7 @@ def _place(store: Path, kind: str, key: str, out_dir: Path, make: Any,
                 raise IntegrityError(f"store entry '{entry}' exists but has no {MANIFEST}; delete that folder")
             _refuse_broken(staging)
             why = _unwritable(entry.parent)
-            if why is not None:  # before anything is computed (issue 46 fault 13)
+            if why is not None:  # before anything is computed
                 raise _store_refusal(store, why, f"this job ('{out_dir}')")
             with _named("making the store's work folder", staging, "fix the store folder and run again"):
                 staging.mkdir(parents=True, exist_ok=True)
@@ -577,7 +577,7 @@ def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Itera
     permission) while one of its jobs would write an entry there: a folder of the preset (:func:`preset_folders`)
     neither finished in ``results`` nor finished in the store (``linked``: what :func:`in_store` found), or one the
     identity check reruns (``rerun``). A store that cannot be written but holds every entry the build needs passes:
-    those jobs only link (issue 46 fault 13: every job died with a raw ``OSError``, link-only ones too). The session
+    those jobs only link (rather than every job dying with a raw ``OSError``, link-only ones too). The session
     calls it where it opens the store, after :func:`in_store`.
 
     Raises:
@@ -720,7 +720,7 @@ def _take(src: Path, dst: Path) -> bool:
 
 
 def _stage_adoption(folder: Path, staging: Path) -> None:
-    """Fill ``staging`` with ``folder``'s own files (:func:`_take`); copies (another file system: issue 46 fault 12)
+    """Fill ``staging`` with ``folder``'s own files (:func:`_take`); copies (another file system)
     are checked against the folder's manifest before anything of the folder is replaced."""
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -903,7 +903,7 @@ def collect(results_dir: str | Path, *, delete: bool = False, partial: bool = Fa
     nobody is writing (a killed job's checkpoint, ``partial``: listed apart, removed only with ``partial``); removed
     only with ``delete``. Removal is under each entry's lock, the one a job holds while it writes and links the entry
     (:func:`_place`): an entry a job holds is left alone (``busy``), and the links are read again once the locks are
-    held, so an entry linked meanwhile is kept (issue 46 fault 4: a just-trained entry was deleted under a running
+    held, so an entry linked meanwhile is kept (else a just-trained entry could be deleted under a running
     DAG)."""
     results_dir = Path(results_dir).resolve()
     store = results_dir / STORE

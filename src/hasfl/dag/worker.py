@@ -56,7 +56,7 @@ ENV_ACK_TIMEOUT = "HASFL_WORKER_ACK_TIMEOUT_S"
 # (a training job stops at once and logs its last checkpoint) before SIGKILL.
 TERM_GRACE_S = 10.0
 # Modules imported by the worker before it forks: what the train, data-stage and evaluate jobs need (an evaluate job
-# is one per run: importing its tables' modules in each would cost more than most evaluations, issue 47).
+# is one per run: importing its tables' modules in each would cost more than most evaluations).
 PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
                             "hasfl.data.stage", "hasfl.dag.store", "hasfl.analysis.tables.bn_sensitivity",
                             "hasfl.analysis.tables.submodel_accuracy", "hasfl.analysis.tables.table4b_stale_coordinates",
