@@ -200,7 +200,7 @@ class Walked(NamedTuple):
     """A preset's config (as the session validates and keys it on a CPU build) and its status walk."""
 
     config: dict[str, Any]
-    status: Any  # hasfl.dag.store.Status
+    status: Any  # hasfl.dag.status.Status
 
     def reruns(self, kind: str) -> list[str]:
         """The finished folders of ``kind`` (``data``, ``runs``, ``analysis``) the walk reruns."""
@@ -228,12 +228,12 @@ def preset_status(workdir: Path, *configfiles: str | Path) -> Walked:
     """What a CPU build of ``--configfile presets/quick.yaml CONFIGFILES...`` in the checkout ``workdir`` decides,
     in process: the config merged over ``workdir/config.yaml`` and validated as the session does
     (:func:`hasfl.config.load_config`), keyed on the CPU device class, and the session's one status walk
-    (:func:`hasfl.dag.store.status`) with that checkout's code digests (:class:`hasfl.dag.identity.Checkout`). What
+    (:func:`hasfl.dag.status.status`) with that checkout's code digests (:class:`hasfl.dag.identity.Checkout`). What
     Snakemake itself decides on top (its params trigger, the job table) the end-to-end dry runs test."""
     from hasfl.config import load_config
     from hasfl.dag.identity import Checkout
     from hasfl.dag.outputs import keyed_config
-    from hasfl.dag.store import status
+    from hasfl.dag.status import status
 
     files = [workdir / "presets/quick.yaml", *(workdir / f for f in configfiles)]
     config = keyed_config(load_config(files, base=workdir / "config.yaml"), "cpu")

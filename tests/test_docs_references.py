@@ -9,7 +9,7 @@ A reference is
   a file of another repository is written with that repository's name first
   (``HeteroFL:src/models/conv.py``) and is not checked;
 - a backticked dotted name starting with ``hasfl.``: it resolves by import, walking down
-  (``hasfl.dag.store.train_run``: the longest importable module, then attributes, dataclass fields
+  (``hasfl.dag.jobs.train_run``: the longest importable module, then attributes, dataclass fields
   included; ``module:function`` too). A name whose first part is not a module or attribute of the
   package ``hasfl`` is a key of the config block ``hasfl`` (``hasfl.p_min``) and must be one in
   ``config.yaml``;

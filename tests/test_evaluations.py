@@ -1,5 +1,5 @@
 """Run-level evaluations (issue 47, hasfl.analysis.evaluations): a table's per-run rows are computed by one job per
-run into the run store (hasfl.dag.store.evaluate_run) and gathered by the table; both paths give the table's bytes,
+run into the run store (hasfl.dag.jobs.evaluate_run) and gathered by the table; both paths give the table's bytes,
 the store key holds what the rows depend on and nothing else, and gc treats the entries as it treats runs.
 
 One world in process (no Snakemake): a digits data stage and two runs (HeteroFL: static batch-norm rule, full-width
@@ -21,7 +21,8 @@ import pytest
 from hasfl.analysis.artifacts import ARTIFACTS
 from hasfl.analysis.evaluations import EVAL_FILE, PER_RUN_PARAMS, eval_dir, evaluate_runs, gather_rows
 from hasfl.config import data_config
-from hasfl.dag import store
+from hasfl.dag import gc, jobs, status, store
+from hasfl.dag.outputs import evaluation_identity
 from hasfl.dag.identity import data_code_digest, data_identity, evaluation_code_digest, run_slice
 from hasfl.errors import HasflError
 from hasfl.integrity import MANIFEST as MANIFEST_NAME
@@ -45,9 +46,9 @@ def world(tmp_path_factory, _engine_base):
     results = root / "results" / "ev"
     dcfg = data_config(cfg, "digits")
     stage = results / "data" / "digits" / "seed42"
-    store.stage_data(dcfg, 42, stage, data_identity(dcfg, 42, data_code_digest()), results)
+    jobs.stage_data(dcfg, 42, stage, data_identity(dcfg, 42, data_code_digest()), results)
     for m in METHODS:
-        store.train_run(run_slice(cfg, "digits", m, 42), dcfg, results / "runs" / "digits" / m / "seed42",
+        jobs.train_run(run_slice(cfg, "digits", m, 42), dcfg, results / "runs" / "digits" / m / "seed42",
                         data_dir=stage, results=results)
     return {"cfg": cfg, "results": results, "stage": stage}
 
@@ -76,7 +77,7 @@ def _methods(name: str) -> list[str]:
 def _evaluate(world, results: Path, names=tuple(PER_RUN), **params) -> None:
     for m in METHODS:
         tables = {n: _spec(world, n, **params) for n in names if m in _methods(n)}
-        store.evaluate_run(tables, run_dir=world["results"] / "runs" / "digits" / m / "seed42",
+        jobs.evaluate_run(tables, run_dir=world["results"] / "runs" / "digits" / m / "seed42",
                            data_dir=world["stage"], out_dir=eval_dir(results, "digits", m, 42), results=results)
 
 
@@ -169,7 +170,7 @@ def test_an_entry_holding_another_keys_content_is_refused(evaluated):
     from hasfl.integrity import read_manifest
     from hasfl.dag.identity import digest
 
-    identity = store.evaluation_identity("table4c_coverage_over_time", spec["code"], spec["params"],
+    identity = evaluation_identity("table4c_coverage_over_time", spec["code"], spec["params"],
                                          read_manifest(run_dir), spec["run_files"], read_manifest(world["stage"]),
                                          spec["data_files"])
     entries = world["results"].parent / ".store" / "evals"
@@ -179,7 +180,7 @@ def test_an_entry_holding_another_keys_content_is_refused(evaluated):
     shutil.copytree(source, planted)
     try:
         with pytest.raises(IntegrityError, match="holds the content of another key"):
-            store.evaluate_run({"table4c_coverage_over_time": spec}, run_dir=run_dir, data_dir=world["stage"],
+            jobs.evaluate_run({"table4c_coverage_over_time": spec}, run_dir=run_dir, data_dir=world["stage"],
                                out_dir=world["results"].parent / "ev-planted" / "evals/digits/uniform/seed42",
                                results=world["results"].parent / "ev-planted")
     finally:
@@ -196,7 +197,7 @@ def test_an_edited_run_file_is_refused_before_anything_is_evaluated(evaluated, t
     (run / "participation.parquet").chmod(0o644)
     (run / "participation.parquet").write_bytes(b"not the ledger")
     with pytest.raises(IntegrityError, match="participation.parquet"):
-        store.evaluate_run({"table4c_coverage_over_time": _spec(world, "table4c_coverage_over_time")},
+        jobs.evaluate_run({"table4c_coverage_over_time": _spec(world, "table4c_coverage_over_time")},
                            run_dir=run, data_dir=world["stage"], out_dir=tmp_path / "results/x/evals/digits/uniform/seed42",
                            results=tmp_path / "results" / "x")
     assert not (tmp_path / "results" / ".store" / "evals").exists() or not any(
@@ -209,12 +210,12 @@ def test_gc_keeps_linked_evaluations_and_lists_them_once_no_folder_links_them(ev
     _evaluate(world, other, names=("table4c_coverage_over_time",), last_rounds=2 + 7)
     mine = {(Path(eval_dir(other, "digits", m, 42)) / "table4c_coverage_over_time" / EVAL_FILE).resolve().parent
             for m in METHODS}
-    found = store.collect(world["results"].parent)
+    found = gc.collect(world["results"].parent)
     assert not mine & set(found.unreferenced)
     shutil.rmtree(other)
-    found = store.collect(world["results"].parent)
+    found = gc.collect(world["results"].parent)
     assert mine <= set(found.unreferenced)
-    store.collect(world["results"].parent, delete=True)
+    gc.collect(world["results"].parent, delete=True)
     assert not any(p.exists() for p in mine)
     assert _entries(world)  # the results folder's own evaluations are kept
 
@@ -379,10 +380,10 @@ def test_the_preflight_reads_which_evaluations_are_finished_by_this_code(evaluat
     code digest (an edit the evaluation imports) makes none of them finished."""
     world = evaluated
     cfg = {**world["cfg"], "seeds": [42]}
-    done = store.finished_evaluations(cfg, world["results"], lambda f: evaluation_code_digest(f, REPO))
+    done = status.finished_evaluations(cfg, world["results"], lambda f: evaluation_code_digest(f, REPO))
     assert sorted(done) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
-    assert store.finished_evaluations(cfg, world["results"], lambda f: "another") == []
-    assert len(store.finished_evaluations(cfg, world["results"])) == len(done)
+    assert status.finished_evaluations(cfg, world["results"], lambda f: "another") == []
+    assert len(status.finished_evaluations(cfg, world["results"])) == len(done)
 
 
 # --- issue 47 point 2: where an evaluate job computes ------------------------------------------------------------
@@ -398,8 +399,8 @@ def test_an_evaluation_on_a_gpu_is_keyed_by_its_device_class_and_a_cpu_ones_key_
     run_dir = world["results"] / "runs" / "digits" / "uniform" / "seed42"
     args = ("table4c_coverage_over_time", spec["code"], spec["params"], read_manifest(run_dir), spec["run_files"],
             read_manifest(world["stage"]), spec["data_files"])
-    cpu, default = store.evaluation_identity(*args, "cpu"), store.evaluation_identity(*args)
-    gpu = store.evaluation_identity(*args, "cuda:NVIDIA H200")
+    cpu, default = evaluation_identity(*args, "cpu"), evaluation_identity(*args)
+    gpu = evaluation_identity(*args, "cuda:NVIDIA H200")
     assert cpu == default and "device_class" not in cpu
     assert gpu == {**cpu, "device_class": "cuda:NVIDIA H200"} and digest(gpu) != digest(cpu)
     linked = (Path(eval_dir(world["results"], "digits", "uniform", 42)) / "table4c_coverage_over_time" / EVAL_FILE)
@@ -475,7 +476,7 @@ def audited(world, tmp_path):
     for part in ("data", "runs"):
         shutil.copytree(world["results"] / part, other / part, symlinks=True)
     for m in METHODS:
-        store.evaluate_run(evaluation_specs(cfg, "digits", m, _code_of),
+        jobs.evaluate_run(evaluation_specs(cfg, "digits", m, _code_of),
                            run_dir=other / "runs" / "digits" / m / "seed42", data_dir=other / "data/digits/seed42",
                            out_dir=eval_dir(other, "digits", m, 42), results=other)
     yield cfg, other
@@ -493,7 +494,7 @@ def _eval_reruns(cfg, folder, code_of=_code_of):
 def test_a_finished_evaluation_is_current_when_its_code_config_and_run_are(audited):
     cfg, folder = audited
     assert _eval_reruns(cfg, folder) == ({}, [])
-    assert store.link_problems(folder) == []
+    assert status.link_problems(folder) == []
 
 
 def test_an_edit_of_an_evaluations_code_reruns_the_runs_that_evaluate_it(audited):
@@ -547,7 +548,7 @@ def test_a_link_to_an_entry_holding_another_keys_content_is_named_by_verify(audi
             f.unlink()
             f.symlink_to(target.parent.with_name(planted.name) / target.name)
         verify_results(folder)
-        problems = store.link_problems(folder)
+        problems = status.link_problems(folder)
         assert len(problems) == 1 and problems[0].startswith(
             "evals/digits/uniform/seed42/bn_sensitivity links store entry evals/0000000000000000, whose manifest is "
             "another key's content"), problems

@@ -235,12 +235,12 @@ def test_9_10_equal_configs_and_touch_rerun_nothing(world, sm, job_counts, walk,
 
 # --- issue 46 point 3: one walk gives every output's status ---------------------------------------------------
 def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
-    """hasfl.dag.store.status on the finished world: every folder current; in a new folder of the same preset plus a
+    """hasfl.dag.status.status on the finished world: every folder current; in a new folder of the same preset plus a
     seed, every finished folder is in the store, the new seed's folders are missing; a run of another method's folder
     is foreign; another mu is a rerun with its reason. The same walk the session and ``hasfl verify --config`` read."""
     from hasfl.config import load_config
     from hasfl.dag.identity import Checkout
-    from hasfl.dag.store import preset_folders, status
+    from hasfl.dag.status import preset_folders, status
 
     kw = {"code": Checkout(repo), "device_class": "cpu"}
     config = load_config(world["standalone"])

@@ -52,7 +52,7 @@ def test_a_dag_job_shows_one_line_at_its_start_and_one_at_its_end(tmp_path):
 def test_a_job_is_named_by_its_log_file_below_logs():
     assert job_name("results/medium/logs/train/shakespeare/hasfl/seed43.log", "m:f") == "train/shakespeare/hasfl/seed43"
     assert job_name("/x/logs/a/results/q/logs/report.log", "m:f") == "report"
-    assert job_name(None, "hasfl.dag.store:train_run") == "train_run"
+    assert job_name(None, "hasfl.dag.jobs:train_run") == "train_run"
 
 
 def test_without_a_log_file_progress_is_shown(capsys):

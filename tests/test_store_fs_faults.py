@@ -23,7 +23,9 @@ import pytest
 from hasfl.config import data_config, load_config
 from hasfl.dag.identity import data_identity
 from hasfl.dag.outputs import data_key
-from hasfl.dag.store import adopt, collect, entry_of, stage_data, store_of
+from hasfl.dag.jobs import stage_data
+from hasfl.dag.gc import collect
+from hasfl.dag.store import adopt, entry_of, store_of
 from hasfl.errors import HasflError
 from hasfl.integrity import ResultsLock, verify_folder, write_run_manifest
 
@@ -229,7 +231,7 @@ def test_a_read_only_store_that_must_take_an_entry_is_named(results):
 def test_the_build_check_names_a_read_only_store_before_any_job(results):
     """Where the session opens the store: a build with a job that must write an entry is refused, naming the store;
     a build whose jobs only link (every folder finished in the store) is not."""
-    from hasfl.dag.store import check_store, preset_folders
+    from hasfl.dag.status import check_store, preset_folders
 
     cfg = copy.deepcopy(load_config(REPO / "presets" / "quick.yaml"))
     cfg.update(datasets=["digits"], seeds=[42], methods=["hasfl", "fedavg"])

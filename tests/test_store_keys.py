@@ -13,7 +13,8 @@ import pytest
 from hasfl.config import data_config, load_config
 from hasfl.dag.identity import data_identity
 from hasfl.dag.outputs import RunRecord, data_key, data_source
-from hasfl.dag.store import check_key, entry_of, stage_data, store_of
+from hasfl.dag.jobs import stage_data
+from hasfl.dag.store import check_key, entry_of, store_of
 from hasfl.integrity import IntegrityError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -186,7 +187,8 @@ def test_gc_leaves_an_entry_a_job_holds_and_keeps_a_killed_jobs_checkpoint(tmp_p
     kept unless --partial; an entry no folder links and no job holds is removed as before."""
     import json
 
-    from hasfl.dag.store import collect, entry_lock
+    from hasfl.dag.gc import collect
+    from hasfl.dag.store import entry_lock
 
     results, entry, folder = _linked_world(tmp_path)
     store = entry.parent.parent
@@ -232,7 +234,7 @@ def test_a_run_job_refuses_code_other_than_the_code_the_dag_planned_with(tmp_pat
     Snakefile's checkout). A job whose installed package is other code (a checkout beside a wheel, an edit after the
     plan) is refused naming both digests, before it trains or links anything."""
     from hasfl.dag.identity import data_slice, run_slice
-    from hasfl.dag.store import train_run
+    from hasfl.dag.jobs import train_run
     from hasfl.integrity import training_code_digest
 
     cfg = load_config(REPO / "presets" / "quick.yaml")

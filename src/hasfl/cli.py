@@ -101,7 +101,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from hasfl.dag.identity import Checkout, checkout_root
     from hasfl.dag.outputs import audit
 
-    from hasfl.dag.store import link_problems
+    from hasfl.dag.status import link_problems
 
     found = audit(None, args.results)
     found.errors += link_problems(args.results)
@@ -111,7 +111,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # came from; a wheel install comes from none and is refused (it would hash nothing, a constant)
         from hasfl.dag import preflight
         from hasfl.dag.outputs import keyed_config
-        from hasfl.dag.store import status
+        from hasfl.dag.status import status
 
         code = Checkout(checkout_root())
         config = load_config(args.config, args.base, args.set)
@@ -146,7 +146,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_gc(args: argparse.Namespace) -> int:
     """The run store's entries that no results folder links to: listed, removed with --delete."""
-    from hasfl.dag.store import STORE, collect
+    from hasfl.dag.gc import collect
+    from hasfl.dag.store import STORE
 
     if not (args.results_dir / STORE).is_dir():
         raise ConfigError(f"'{args.results_dir}' has no run store ({STORE}/); expected a results_dir such as results")

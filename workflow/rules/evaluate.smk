@@ -1,6 +1,6 @@
 # Run-level evaluations (hasfl.analysis.evaluations): what a table computes from one run alone (the tables whose
 # registry entry names a per-run function, Artifact.per_run) is evaluated by one job per run, each table's rows an
-# entry of the run store of its own (hasfl.dag.store.evaluate_run) linked into evals/<dataset>/<method>/seed<s>/<table>/;
+# entry of the run store of its own (hasfl.dag.jobs.evaluate_run) linked into evals/<dataset>/<method>/seed<s>/<table>/;
 # the table's own rule (analysis.smk) gathers the rows.
 
 from hasfl.analysis.artifacts import ARTIFACTS
@@ -53,7 +53,7 @@ def eval_tables(wc):
 
 
 rule evaluate:
-    """One run's evaluations, one store entry per table that reads the run (hasfl.dag.store.evaluate_run)."""
+    """One run's evaluations, one store entry per table that reads the run (hasfl.dag.jobs.evaluate_run)."""
     input:
         unpack(eval_inputs),
     output:

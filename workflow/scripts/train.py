@@ -1,4 +1,4 @@
-"""Snakemake glue for rule train (hasfl.dag.store.train_run): exactly the job's config slices
+"""Snakemake glue for rule train (hasfl.dag.jobs.train_run): exactly the job's config slices
 ``params.run_cfg`` / ``params.data_cfg`` (canonical; ``data_dir``, where the raw files live, is added
 from the config: it is not part of any identity), its paths and its results folder (whose run store it
 uses: hasfl.dag.store). The glue imports nothing heavy (pandas, torch): the job imports them in the warm worker.
@@ -18,7 +18,7 @@ out = Path(sm.output.run).parent
 link = sm.rule.startswith("link_")  # rule link_run (workflow/rules/link.smk): no GPU slot
 # on a packed GPU machine: a free slot, CUDA_VISIBLE_DEVICES for the job (hasfl.dag.gpu)
 with job_slot({} if link else None):
-    call("hasfl.dag.store:train_run",
+    call("hasfl.dag.jobs:train_run",
          {"run_cfg": sm.params.run_cfg, "data_cfg": {**sm.params.data_cfg, "data_dir": sm.config["data_dir"]},
           "out_dir": str(out), "results": str(out.parents[3]), "link": link,
           "data_dir": str(Path(sm.input.partition).parent),

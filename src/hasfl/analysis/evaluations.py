@@ -5,7 +5,7 @@ table, kept in the run store beside the run and linked into each results folder;
 A table whose registry entry names a ``per_run`` function (:attr:`hasfl.analysis.artifacts.Artifact.per_run`,
 ``"module:function"`` taking one :class:`RunInputs` and returning that run's rows) is computed in two steps:
 
-* **evaluate** (rule ``evaluate``, one job per run: :func:`hasfl.dag.store.evaluate_run`): for each table that reads
+* **evaluate** (rule ``evaluate``, one job per run: :func:`hasfl.dag.jobs.evaluate_run`): for each table that reads
   the run, its rows into ``evals/<dataset>/<method>/seed<s>/<table>/rows.parquet`` (:func:`evaluate_job`), each an
   entry of the run store of its own. An entry's identity (:func:`hasfl.dag.store.evaluation_identity`) is the sha256
   of every run and data-stage file it reads, the table's config values for the run's dataset and the digest of the

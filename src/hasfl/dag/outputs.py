@@ -11,7 +11,7 @@ run whose budget it matches (:func:`budget_of`). One frozen record gives
 * :meth:`RunRecord.stale` / :meth:`RunRecord.why_stale`: whether a finished run's recorded identity is this record's.
 
 Every site that keys, links, audits or gates a run builds a record here: the train rule's job
-(:func:`hasfl.dag.store.train_run`), the store's prediction (:func:`hasfl.dag.store.in_store`), the check of an
+(:func:`hasfl.dag.jobs.train_run`), the store's prediction (:func:`hasfl.dag.status.in_store`), the check of an
 entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.audit`, also ``hasfl verify
 --config``) and the gate before the analysis (:func:`verify_runs_job`).
 

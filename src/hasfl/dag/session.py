@@ -8,7 +8,7 @@
    (:func:`hasfl.dag.store.repair_links`: relinked from the entry that holds the file, or dropped so the job
    links or recomputes its entry; a dry run changes nothing), checks every finished data-stage and run folder against its manifest
    (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.outputs.audit`: what is stale
-   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.store.in_store`), plans the GPU
+   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.status.in_store`), plans the GPU
    packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses
    before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes the results
    lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`).
@@ -38,6 +38,7 @@ from hasfl.dag import gpu as hasfl_gpu
 from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
 from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
+from hasfl.dag import status as walk
 from hasfl.dag import store
 from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_results
 from hasfl.dag.outputs import keyed_config
@@ -102,8 +103,8 @@ class Session:
         self.refusal: str | None = None
         #: why the build cannot start if its jobs run on this machine (decided at ``onstart``, once the executor is set)
         self.refusal_here: str | None = None
-        #: the one walk over the preset's outputs (:func:`hasfl.dag.store.status`), None until the main process made it
-        self.status: store.Status | None = None
+        #: the one walk over the preset's outputs (:func:`hasfl.dag.status.status`), None until the main process made it
+        self.status: walk.Status | None = None
         #: the folders whose output the run store holds (data/<d>/seed<s>, runs/<d>/<m>/seed<s>, evals/<d>/<m>/seed<s>):
         #: their jobs are the link rules' (workflow/rules/link.smk), so the job table says what will happen
         self.linked: set[str] = set()
@@ -238,7 +239,7 @@ class Session:
             # (in a dry run: would handle) is no edit
             verify_results(results, skip=repair.folders)
             # the one walk over the preset's outputs: current, rerun (why), foreign, in the store, missing
-            found = store.status(self.identity_config(), results, self.code, device_class=self.device_class)
+            found = walk.status(self.identity_config(), results, self.code, device_class=self.device_class)
             self.status = found
             found.raise_errors()
         except IntegrityError as exc:
@@ -257,7 +258,7 @@ class Session:
             # and a folder left outside the store is one no variant can link
             self._lock_and_adopt()
 
-    def _preflight(self, found: store.Status) -> None:
+    def _preflight(self, found: walk.Status) -> None:
         """What this run costs here (after the identity check and the store, whose outputs are reused); a run far
         too long for a CPU stops here, once, before Snakemake's job table."""
         config, results, wf = self.config, Path(self.results), self.workflow
@@ -266,7 +267,7 @@ class Session:
         linked = found.in_store
         if preflight.runs_jobs(sys.argv[1:]):
             try:  # a store that cannot be written is named before any job, unless every job only links
-                store.check_store(config, results, linked=linked, rerun=self.reruns)
+                walk.check_store(config, results, linked=linked, rerun=self.reruns)
             except IntegrityError as exc:
                 stop(exc)
         self.linked = self._link_jobs(linked)
@@ -308,7 +309,7 @@ class Session:
             print(f"  a run would not start: {self.refusal}", file=sys.stderr)
 
     def _link_jobs(self, linked: list[str]) -> set[str]:
-        """The job folders of ``linked`` (:func:`hasfl.dag.store.in_store`'s folders) whose job only links: a data
+        """The job folders of ``linked`` (:func:`hasfl.dag.status.in_store`'s folders) whose job only links: a data
         stage or run the store holds; a run's evaluations when the store holds every table's and neither the run nor
         its data stage is rerun (the evaluate job's keys read their files)."""
         from hasfl.analysis.evaluations import EVALS, evaluation_specs

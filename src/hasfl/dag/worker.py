@@ -58,7 +58,7 @@ TERM_GRACE_S = 10.0
 # Modules imported by the worker before it forks: what the train, data-stage and evaluate jobs need (an evaluate job
 # is one per run: importing its tables' modules in each would cost more than most evaluations).
 PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
-                            "hasfl.data.stage", "hasfl.dag.store", "hasfl.analysis.tables.bn_sensitivity",
+                            "hasfl.data.stage", "hasfl.dag.jobs", "hasfl.analysis.tables.bn_sensitivity",
                             "hasfl.analysis.tables.submodel_accuracy", "hasfl.analysis.tables.table4b_stale_coordinates",
                             "hasfl.analysis.tables.table4c_coverage_over_time")
 _HEADER = struct.Struct("!I")
