@@ -7,7 +7,7 @@ A table whose registry entry names a ``per_run`` function (:attr:`hasfl.analysis
 
 * **evaluate** (rule ``evaluate``, one job per run: :func:`hasfl.dag.jobs.evaluate_run`): for each table that reads
   the run, its rows into ``evals/<dataset>/<method>/seed<s>/<table>/rows.parquet`` (:func:`evaluate_job`), each an
-  entry of the run store of its own. An entry's identity (:func:`hasfl.dag.store.evaluation_identity`) is the sha256
+  entry of the run store of its own. An entry's identity (:func:`hasfl.dag.outputs.evaluation_identity`) is the sha256
   of every run and data-stage file it reads, the table's config values for the run's dataset and the digest of the
   evaluation's code (the files its module imports, :func:`hasfl.dag.identity.evaluation_code_digest`): a variant
   that shares a run links its evaluations, and an edit of code an evaluation does not import re-evaluates nothing
