@@ -79,6 +79,8 @@ BAD = [
     ("counts vs tiers", "capacity.counts", [10, 10], "config key 'capacity.counts': 2 counts for 4 tiers"),
     ("unknown precision", "precision", "fp16",
      "config key 'precision': unknown value 'fp16'; expected one of fp32, tf32, bf16"),
+    ("a removed analysis key", "analysis.f9_learned_loss_fraction", 0.95,
+     "config key 'analysis.f9_learned_loss_fraction' was removed: F9's training-loss rule was removed"),
     ("a name longer than a folder name can be", "name", "n" * 300, "config key 'name': at most 100 characters, got 300"),
     ("tf32 on the cpu", "device", "cpu", "config key 'precision': 'tf32' needs a CUDA device but device is 'cpu'"),
 ]

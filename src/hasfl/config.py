@@ -8,8 +8,8 @@ cross-key rules JSON Schema cannot express; every violation is reported with the
 dotted key that caused it, before any job runs. :func:`run_config` and
 :func:`data_config` cut the slice of the config one job depends on.
 
-Names (methods, datasets, precisions) come from :mod:`hasfl.registry`; this module
-imports nothing else from ``hasfl`` and no torch.
+Names (methods, datasets, precisions) come from :mod:`hasfl.registry`, removed keys from
+:mod:`hasfl.removed_keys`; this module imports nothing else from ``hasfl`` and no torch.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import yaml
 
 from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
+from hasfl.removed_keys import ANALYSIS as REMOVED_ANALYSIS_KEYS
+from hasfl.removed_keys import TOP_LEVEL as REMOVED_TOP_LEVEL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAPER_CONFIG = REPO_ROOT / "config.yaml"
@@ -224,6 +226,8 @@ def _describe(error: Any) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(got) - set(allowed))
         prefix = f"{key}." if error.absolute_path else ""
+        if key == "analysis" and extra[0] in REMOVED_ANALYSIS_KEYS:
+            return f"config key 'analysis.{extra[0]}' was removed: {REMOVED_ANALYSIS_KEYS[extra[0]]}"
         return (f"unknown config key '{prefix}{extra[0]}'" + (f" (and {extra[1:]})" if len(extra) > 1 else "")
                 + f"; allowed keys here: {', '.join(allowed)}")
     if v == "required":
@@ -303,12 +307,7 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
 
 #: Keys that were removed, and what replaced them (named in the error instead of "unknown key").
-REMOVED_KEYS = {"share_runs": "finished data stages and runs are kept once per identity in the run store "
-                              "(<results_dir>/.store, hasfl.dag.store) and every folder links them; there is "
-                              "nothing to turn off: delete the key",
-                **{k: f"it moved into the execution block (how jobs run, never what they compute): write "
-                      f"'execution: {{{k}: ...}}' instead (on the command line: --config 'execution={{{k}: ...}}')"
-                   for k in ("gpu", "checkpoint_every", "warm_worker", "max_cpu_wall_hours")}}
+REMOVED_KEYS = REMOVED_TOP_LEVEL
 
 
 def _removed_keys(config: Mapping[str, Any]) -> list[str]:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hasfl.removed_keys import ANALYSIS as ANALYSIS_REMOVED
+
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "ESTIMATORS",
@@ -241,15 +243,7 @@ def resolve_table_settings(block: Mapping[str, Any] | None = None) -> dict[str, 
 
 
 #: Keys of the block ``analysis`` that were removed, with what replaced them (a clear error, not "unknown key").
-REMOVED_KEYS = {
-    "rising_min_gain_pct": "the 'still rising' gate was removed: a final-accuracy comparison is decided at "
-                           "the rung's fixed horizon and the trend of the gap is reported beside it as a caveat "
-                           "(docs/preregistration.md); delete the key",
-    "f9_learned_loss_fraction": "F9's training-loss rule was removed: a run failed to train when its accuracy under "
-                                "its method's declared batch-norm rule never rose above the majority-class floor, the "
-                                "same rule for every method (the loss rule marked runs that learned under their "
-                                "declared rule as failed; docs/preregistration.md, amendments); delete the key",
-}
+REMOVED_KEYS = ANALYSIS_REMOVED
 
 
 def resolve_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, float]:
