@@ -350,3 +350,27 @@ def test_gc_never_makes_a_file_outside_the_store_writable(results, tmp_path):
     found = collect(results, delete=True)
     assert orphan in found.unreferenced and not orphan.exists()
     assert stat.S_IMODE(outside.stat().st_mode) == 0o444 and outside.read_text() == "keep"
+
+
+def test_a_new_results_folder_on_a_full_disk_is_one_message_before_any_job(tmp_path):
+    """A new results folder on a full file system: the lock file was made, then writing its holder's name raised a
+    raw OSError out of the build's onstart (a traceback). Now the lock names the folder and the cause."""
+    if os.geteuid() != 0:
+        pytest.skip("a full file system needs a tmpfs mount (root)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)):
+        pytest.skip("tmpfs cannot be mounted here")
+    try:
+        with open(disk / "filler", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        lock = ResultsLock(disk / "results" / "quick")
+        with pytest.raises(HasflError, match=r"results folder '.*quick' cannot be written \(No space left on device\)"):
+            lock.acquire()
+        assert not lock.held
+    finally:
+        _mount("umount", str(disk))

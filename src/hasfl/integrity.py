@@ -316,9 +316,16 @@ class ResultsLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._refuse(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "cwd": os.getcwd(),
-                                  "command": " ".join(sys.argv)}).encode(), 0)
+        try:  # who holds it, for the message a second writer gets; a full disk refuses even these few bytes
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "cwd": os.getcwd(),
+                                      "command": " ".join(sys.argv)}).encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise IntegrityError(f"results folder '{self.path.parent}' cannot be written ({exc.strerror or exc}): its "
+                                 f"lock file '{self.path}' cannot hold the holder's name, and nothing a job writes "
+                                 "would fit either; free space on that file system (or set results_dir to another) "
+                                 "and run again") from None
         self._fd = fd
 
     def _acquire_reading(self) -> None:
