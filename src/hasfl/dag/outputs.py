@@ -381,6 +381,7 @@ def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, e
         if run_rel in foreign or data_rel in foreign:
             continue
         whys = []
+        upstream: tuple[str | None, Any, Any] | None = None  # the job's run and data stage, read once if needed
         for table, spec in evaluation_specs(config, d, m, eval_code).items():
             manifest = _manifest(results / job / table)
             if manifest is None:
@@ -389,12 +390,19 @@ def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, e
             if isinstance(have, Mapping) and have.get("table") != table:
                 found.errors.append(f"{job}/{table} holds the rows of table {have.get('table')!r}; delete the folder")
                 continue
-            run, stage = _manifest(results / run_rel), _manifest(results / data_rel)
-            if run_rel in found.rerun or data_rel in found.rerun:
-                why = f"its run {run_rel} is rerun" if run_rel in found.rerun else f"its data stage {data_rel} is rerun"
-            elif run is None or stage is None:
-                why = f"its run {run_rel} is not finished" if run is None else f"its data stage {data_rel} is not finished"
-            else:
+            if upstream is None:
+                run, stage = _manifest(results / run_rel), _manifest(results / data_rel)
+                if run_rel in found.rerun or data_rel in found.rerun:
+                    why = (f"its run {run_rel} is rerun" if run_rel in found.rerun
+                           else f"its data stage {data_rel} is rerun")
+                elif run is None or stage is None:
+                    why = (f"its run {run_rel} is not finished" if run is None
+                           else f"its data stage {data_rel} is not finished")
+                else:
+                    why = None
+                upstream = (why, run, stage)
+            why, run, stage = upstream
+            if why is None:
                 why = evaluation_staleness(have, evaluation_identity(table, spec["code"], spec["params"], run,
                                                                      spec["run_files"], stage, spec["data_files"]))
             if why is not None:
