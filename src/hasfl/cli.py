@@ -100,11 +100,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
           f"their manifests ({counts['unfinished']} unfinished folders without a manifest)")
     from hasfl.dag.identity import Checkout, checkout_root
     from hasfl.dag.outputs import audit
-
     from hasfl.dag.status import link_problems
 
     found = audit(None, args.results)
-    found.errors += link_problems(args.results)
     scope = "the sha256 chain data stage -> run -> budget run, each linked store entry's key"
     if args.config is not None or args.set:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
@@ -127,7 +125,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               f"build), {counts['missing']} missing, {counts['foreign']} holding another job's output; "
               f"{counts['evaluations here']} run evaluations current, {counts['evaluations rerun']} runs' "
               "evaluations to rerun")
-    else:
+    else:  # with a preset, its status walk has named the links already (preset.foreign)
+        found.errors += link_problems(args.results)
         scope += " (give --config PRESET to compare with what a preset would make)"
     if found.errors or found.rerun:
         lines = found.errors + found.lines()
