@@ -108,12 +108,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # every code digest from one checkout, as the DAG's (its Snakefile's folder): the clone the installed package
         # came from; a wheel install comes from none and is refused (it would hash nothing, a constant)
         from hasfl.dag import preflight
-        from hasfl.dag.outputs import keyed_config
+        from hasfl.dag.outputs import cpu_class, keyed_config
         from hasfl.dag.status import status
 
         code = Checkout(checkout_root())
         config = load_config(args.config, args.base, args.set)
-        here = "cpu" if preflight.device_of(config, preflight.hardware()) == "cpu" else None
+        here = cpu_class() if preflight.device_of(config, preflight.hardware()) == "cpu" else None
         # keyed as the Snakefile's session keys a build here (what changes no byte on this device class)
         preset = status(keyed_config(config, here), args.results, code, device_class=here)
         found.errors += [e for e in preset.foreign if e not in found.errors]

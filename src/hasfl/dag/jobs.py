@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import digest
-from hasfl.dag.outputs import RunRecord, data_key, evaluation_identity, job_record
-from hasfl.dag.store import place, store_of
+from hasfl.dag.outputs import RunRecord, data_key, evaluation_identity, here, job_record, other_kernels
+from hasfl.dag.store import entry_of, manifest_of, place, store_of
 from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
 
 __all__ = ["evaluate_run", "stage_data", "train_run"]
@@ -54,6 +54,11 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
     # the one record of what this run is: its key here, the identity its manifest records in the job
     record, target, diverged = job_record(run_cfg, data_manifest=data_manifest, hasfl_run=hasfl_run, code=installed)
     key, source = record.key(), record.data_stage
+    entry = entry_of(store_of(results), "runs", key)
+    finished = manifest_of(entry)
+    refusal = None if finished is None else other_kernels(finished.get("identity") or {}, entry, record.device_class)
+    if refusal:
+        raise IntegrityError(refusal)
 
     def train(staging: Path) -> None:
         from hasfl.fl.train import train_job
@@ -91,6 +96,7 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
     fixed_threads()
     device, device_class = evaluation_device(str(((run_manifest.get("identity") or {}).get("config") or {})
                                                  .get("device", "cpu")))
+    device_class = here(device_class)  # on the CPU, its kernel pin: an evaluation's sums change with it as a run's
     cache: dict[Any, Any] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for table, spec in tables.items():

@@ -10,6 +10,10 @@ run whose budget it matches (:func:`budget_of`). One frozen record gives
   which only the job that loads the data knows: :func:`hasfl.integrity.run_identity` is its file format);
 * :meth:`RunRecord.stale` / :meth:`RunRecord.why_stale`: whether a finished run's recorded identity is this record's.
 
+The device class names the CPU kernels too (:func:`cpu_class`): a run made under the portable kernel pin and one made
+without it are two entries of the store, a resume never crosses them (the checkpoint carries the identity) and a
+build under one never keeps the other's run in its folder (:meth:`RunRecord.why_stale`).
+
 Every site that keys, links, audits or gates a run builds a record here: the train rule's job
 (:func:`hasfl.dag.jobs.train_run`), the store's prediction (:func:`hasfl.dag.status.in_store`), the check of an
 entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.audit`, also ``hasfl verify
@@ -32,14 +36,14 @@ from typing import Any
 
 from hasfl.config import data_config, dotted_differences
 from hasfl.dag.identity import PACKAGE, analysis_identity, canonical, data_identity, digest, run_slice
-
+from hasfl.device import kernel_pin
 from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
                              training_code_digest, verify_folder)
 from hasfl.io import InputFileError, write_json
 from hasfl.registry import METHODS
 
-__all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "data_key", "data_source",
-           "evaluation_identity", "evaluation_staleness",
+__all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "cpu_class", "data_key",
+           "data_source", "evaluation_identity", "evaluation_staleness", "here", "made_under", "other_kernels",
            "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
 
 #: Data-stage tables a run reads (their sha256 are part of its key).
@@ -72,10 +76,56 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def cpu_class(pin: Mapping[str, str] | None = None) -> str:
+    """The device class of work done on the CPU under the kernel pin ``pin`` (the kernel-choosing variables set:
+    :func:`hasfl.device.kernel_pin`; default this process's): ``cpu`` without one (the class every run had before the
+    pin entered it, so no unpinned key moved), else ``cpu:<NAME>=<value>,...`` by name. The pin chooses the
+    instruction set of ATen's and oneDNN's kernels and MKL's path, which change float sums in their last bits and a
+    run's bytes with them (docs/guide/gpu.md "Bytes across machines"), so it is part of what a run is."""
+    pin = kernel_pin() if pin is None else dict(pin)
+    return "cpu" if not pin else "cpu:" + ",".join(f"{k}={pin[k]}" for k in sorted(pin))
+
+
+def here(device_class: str) -> str:
+    """``device_class`` as work here computes it: ``cpu`` under this process's kernel pin (:func:`cpu_class`), any
+    other class as it is (a GPU's kernels are its own)."""
+    return cpu_class() if device_class == "cpu" else device_class
+
+
+def made_under(identity: Mapping[str, Any], folder: Path | None = None) -> str:
+    """The device class a finished run (manifest ``identity``, files in ``folder``) was made under. A CPU run
+    recorded before the kernel pin was part of its class says only ``cpu``; its ``timings.json`` (written by every
+    run: :func:`hasfl.fl.runtime.cpu_kernels`) names the pin it ran under."""
+    recorded = str(identity.get("device_class"))
+    if recorded != "cpu" or folder is None:
+        return recorded
+    timings = _manifest_json(Path(folder) / "timings.json") or {}
+    pin = timings.get("isa_env")
+    return cpu_class(pin) if isinstance(pin, Mapping) else recorded
+
+
+def other_kernels(identity: Mapping[str, Any], folder: Path, device_class: str | None) -> str | None:
+    """Why the finished run of manifest ``identity`` in ``folder`` (a store entry) cannot serve work on
+    ``device_class`` although its key is that work's: it was recorded as ``cpu`` before the kernel pin was part of
+    the class, and made under a pin this work does not run (:func:`made_under`). None when it can serve."""
+    made = made_under(identity, folder)
+    if device_class is None or made == device_class or _base(made) != "cpu" or _base(device_class) != "cpu":
+        return None
+    return (f"store entry '{folder}' holds a run made under {_pin_words(made)} (recorded before the kernel pin was "
+            f"part of a run's key), and this build runs {_pin_words(device_class)}: it cannot serve this build. Run "
+            "the build under the same pin (docs/guide/gpu.md, \"Bytes across machines\"), or move that entry out of "
+            "the store to train the run again")
+
+
+def _base(device_class: str | None) -> str:
+    """The kind of device of a class: ``cpu`` or ``cuda`` (what :data:`INERT_ON` is keyed by)."""
+    return str(device_class).split(":", 1)[0]
+
+
 def keyed_config(config: Mapping[str, Any], device_class: str | None) -> dict[str, Any]:
     """``config`` as a run on ``device_class`` is keyed and compared: :data:`INERT_ON`'s keys at their default."""
     cfg = dict(_plain(dict(config)))
-    for name, value in INERT_ON.get(str(device_class), {}).items():
+    for name, value in INERT_ON.get(_base(device_class), {}).items():
         if name in cfg:
             cfg[name] = value
     return cfg
@@ -157,12 +207,26 @@ class RunRecord:
             return "config"
         return "code" if identity.get("code") != self.code else None
 
-    def why_stale(self, identity: Mapping[str, Any]) -> str | None:
-        """:meth:`stale` in words for a rerun line: ``"config (<keys>)"``, ``"training code"``, or None."""
+    def why_stale(self, identity: Mapping[str, Any], folder: Path | None = None) -> str | None:
+        """:meth:`stale` in words for a rerun line: ``"config (<keys>)"``, ``"training code"``, ``"CPU kernels
+        (...)"``, or None. The kernels are compared when both this record and the run (``folder``: where its files
+        lie, :func:`made_under`) are of the CPU: a GPU build keeps a folder's CPU runs, which its analysis refuses to
+        mix (:func:`hasfl.integrity.device_mix`), but a pinned build never keeps an unpinned run of the same config."""
         have, want = self.compared(identity)
         if have != want:
             return "config (" + ", ".join(_diff_keys(have, want)) + ")"
-        return "training code" if identity.get("code") != self.code else None
+        if identity.get("code") != self.code:
+            return "training code"
+        made = made_under(identity, folder)
+        if self.device_class is not None and _base(self.device_class) == _base(made) == "cpu" \
+                and made != self.device_class:
+            return f"CPU kernels (made under {_pin_words(made)}, this build runs {_pin_words(self.device_class)})"
+        return None
+
+
+def _pin_words(device_class: str) -> str:
+    pin = device_class.split(":", 1)[1] if ":" in device_class else ""
+    return f"the kernel pin {pin}" if pin else "no kernel pin"
 
 
 def evaluation_identity(table: str, code: str, params: Mapping[str, Any], run_manifest: Mapping[str, Any],
@@ -262,7 +326,8 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
 
 
 def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
-          analysis_code: str | None = None, eval_code: Any = None, root: Path = PACKAGE) -> Audit:
+          analysis_code: str | None = None, eval_code: Any = None, root: Path = PACKAGE,
+          device_class: str | None = None) -> Audit:
     """Compare every finished data-stage and run folder under ``results`` with what it should be.
 
     Always: each folder holds the job its path names (else an error: it is never rerun), each run was
@@ -273,7 +338,8 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
     analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``);
     ``eval_code(function)``: the per-run evaluation code digest (with it, each finished run evaluation is compared
-    with the identity this checkout, the preset and its run folder give it: :func:`_audit_evaluations`)."""
+    with the identity this checkout, the preset and its run folder give it: :func:`_audit_evaluations`);
+    ``device_class``: the class a build here computes on (:func:`cpu_class`; None: not known, kernels not compared)."""
     found = Audit()
     codes: dict[tuple[str, str], str] = {}
 
@@ -332,7 +398,8 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
         inputs = identity.get("inputs") or {}
         why = None
         if config is not None:
-            why = RunRecord.planned(config, d, m, sd, code=code_of(m, d)).why_stale(identity)
+            why = RunRecord.planned(config, d, m, sd, code=code_of(m, d), device_class=device_class).why_stale(
+                identity, results / rel)
             if why is not None:
                 pass
             elif data_rel in found.rerun:
@@ -450,7 +517,7 @@ def job_record(run_cfg: Mapping[str, Any], *, data_manifest: Mapping[str, Any] |
     from hasfl.registry import METHODS
 
     dataset, method, seed = str(run_cfg["dataset"]), str(run_cfg["method"]), int(run_cfg["seed"])
-    record = RunRecord(run_cfg, code or training_code_digest(method, dataset), device_class(run_cfg))
+    record = RunRecord(run_cfg, code or training_code_digest(method, dataset), here(device_class(run_cfg)))
     if data_manifest is not None:
         record = record.reading(data_manifest)
     target, diverged = None, False
@@ -516,7 +583,8 @@ def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str,
                 f"{str(identity.get('code'))[:12]}... vs {record.code[:12]}...); rerun it (snakemake --forcerun "
                 "train) or restore the code it was trained with")
         identities[folder.as_posix()] = identity.get("digest")
-        classes.setdefault(str(identity.get("device_class") or "unrecorded"), []).append(folder.as_posix())
+        made = made_under(identity, folder) if identity.get("device_class") else "unrecorded"
+        classes.setdefault(made, []).append(folder.as_posix())
     mixed = device_mix(classes)
     if mixed:
         raise IntegrityError(mixed)

@@ -41,7 +41,7 @@ from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, 
 from hasfl.dag import status as walk
 from hasfl.dag import store
 from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_results
-from hasfl.dag.outputs import keyed_config
+from hasfl.dag.outputs import cpu_class, keyed_config
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
 from hasfl.layout import MANIFEST, finished_folders
@@ -207,7 +207,7 @@ class Session:
         self._hw = preflight.hardware()
         if self.config["device"] == "cpu" or (self.workflow.local_exec
                                               and preflight.device_of(self.config, self._hw) == "cpu"):
-            self.device_class = "cpu"
+            self.device_class = cpu_class()  # the kernel pin of this process is the jobs' (they inherit it)
         unwritable = writable_results(results)
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "

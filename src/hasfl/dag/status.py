@@ -16,7 +16,7 @@ from typing import Any
 
 from hasfl.dag.identity import Checkout, digest
 from hasfl.dag.outputs import (Audit, RunRecord, audit, budget_of, data_key, data_source, evaluation_identity,
-                               preset_jobs)
+                               other_kernels, preset_jobs)
 from hasfl.dag.store import KINDS, STORE, entry_of, manifest_of, store_of, store_refusal, unwritable
 from hasfl.integrity import MANIFEST, IntegrityError
 from hasfl.layout import result_folders
@@ -110,8 +110,8 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
         record = RunRecord.planned(config, d, m, sd, code=train_code(m, d), device_class=device_class)
         entry = entry_of(store, "runs", record.reading(stages[data_rel]).matching(budget).key())
         manifest = manifest_of(entry)
-        if manifest is None:
-            continue
+        if manifest is None or other_kernels(manifest.get("identity") or {}, entry, device_class):
+            continue  # not finished, or made under another kernel pin: its job fails and says so
         finished_runs[rel] = manifest
         try:
             budgets[rel] = budget_of(entry / "run.json", m, d, sd)[2]
@@ -120,12 +120,13 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
         if not (results / rel / MANIFEST).is_file():
             found.append(rel)
     if eval_code is not None:
-        found += _evaluations_in_store(config, results, store, stages, finished_runs, eval_code)
+        found += _evaluations_in_store(config, results, store, stages, finished_runs, eval_code, device_class)
     return found
 
 
 def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path, stages: Mapping[str, Any],
-                          runs: Mapping[str, Any], eval_code: Callable[[str], str]) -> list[str]:
+                          runs: Mapping[str, Any], eval_code: Callable[[str], str],
+                          device_class: str = "cpu") -> list[str]:
     """The run evaluations of the preset whose entry the store holds and ``results`` does not (:func:`in_store`): of
     every run finished in the store (``runs``: folder -> its entry's manifest) or in ``results``, with its data
     stage's manifest (``stages``, else the folder's)."""
@@ -141,7 +142,7 @@ def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path,
         for table, spec in evaluation_specs(config, d, m, eval_code).items():
             where = f"{EVALS}/{d}/{m}/seed{sd}/{table}"
             identity = evaluation_identity(table, spec["code"], spec["params"], run, spec["run_files"], stage,
-                                           spec["data_files"])
+                                           spec["data_files"], device_class)
             if (entry_of(store, "evals", digest(identity)) / MANIFEST).is_file() and not (
                     results / where / MANIFEST).is_file():
                 found.append(where)
@@ -209,7 +210,7 @@ def status(config: Mapping[str, Any], results: str | Path, code: Checkout, *,
     manifests only; runs only with a known ``device_class``), what neither holds (missing) and the run evaluations
     finished here by that code (:func:`finished_evaluations`)."""
     found = audit(config, Path(results), data_code=code.data, analysis_code=code.analysis, train_code=code.train,
-                  eval_code=code.evaluation)
+                  eval_code=code.evaluation, device_class=device_class)
     linked = in_store(config, results, data_code=code.data, train_code=code.train, device_class=device_class,
                       eval_code=code.evaluation)
     found.errors += link_problems(results)
