@@ -230,13 +230,16 @@ def _edit_keeping_mtime(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_3_edited_run_file_stops_the_workflow_and_verify(hasfl_cli, plan, finished_results) -> None:
+def test_3_edited_run_file_stops_verify_and_a_build_not_the_plan(hasfl_cli, plan, finished_results) -> None:
+    """The plan reads manifests only (a dry run reads no result file: tests/test_dry_run.py); every file is checked
+    against its manifest at ``onstart``, before any job of a build (test 4 runs one), and by ``hasfl verify``."""
     rounds = finished_results / "runs/digits/fedavg/seed42/rounds.parquet"
     assert verify_results(finished_results) == {"data": 1, "runs": 1, "unfinished": 0}
     _edit_keeping_mtime(rounds)
     res = _plan(plan, finished_results, "-n", "all")  # the Snakefile's session, in process
-    assert res.code == 1
-    assert f"result file '{rounds}' was modified" in res.stderr and "Traceback" not in res.stderr
+    assert res.code is None and "was modified" not in res.stderr
+    with pytest.raises(IntegrityError, match=f"result file '{rounds}' was modified"):
+        verify_results(finished_results, skip=res.session._repaired)  # what ``onstart`` runs
     cli = hasfl_cli("verify", str(finished_results))
     assert cli.returncode == 2 and "rounds.parquet" in cli.stderr and "was modified" in cli.stderr
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hasfl.cache import CACHE, cached_measurement
-from hasfl.device import cpu_model, devices, kernel_pin, resolve
+from hasfl.device import cpu_model, devices, kernel_pin, listed_gpus, probe_path, resolve
 from hasfl.errors import HasflError
 from hasfl.registry import DATASETS, METHODS
 
@@ -345,11 +345,18 @@ def estimate(config: Mapping[str, Any], cores: int, rates: Mapping[str, Any],
             "per_method_job_hours": {d: {m: s * seeds / 3600.0 for m, s in v.items()} for d, v in per_dataset.items()}}
 
 
-def hardware() -> dict[str, Any]:
+def hardware(probe: bool = True) -> dict[str, Any]:
     """CPU model and cores, and the GPUs the training jobs' torch will use (:func:`hasfl.device.devices`:
     ``nvidia-smi -L`` confirmed by a cached torch probe): ``gpus`` those names, ``listed`` what ``nvidia-smi``
-    lists, ``gpu_note`` why listed GPUs do not count ('' when there is nothing to say)."""
-    found = devices(CACHE)
+    lists, ``gpu_note`` why listed GPUs do not count ('' when there is nothing to say). Without ``probe`` (a dry
+    run, which writes nothing) an uncached probe is not run (it would write its cache): the listed GPUs are taken as
+    they are, and the note says so."""
+    listed = listed_gpus()
+    if listed and not probe and not probe_path(CACHE, listed).is_file():
+        return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "gpus": [ln.split(": ", 1)[-1].split(" (UUID")[0]
+                                                                           for ln in listed],
+                "listed": list(listed), "gpu_note": "not confirmed by torch: a dry run runs no probe"}
+    found = devices(CACHE, listed)
     return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "gpus": list(found.gpus), "listed": list(found.listed),
             "gpu_note": found.note}
 
@@ -372,12 +379,15 @@ def _measurement_path(kind: str, hw: Mapping[str, Any], device: str, threads: in
     return CACHE / f"{kind}-{key[:16]}.json"
 
 
-def throughput(device: str, threads: int, hw: Mapping[str, Any]) -> dict[str, Any]:
-    """This machine's throughput for ``device`` (``cpu``/``cuda``): cached, else measured once."""
+def throughput(device: str, threads: int, hw: Mapping[str, Any], measure: bool = True) -> dict[str, Any]:
+    """This machine's throughput for ``device`` (``cpu``/``cuda``): cached, else measured once (only when
+    ``measure``: a dry run prices an unmeasured machine by the reference numbers and writes no cache)."""
     path = _measurement_path("throughput", hw, device, threads, CALIBRATION)
     cached = cached_measurement(path)
     if cached is not None:
         return {**cached, "source": str(path)}
+    if not measure:
+        return {**FALLBACK, "source": "the reference machine's: a dry run measures nothing, the build measures once"}
     rates = cached_measurement(path, [sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads",
                                       str(threads)], timeout_s=300)
     return dict(FALLBACK) if rates is None else {**rates, "source": "measured now"}
@@ -501,7 +511,7 @@ def check(config: Mapping[str, Any], cores: int, manifests: Mapping[str, Mapping
             return head + ": the jobs run on the executor's nodes, each requesting a GPU (not priced here)", None
         return head, no_gpu_refusal(config, hw)
     device = device_of(config, hw)
-    rates = throughput(device, int(config["threads_per_job"]), hw)
+    rates = throughput(device, int(config["threads_per_job"]), hw, measure)
     limit = float(config["execution"]["max_cpu_wall_hours"])
 
     def priced(speeds: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -6,12 +6,16 @@
    config (:func:`hasfl.config.validate_config`), naming the key of every violation;
 2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
    (:func:`hasfl.dag.store.repair_links`: relinked from the entry that holds the file, or dropped so the job
-   links or recomputes its entry; a dry run changes nothing), checks every finished data-stage and run folder against its manifest
-   (:func:`hasfl.integrity.verify_results`), runs the identity check (:func:`hasfl.dag.outputs.audit`: what is stale
-   gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.status.in_store`), plans the GPU
-   packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run it refuses
-   before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes the results
-   lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`).
+   links or recomputes its entry; a dry run changes nothing), runs the identity check (:func:`hasfl.dag.outputs.audit`:
+   what is stale gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.status.in_store`),
+   plans the GPU packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run
+   it refuses before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes
+   the results lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`).
+
+The parse reads manifests only (the walk needs them to plan reruns and links). What reads result files' bytes or
+writes (the check of every finished file against its manifest, :func:`hasfl.integrity.verify_results`; the
+pre-flight's measurements and their cache) happens at ``onstart``, before any job, or not in a dry run at all: a
+dry run (``snakemake -n``) reads no result file and writes nothing.
 
 Every code digest the rules carry is computed here, once, with one meaning (:attr:`data_code`,
 :attr:`analysis_code`, :meth:`train_code`). The rules read the session only through methods (:meth:`rerun_input`,
@@ -44,7 +48,7 @@ from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_resu
 from hasfl.dag.outputs import cpu_class, keyed_config
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
-from hasfl.layout import MANIFEST, finished_folders
+from hasfl.layout import MANIFEST, finished_folders, parse_folder
 from hasfl.logs import cap_console, console_width
 
 __all__ = ["Session", "base_config", "stop"]
@@ -98,6 +102,11 @@ class Session:
         #: the results folder as the rules spell it (Snakemake matches paths as text)
         self.results = f"{config['results_dir']}/{config['name']}"
         self.rerun_dir = f"{self.results}/.hasfl/rerun"
+        #: whether the command line runs jobs (not a dry run, a listing, a report: :func:`preflight.runs_jobs`, read
+        #: once here: the executor that knows it is set only after the parse)
+        self.runs_jobs = preflight.runs_jobs(sys.argv[1:])
+        #: folders the link repair handles (their files are checked by their jobs, not at ``onstart``)
+        self._repaired: tuple[str, ...] = ()
         self.reruns: dict[str, tuple[str, str]] = {}  # folder -> (token, why)
         self.plan: Any = None
         self.refusal: str | None = None
@@ -204,7 +213,7 @@ class Session:
 
     def _prepare(self) -> None:
         results = Path(self.results)
-        self._hw = preflight.hardware()
+        self._hw = preflight.hardware(probe=self.runs_jobs)
         if self.config["device"] == "cpu" or (self.workflow.local_exec
                                               and preflight.device_of(self.config, self._hw) == "cpu"):
             self.device_class = cpu_class()  # the kernel pin of this process is the jobs' (they inherit it)
@@ -212,7 +221,7 @@ class Session:
         if unwritable:
             stop(f"results folder '{results}' cannot be written: {unwritable}; set results_dir (or name) to a folder "
                  "you can write")
-        dry = not preflight.runs_jobs(sys.argv[1:])
+        dry = not self.runs_jobs
         try:
             repair = store.repair_links(results, apply=not dry)
         except IntegrityError as exc:
@@ -234,10 +243,8 @@ class Session:
                  f"({len(repair.dangling)} folders: {_named(repair.dangling)}): run the same command without -n, "
                  "which repairs them "
                  "first (relinks from the store, or makes them again), then plan")
+        self._repaired = tuple(repair.folders)
         try:
-            # an edited file stops here, before Snakemake deletes what depends on it; a folder the repair handles
-            # (in a dry run: would handle) is no edit
-            verify_results(results, skip=repair.folders)
             # the one walk over the preset's outputs: current, rerun (why), foreign, in the store, missing
             found = walk.status(self.identity_config(), results, self.code, device_class=self.device_class)
             self.status = found
@@ -253,7 +260,7 @@ class Session:
             self.reruns = {folder: (f"{self.rerun_dir}/{folder}.{stamp}.json", why)
                            for folder, why in found.rerun.items()}
         self._preflight(found)
-        if results.is_dir() and preflight.runs_jobs(sys.argv[1:]):
+        if results.is_dir() and self.runs_jobs:
             # at the build, once the pre-flight let the run go: a run with nothing to do never reaches ``onstart``,
             # and a folder left outside the store is one no variant can link
             self._lock_and_adopt()
@@ -265,7 +272,7 @@ class Session:
         hw = self._hw
         device = preflight.device_of(config, hw)
         linked = found.in_store
-        if preflight.runs_jobs(sys.argv[1:]):
+        if self.runs_jobs:
             try:  # a store that cannot be written is named before any job, unless every job only links
                 walk.check_store(config, results, linked=linked, rerun=self.reruns)
             except IntegrityError as exc:
@@ -279,7 +286,7 @@ class Session:
         if wf.local_exec and device == "cuda":
             # K jobs per GPU (config gpu); calibrated once per device, not in a dry run
             self.plan = hasfl_gpu.plan(config, hw["gpus"], results, preflight.CACHE,
-                                       calibrate=preflight.runs_jobs(sys.argv[1:]))
+                                       calibrate=self.runs_jobs)
             if self.plan is not None and "gpu_slot" not in wf.global_resources:
                 wf.register_resource("gpu_slot", self.plan.slots)
         manifests: Mapping[str, Any] = {
@@ -295,7 +302,7 @@ class Session:
                                                   preflight.reused(found.reused()),
                                                   local=not no_gpu_here,
                                                   hw=hw, packing=self.plan,
-                                                  measure=preflight.runs_jobs(sys.argv[1:]))
+                                                  measure=self.runs_jobs)
         except HasflError as exc:
             stop(exc)
         print(block, file=sys.stderr)
@@ -303,7 +310,7 @@ class Session:
             print(f"  with a cluster executor (--executor slurm, --workflow-profile profiles/slurm) each job requests "
                   f"a GPU on its node; run on this machine, the build stops at its start: {self.refusal_here}",
                   file=sys.stderr)
-        if self.refusal and preflight.runs_jobs(sys.argv[1:]):
+        if self.refusal and self.runs_jobs:
             stop(f"not starting: {self.refusal}")
         if self.refusal:  # a dry run goes on (on_start stops a run the command line did not show)
             print(f"  a run would not start: {self.refusal}", file=sys.stderr)
@@ -321,10 +328,10 @@ class Session:
                 run, table = f.rsplit("/", 1)
                 tables.setdefault(run, set()).add(table)
         for run, held in tables.items():
-            _, d, m, seed = run.split("/")
-            if f"runs/{d}/{m}/{seed}" in self.reruns or f"data/{d}/{seed}" in self.reruns:
+            named = parse_folder(run)
+            if named is None or named.run in self.reruns or named.data in self.reruns:
                 continue
-            if held >= set(evaluation_specs(self.config, d, m, self.eval_code)):
+            if held >= set(evaluation_specs(self.config, named.dataset, str(named.method), self.eval_code)):
                 jobs.add(run)
         return jobs
 
@@ -359,6 +366,12 @@ class Session:
         if why:
             stop(f"not starting: {why}")
         self._lock_and_adopt()  # taken at the build already, unless the command line did not look like a run
+        try:
+            # an edited file stops here, before any job (Snakemake deletes a job's old outputs when the job starts);
+            # a folder the link repair handled is no edit
+            verify_results(Path(self.results), skip=self._repaired)
+        except IntegrityError as exc:
+            stop(exc)
         os.environ.pop(hasfl_gpu.ENV_SLOTS, None)  # only this run's plan, never one left in the environment
         if self.plan is not None and self.workflow.local_exec:  # a cluster's nodes are not this machine's GPUs
             plan = self.plan

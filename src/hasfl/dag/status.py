@@ -19,7 +19,7 @@ from hasfl.dag.outputs import (Audit, RunRecord, audit, budget_of, data_key, dat
                                other_kernels, preset_jobs)
 from hasfl.dag.store import KINDS, STORE, entry_of, manifest_of, store_of, store_refusal, unwritable
 from hasfl.integrity import MANIFEST, IntegrityError
-from hasfl.layout import result_folders
+from hasfl.layout import data_folder, eval_folder, result_folders, run_folder
 from hasfl.registry import METHODS
 
 __all__ = ["Status", "check_store", "finished_evaluations", "in_store", "link_problems", "linked_entry",
@@ -91,7 +91,7 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
     finished_runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its entry
     data, runs = preset_jobs(config)
     for d, sd in data:
-        rel = f"data/{d}/seed{sd}"
+        rel = data_folder(d, sd)
         manifest = manifest_of(entry_of(store, "data", data_key(data_identity(data_config(config, d), sd, data_code))))
         if manifest is None:
             continue
@@ -100,24 +100,32 @@ def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, 
             found.append(rel)
     if device_class is None:
         return found
-    budgets: dict[str, dict[str, Any]] = {}
+    entries: dict[str, Path] = {}  # run folder -> its finished entry in the store
+
+    def budget(rel: str, method: str, d: str, sd: int) -> dict[str, Any] | None:
+        """The budget a control matches: read from its budget run's entry (its run.json) only when a control
+        not finished here needs it, so a plan over a finished folder reads no run file."""
+        try:
+            return budget_of(entries[rel] / "run.json", method, d, sd)[2] if rel in entries else None
+        except (OSError, ValueError, KeyError, TypeError, IntegrityError):
+            return None
+
     for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
-        rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
         matched = METHODS[m].budget_of
-        budget = budgets.get(f"runs/{d}/{matched}/seed{sd}") if matched else None
-        if data_rel not in stages or (matched and budget is None):
+        here = (results / rel / MANIFEST).is_file()
+        if data_rel not in stages or (matched and here):
+            continue  # a control finished here: nothing to predict (its evaluations read its own manifest)
+        matching = budget(run_folder(d, matched, sd), matched, d, sd) if matched else None
+        if matched and matching is None:
             continue
         record = RunRecord.planned(config, d, m, sd, code=train_code(m, d), device_class=device_class)
-        entry = entry_of(store, "runs", record.reading(stages[data_rel]).matching(budget).key())
+        entry = entry_of(store, "runs", record.reading(stages[data_rel]).matching(matching).key())
         manifest = manifest_of(entry)
         if manifest is None or other_kernels(manifest.get("identity") or {}, entry, device_class):
             continue  # not finished, or made under another kernel pin: its job fails and says so
-        finished_runs[rel] = manifest
-        try:
-            budgets[rel] = budget_of(entry / "run.json", m, d, sd)[2]
-        except (OSError, ValueError, KeyError, TypeError, IntegrityError):
-            pass
-        if not (results / rel / MANIFEST).is_file():
+        finished_runs[rel], entries[rel] = manifest, entry
+        if not here:
             found.append(rel)
     if eval_code is not None:
         found += _evaluations_in_store(config, results, store, stages, finished_runs, eval_code, device_class)
@@ -130,17 +138,17 @@ def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path,
     """The run evaluations of the preset whose entry the store holds and ``results`` does not (:func:`in_store`): of
     every run finished in the store (``runs``: folder -> its entry's manifest) or in ``results``, with its data
     stage's manifest (``stages``, else the folder's)."""
-    from hasfl.analysis.evaluations import EVALS, evaluation_specs
+    from hasfl.analysis.evaluations import evaluation_specs
 
     found = []
     for d, m, sd in preset_jobs(config)[1]:
-        rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
         run = runs.get(rel) or manifest_of(results / rel)
         stage = stages.get(data_rel) or manifest_of(results / data_rel)
         if run is None or stage is None:
             continue
         for table, spec in evaluation_specs(config, d, m, eval_code).items():
-            where = f"{EVALS}/{d}/{m}/seed{sd}/{table}"
+            where = f"{eval_folder(d, m, sd)}/{table}"
             identity = evaluation_identity(table, spec["code"], spec["params"], run, spec["run_files"], stage,
                                            spec["data_files"], device_class)
             if (entry_of(store, "evals", digest(identity)) / MANIFEST).is_file() and not (
@@ -155,18 +163,17 @@ def finished_evaluations(config: Mapping[str, Any], results: str | Path,
     with ``eval_code``, only those computed by the evaluation code of this checkout): what the pre-flight does not
     price again."""
     from hasfl.analysis.artifacts import ARTIFACTS, run_tables
-    from hasfl.analysis.evaluations import EVALS
 
     results = Path(results)
     out = []
     for d, m, sd in preset_jobs(config)[1]:
         for t in run_tables(d, m, config["datasets"], config["methods"]):
-            manifest = manifest_of(results / EVALS / d / m / f"seed{sd}" / t)
+            manifest = manifest_of(results / eval_folder(d, m, sd) / t)
             function = ARTIFACTS[t].per_run
             if manifest is None or (eval_code is not None and function is not None
                                     and (manifest.get("identity") or {}).get("code") != eval_code(function)):
                 continue
-            out.append(f"{EVALS}/{d}/{m}/seed{sd}/{t}")
+            out.append(f"{eval_folder(d, m, sd)}/{t}")
     return out
 
 
@@ -226,7 +233,7 @@ def preset_folders(config: Mapping[str, Any]) -> list[str]:
     """The data-stage and run folders (relative to the results folder) a preset's build makes: data stages, then
     runs, each sorted (:func:`hasfl.dag.outputs.preset_jobs`)."""
     data, runs = preset_jobs(config)
-    return sorted(f"data/{d}/seed{sd}" for d, sd in data) + sorted(f"runs/{d}/{m}/seed{sd}" for d, m, sd in runs)
+    return sorted(data_folder(d, sd) for d, sd in data) + sorted(run_folder(d, m, sd) for d, m, sd in runs)
 
 
 def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Iterable[str],
