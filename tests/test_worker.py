@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hasfl.dag import worker
+from hasfl.dag import handover, worker
 
 pytestmark = pytest.mark.processes  # every test starts a worker or a job process and signals it
 
@@ -114,12 +114,12 @@ def test_a_killed_job_process_ends_its_child(jobdir: Path, server: str, sig: int
 def test_stop_and_parent_exit_end_the_worker(jobdir: Path) -> None:
     """serve() returns (and removes its socket folder) on stop, and when its parent is gone."""
     path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
-    assert worker._wait_for(path, timeout_s=60)
+    assert handover._wait_for(path, timeout_s=60)
     worker.stop_server(path)
     assert not os.path.exists(path) and not Path(path).parent.exists()
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     path2 = worker.start_server(parent_pid=parent.pid, idle_s=120)
-    assert worker._wait_for(path2, timeout_s=60)
+    assert handover._wait_for(path2, timeout_s=60)
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 20
@@ -127,7 +127,7 @@ def test_stop_and_parent_exit_end_the_worker(jobdir: Path) -> None:
         assert time.monotonic() < deadline, "worker outlived its parent"
         time.sleep(0.1)
     # jobs started after that run in their own processes
-    assert worker._connect(path2) is None and not worker._wait_for(path2, timeout_s=1)
+    assert handover.connect(path2) is None and not handover._wait_for(path2, timeout_s=1)
 
 
 # --------------------------------------------------------------------------- a worker that does not answer
@@ -143,7 +143,7 @@ def _ended(pid: int, timeout_s: float) -> bool:
             if os.waitpid(pid, os.WNOHANG)[0]:
                 return True
         except ChildProcessError:
-            if not worker._alive(pid) or worker._state(pid) in ("Z", "X"):
+            if not handover.alive(pid) or handover.process_state(pid) in ("Z", "X"):
                 return True
         if time.monotonic() > deadline:
             return False
@@ -154,7 +154,7 @@ def _stop(pid: int) -> None:
     """SIGSTOP ``pid`` and wait until it is stopped."""
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + 5
-    while worker._state(pid) != "T":
+    while handover.process_state(pid) != "T":
         assert time.monotonic() < deadline, "SIGSTOP did not stop the worker"
         time.sleep(0.01)
 
@@ -263,7 +263,7 @@ def test_a_signal_while_waiting_for_the_worker_ends_the_job_at_once(jobdir: Path
 
 def test_sigterm_ends_an_idle_worker_at_once(jobdir: Path) -> None:
     path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
-    assert worker._wait_for(path, timeout_s=60)
+    assert handover._wait_for(path, timeout_s=60)
     pid = _pid_of(path)
     try:
         tic = time.monotonic()
@@ -278,7 +278,7 @@ def test_sigterm_ends_an_idle_worker_at_once(jobdir: Path) -> None:
 def test_sigterm_to_a_busy_worker_ends_its_jobs_and_leaves_no_process(jobdir: Path) -> None:
     out, log = jobdir / "never.txt", jobdir / "job.log"
     path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
-    assert worker._wait_for(path, timeout_s=60)
+    assert handover._wait_for(path, timeout_s=60)
     pid = _pid_of(path)
     try:
         p = _job(jobdir, f"'wjob:write', {{'path': {str(out)!r}, 'text': 'x', 'sleep': 20.0}}, {str(log)!r}", path)
@@ -296,7 +296,7 @@ def test_sigterm_to_a_busy_worker_ends_its_jobs_and_leaves_no_process(jobdir: Pa
 def test_stop_server_ends_a_stopped_worker(jobdir: Path) -> None:
     """Snakemake's shutdown (stop_server) must not leave a SIGSTOPped worker behind."""
     path = worker.start_server(parent_pid=os.getpid(), idle_s=120)
-    assert worker._wait_for(path, timeout_s=60)
+    assert handover._wait_for(path, timeout_s=60)
     pid = _pid_of(path)
     try:
         _stop(pid)
@@ -312,7 +312,7 @@ def test_stop_server_ends_a_stopped_worker(jobdir: Path) -> None:
 def test_a_stopped_worker_whose_snakemake_is_gone_is_ended_at_the_next_start(jobdir: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     path = worker.start_server(parent_pid=parent.pid, idle_s=120)
-    assert worker._wait_for(path, timeout_s=60)
+    assert handover._wait_for(path, timeout_s=60)
     pid = _pid_of(path)
     try:
         _stop(pid)

@@ -14,6 +14,7 @@ around its rules. Nothing of the library imports this package (tests/test_layout
 * :mod:`hasfl.dag.preflight` -- what a run will cost on this machine, printed before any job.
 * :mod:`hasfl.dag.gpu` -- K training jobs per local GPU (slots, MPS).
 * :mod:`hasfl.dag.worker` -- the warm worker that forks the jobs from one process with torch imported.
+* :mod:`hasfl.dag.handover` -- the job's side of the warm worker: a job hands its function over, or runs it itself.
 
 Torch-free at import (the Snakefile imports this package).
 """
