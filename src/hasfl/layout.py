@@ -8,10 +8,12 @@ Torch-free; imports nothing of ours (tests/test_layout.py).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FOLDER_PATTERNS", "MANIFEST", "data_folder", "eval_folder", "finished_folders", "result_folders",
-           "run_folder", "seed_of"]
+__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "parse_folder",
+           "result_folders", "run_folder", "seed_of"]
 
 #: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
 MANIFEST = "manifest.json"
@@ -35,6 +37,46 @@ def run_folder(dataset: str, method: str, seed: int | str) -> str:
 def eval_folder(dataset: str, method: str, seed: int | str) -> str:
     """The folder of one run's evaluations (``evals/<dataset>/<method>/seed<s>``; one sub-folder per table)."""
     return f"evals/{dataset}/{method}/seed{seed}"
+
+
+@dataclass(frozen=True)
+class Folder:
+    """What a results-relative folder name says (:func:`parse_folder`): its ``kind`` (``data``, ``runs``, ``evals``),
+    dataset, seed, and for a run or its evaluations the method (for one evaluation, the table too)."""
+
+    kind: str
+    dataset: str
+    seed: int
+    method: str | None = None
+    table: str | None = None
+
+    @property
+    def data(self) -> str:
+        """The data-stage folder this folder's run reads (or this data stage)."""
+        return data_folder(self.dataset, self.seed)
+
+    @property
+    def run(self) -> str | None:
+        """The run folder of a run or its evaluations (None for a data stage)."""
+        return None if self.method is None else run_folder(self.dataset, self.method, self.seed)
+
+
+_NAMES = {"data": re.compile(r"data/(?P<dataset>[^/]+)/seed(?P<seed>\d+)"),
+          "runs": re.compile(r"runs/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)"),
+          "evals": re.compile(r"evals/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)(?:/(?P<table>[^/]+))?")}
+
+
+def parse_folder(rel: str | Path) -> Folder | None:
+    """The :class:`Folder` a results-relative folder name (``data/<d>/seed<s>``, ``runs/<d>/<m>/seed<s>``,
+    ``evals/<d>/<m>/seed<s>[/<table>]``) names, None for any other name: the inverse of :func:`data_folder`,
+    :func:`run_folder` and :func:`eval_folder`."""
+    name = Path(rel).as_posix()
+    for kind, pattern in _NAMES.items():
+        hit = pattern.fullmatch(name)
+        if hit:
+            return Folder(kind, hit["dataset"], int(hit["seed"]), hit.groupdict().get("method"),
+                          hit.groupdict().get("table"))
+    return None
 
 
 def seed_of(folder: Path) -> int | None:

@@ -39,7 +39,7 @@ def eval_inputs(wc):
     }
     # an evaluation that is not what this checkout and preset would make (hasfl.dag.outputs.audit, read from the
     # manifests, so without Snakemake's metadata too) gets a rerun token
-    inputs.update(rerun_input(f"{EVALS}/{wc.dataset}/{wc.method}/seed{wc.seed}"))
+    inputs.update(rerun_input(eval_folder(wc.dataset, wc.method, wc.seed)))
     if any(PER_RUN[name].raw for name in specs):
         inputs["raw"] = raw_files(
             wc.dataset, DATA_DIR, config["dataset_params"][wc.dataset]

@@ -6,24 +6,25 @@
 # links a finished entry under its lock; were the entry gone by then, it computes it and says so in the log.
 
 
-def _wildcards(folder, *names):
-    """The twin rule's wildcards of a link job's folder ("<dataset>/seed<s>" or "<dataset>/<method>/seed<s>")."""
-    parts = folder.split("/")
+def _wildcards(kind, folder):
+    """The twin rule's wildcards of a link job's folder of ``kind`` ("<dataset>/seed<s>" or
+    "<dataset>/<method>/seed<s>": hasfl.layout.parse_folder of "<kind>/<folder>")."""
+    named = parse_folder(f"{kind}/{folder}")
     return SimpleNamespace(
-        **dict(zip(names, parts[:-1])), seed=parts[-1][len("seed") :]
+        dataset=named.dataset, method=named.method, seed=str(named.seed)
     )
 
 
 def _run(wc):
-    return _wildcards(wc.linked, "dataset", "method")
+    return _wildcards("runs", wc.linked)
 
 
 use rule data_stage as link_data with:
     input:
         raw=lambda wc: raw_files(
-            _wildcards(wc.linked, "dataset").dataset,
+            _wildcards("data", wc.linked).dataset,
             DATA_DIR,
-            config["dataset_params"][_wildcards(wc.linked, "dataset").dataset],
+            config["dataset_params"][_wildcards("data", wc.linked).dataset],
         ),
         preset_raw=preset_raw_files(),
     output:
@@ -39,7 +40,7 @@ use rule data_stage as link_data with:
         mem_mb=1000,
         runtime=5,
     params:
-        data_cfg=lambda wc: data_slice(config, _wildcards(wc.linked, "dataset").dataset),
+        data_cfg=lambda wc: data_slice(config, _wildcards("data", wc.linked).dataset),
         code=SRC_DATA,
 
 

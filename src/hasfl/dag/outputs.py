@@ -29,7 +29,7 @@ Torch-free: the Snakefile imports this module.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from hasfl.device import kernel_pin
 from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
                              training_code_digest, verify_folder)
 from hasfl.io import InputFileError, write_json
+from hasfl.layout import data_folder, eval_folder, run_folder
 from hasfl.registry import METHODS
 
 __all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "cpu_class", "data_key",
@@ -317,12 +318,13 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
     if config is not None:
         return preset_jobs(config)
 
-    from hasfl.layout import result_folders, seed_of
+    from hasfl.layout import parse_folder, result_folders
 
-    data = [(f.parent.name, seed_of(f)) for f in result_folders(results, "data") if seed_of(f) is not None]
-    runs = [(f.parent.parent.name, f.parent.name, seed_of(f)) for f in result_folders(results, "runs")
-            if seed_of(f) is not None and f.parent.name in METHODS]
-    return data, runs  # type: ignore[return-value]
+    named = [parse_folder(f.relative_to(results)) for kind in ("data", "runs") for f in result_folders(results, kind)]
+    data = [(n.dataset, n.seed) for n in named if n is not None and n.kind == "data"]
+    runs = [(n.dataset, str(n.method), n.seed) for n in named if n is not None and n.kind == "runs"
+            and n.method in METHODS]
+    return data, runs
 
 
 def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
@@ -351,7 +353,7 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     data_jobs, run_jobs = _present_jobs(config, results)
     tables: dict[str, dict[str, str]] = {}
     for d, sd in data_jobs:
-        rel = f"data/{d}/seed{sd}"
+        rel = data_folder(d, sd)
         manifest = _manifest(results / rel)
         if manifest is None:
             continue
@@ -380,7 +382,7 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     digests: dict[str, Any] = {}
     # budget runs first: a control's chain reads its budget run's digest
     for d, m, sd in sorted(run_jobs, key=lambda job: METHODS[job[1]].budget_of is not None):
-        rel = f"runs/{d}/{m}/seed{sd}"
+        rel = run_folder(d, m, sd)
         manifest = _manifest(results / rel)
         if manifest is None:
             continue
@@ -392,9 +394,9 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
                                 f"back to runs/{there[0]}/{there[1]}/seed{there[2]} or delete the folder")
             continue
         digests[rel] = identity.get("digest")
-        data_rel = f"data/{d}/seed{sd}"
+        data_rel = data_folder(d, sd)
         budget_of = METHODS[m].budget_of
-        budget_rel = f"runs/{d}/{budget_of}/seed{sd}" if budget_of else None
+        budget_rel = run_folder(d, budget_of, sd) if budget_of else None
         inputs = identity.get("inputs") or {}
         why = None
         if config is not None:
@@ -439,12 +441,12 @@ def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, e
     ``.snakemake`` decides the same. One that differs makes its run's evaluate job rerun (``rerun`` under
     ``evals/<d>/<m>/seed<s>``, the job's output; the job relinks every table whose key is unchanged); one holding
     another table's rows is an error. An evaluation of a run or data stage that is rerun is rerun with it."""
-    from hasfl.analysis.evaluations import EVALS, evaluation_specs
+    from hasfl.analysis.evaluations import evaluation_specs
 
     foreign = {e.split(" ", 1)[0] for e in found.errors}  # refused already: their evaluations wait for the fix
     for d, m, sd in preset_jobs(config)[1]:
-        job = f"{EVALS}/{d}/{m}/seed{sd}"
-        run_rel, data_rel = f"runs/{d}/{m}/seed{sd}", f"data/{d}/seed{sd}"
+        job = eval_folder(d, m, sd)
+        run_rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
         if run_rel in foreign or data_rel in foreign:
             continue
         whys = []

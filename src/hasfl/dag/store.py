@@ -53,7 +53,7 @@ from typing import Any
 from hasfl.dag.outputs import RunRecord, data_key, data_source
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
-from hasfl.layout import result_folders
+from hasfl.layout import parse_folder, result_folders
 
 __all__ = ["KINDS", "STORE", "Repair", "adopt", "check_key", "entry_lock", "entry_of", "finished", "link_into",
            "manifest_of", "named", "open_lock", "place", "repair_links", "store_of", "store_refusal", "unwritable"]
@@ -469,11 +469,12 @@ def adopt(results: str | Path) -> dict[str, int]:
     tables = {rel: {n: str(f.get("sha256")) for n, f in (read_manifest(results / rel) or {}).get("files", {}).items()}
               for rel in data_keys}
     for folder in result_folders(results, "runs"):
-        if not _real_files(folder):
+        named = parse_folder(folder.relative_to(results))
+        if named is None or not _real_files(folder):
             continue
         manifest = verify_folder(folder)
         identity = (manifest or {}).get("identity") or {}
-        data_rel = f"data/{folder.parent.parent.name}/{folder.name}"
+        data_rel = named.data
         inputs = identity.get("inputs") or {}
         if data_keys.get(data_rel) is None or inputs != {n: tables[data_rel].get(n) for n in inputs}:
             counts["left"] += 1
