@@ -344,9 +344,15 @@ class ResultsLock:
             self._refuse(fd)
         self._fd = fd
 
+    @staticmethod
+    def holder(fd: int) -> str:
+        """Who holds the lock open at ``fd``: what its lock file says (the build's pid, host and start), else
+        'unknown'."""
+        return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+
     def _refuse(self, fd: int) -> None:
         """Close ``fd`` and raise the error naming the run that holds the lock (what its lock file says)."""
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
+        holder = self.holder(fd)
         os.close(fd)
         raise IntegrityError(f"results folder '{self.path.parent}' is being written by another run ({holder}); "
                              "wait for it to finish or stop it, or use another `name` / `results_dir`") from None

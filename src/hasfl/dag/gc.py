@@ -92,8 +92,8 @@ def _builds_held_off(results_dir: Path, folders: Iterable[Path]) -> Iterator[Non
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "unknown"
-                raise IntegrityError(f"results folder '{folder}' is being written by a build ({holder}); its jobs "
+                raise IntegrityError(f"results folder '{folder}' is being written by a build "
+                                     f"({ResultsLock.holder(fd)}); its jobs "
                                      "relink store entries they hold now, which look unused meanwhile: run `hasfl gc "
                                      "--delete` again when it has finished (nothing was removed)") from None
         yield
