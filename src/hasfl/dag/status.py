@@ -57,7 +57,7 @@ def link_problems(results: str | Path) -> list[str]:
                 got = None
             elif kind == "runs":
                 cfg = identity.get("config") or {}
-                stage = manifest_of(results / "data" / str(cfg.get("dataset")) / f"seed{cfg.get('seed')}")
+                stage = manifest_of(results / data_folder(str(cfg.get("dataset")), str(cfg.get("seed"))))
                 source = (stage or {}).get("identity")
                 got = RunRecord.recorded(identity, None if source is None else data_source(source)).key()
             else:
