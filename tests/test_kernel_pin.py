@@ -111,3 +111,20 @@ def test_a_run_recorded_as_cpu_before_the_pin_entered_its_class_is_read_from_its
     with pytest.raises(IntegrityError, match="recorded before the kernel pin") as err:
         _train(cfg, results, stage, out)
     assert str(entry) in str(err.value) and not out.exists()
+
+
+def test_a_checkpoint_made_under_one_pin_is_not_resumed_under_another(tmp_path, caplog):
+    """A run killed under the pin and started again without it (or the reverse) starts from round 0: the checkpoint
+    carries the run's identity, whose device class names the pin."""
+    import logging
+    from types import SimpleNamespace
+
+    from hasfl.fl.checkpoint import Checkpointer
+
+    cfg = {"method": "fedavg", "dataset": "digits", "seed": 42}
+    pinned, plain = (RunRecord(cfg, "code", c).identity("data") for c in (PINNED, "cpu"))
+    Checkpointer(tmp_path / "checkpoint.pt", 1, pinned).save({"record": SimpleNamespace(next_round=3)})
+    assert Checkpointer(tmp_path / "checkpoint.pt", 1, pinned).load() is not None
+    with caplog.at_level(logging.WARNING):
+        assert Checkpointer(tmp_path / "checkpoint.pt", 1, plain).load() is None
+    assert "of another run (differs in: device)" in caplog.text
