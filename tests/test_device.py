@@ -58,10 +58,12 @@ def test_paper_preset_keeps_its_cpu_stop_when_torch_cannot_use_the_listed_gpu(gp
     note = [ln for ln in dry.stderr.splitlines() if ln.startswith("  GPU: nvidia-smi lists 1 GPU(s)")]
     assert len(note) == 1 and "torch here cannot use them" in note[0] and "treated as no GPU" in note[0]
     assert "a run would not start: the estimated" in dry.stderr and "GPU packing" not in dry.stderr
+    assert "a dry run caches no probe" in note[0]
     probe = device.probe_path(gpu_listed, LISTED)
-    assert json.loads(probe.read_text())["cuda"] is False  # the probe's answer, cached for the next pre-flight
+    assert not probe.exists()  # a dry run writes nothing of ours
     run = plan(REPO, config=config, argv=("--cores", "2", "all"))
     assert run.code == 1 and "hasfl: not starting: the estimated" in run.stderr
+    assert json.loads(probe.read_text())["cuda"] is False  # a build caches the probe's answer for the next one
     assert "Traceback" not in run.stderr and not (tmp_path / "results").exists()  # no job ran
 
 

@@ -52,7 +52,7 @@ def test_estimate_scales_with_rounds_cores_and_rates() -> None:
 
 def test_check_stops_long_cpu_runs_only(monkeypatch) -> None:
     monkeypatch.setattr(preflight, "hardware", lambda: {"cpu": "test cpu", "cores": 2, "gpus": []})
-    monkeypatch.setattr(preflight, "throughput", lambda device, threads, hw: dict(RATES))
+    monkeypatch.setattr(preflight, "throughput", lambda device, threads, hw, measure=True: dict(RATES))
     block, reason = preflight.check(load_config(), 4, measure=False)
     assert "pre-flight: preset 'paper'" in block and reason is not None and "execution={max_cpu_wall_hours: 0}" in reason
     _, reason = preflight.check(load_config(overrides=["execution.max_cpu_wall_hours=0"]), 4, measure=False)

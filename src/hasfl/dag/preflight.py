@@ -25,6 +25,8 @@ import json
 import math
 import os
 import sys
+import tempfile
+from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -349,14 +351,16 @@ def hardware(probe: bool = True) -> dict[str, Any]:
     """CPU model and cores, and the GPUs the training jobs' torch will use (:func:`hasfl.device.devices`:
     ``nvidia-smi -L`` confirmed by a cached torch probe): ``gpus`` those names, ``listed`` what ``nvidia-smi``
     lists, ``gpu_note`` why listed GPUs do not count ('' when there is nothing to say). Without ``probe`` (a dry
-    run, which writes nothing) an uncached probe is not run (it would write its cache): the listed GPUs are taken as
-    they are, and the note says so."""
+    run, which writes nothing of ours) an uncached probe caches its answer in a temporary folder it removes, not in
+    the user's cache."""
     listed = listed_gpus()
     if listed and not probe and not probe_path(CACHE, listed).is_file():
-        return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "gpus": [ln.split(": ", 1)[-1].split(" (UUID")[0]
-                                                                           for ln in listed],
-                "listed": list(listed), "gpu_note": "not confirmed by torch: a dry run runs no probe"}
-    found = devices(CACHE, listed)
+        with tempfile.TemporaryDirectory() as scratch:  # the same probe, its answer kept only while it is read
+            found = devices(Path(scratch), listed)
+        if found.note:  # it names where the probe was cached: nowhere that stays
+            found = replace(found, note=found.note.split(" (probe cached in ")[0] + " (a dry run caches no probe)")
+    else:
+        found = devices(CACHE, listed)
     return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "gpus": list(found.gpus), "listed": list(found.listed),
             "gpu_note": found.note}
 
