@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "parse_folder",
-           "result_folders", "run_folder", "seed_of"]
+           "result_folders", "run_folder"]
 
 #: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
 MANIFEST = "manifest.json"
@@ -77,12 +77,6 @@ def parse_folder(rel: str | Path) -> Folder | None:
             return Folder(kind, hit["dataset"], int(hit["seed"]), hit.groupdict().get("method"),
                           hit.groupdict().get("table"))
     return None
-
-
-def seed_of(folder: Path) -> int | None:
-    """The seed a folder's name ``seed<s>`` names, None if it names none."""
-    tail = folder.name.removeprefix("seed")
-    return int(tail) if tail.isdigit() and tail != folder.name else None
 
 
 def result_folders(results: str | Path, kind: str) -> list[Path]:

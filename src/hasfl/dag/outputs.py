@@ -40,7 +40,7 @@ from hasfl.device import kernel_pin
 from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
                              training_code_digest, verify_folder)
 from hasfl.io import InputFileError, write_json
-from hasfl.layout import data_folder, eval_folder, run_folder
+from hasfl.layout import data_folder, eval_folder, parse_folder, result_folders, run_folder
 from hasfl.registry import METHODS
 
 __all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "cpu_class", "data_key",
@@ -109,13 +109,21 @@ def other_kernels(identity: Mapping[str, Any], folder: Path, device_class: str |
     """Why the finished run of manifest ``identity`` in ``folder`` (a store entry) cannot serve work on
     ``device_class`` although its key is that work's: it was recorded as ``cpu`` before the kernel pin was part of
     the class, and made under a pin this work does not run (:func:`made_under`). None when it can serve."""
+    if device_class is None:
+        return None
     made = made_under(identity, folder)
-    if device_class is None or made == device_class or _base(made) != "cpu" or _base(device_class) != "cpu":
+    if not _other_pin(made, device_class):
         return None
     return (f"store entry '{folder}' holds a run made under {_pin_words(made)} (recorded before the kernel pin was "
             f"part of a run's key), and this build runs {_pin_words(device_class)}: it cannot serve this build. Run "
             "the build under the same pin (docs/guide/gpu.md, \"Bytes across machines\"), or move that entry out of "
             "the store to train the run again")
+
+
+def _other_pin(made: str, device_class: str) -> bool:
+    """Whether CPU work made under class ``made`` ran other CPU kernels than work on ``device_class`` runs (both of
+    the CPU, another pin); classes of other devices are not compared here."""
+    return made != device_class and _base(made) == _base(device_class) == "cpu"
 
 
 def _base(device_class: str | None) -> str:
@@ -218,11 +226,11 @@ class RunRecord:
             return "config (" + ", ".join(_diff_keys(have, want)) + ")"
         if identity.get("code") != self.code:
             return "training code"
+        if self.device_class is None:
+            return None  # the class a build computes on is not known: its kernels cannot be compared
         made = made_under(identity, folder)
-        if self.device_class is not None and _base(self.device_class) == _base(made) == "cpu" \
-                and made != self.device_class:
-            return f"CPU kernels (made under {_pin_words(made)}, this build runs {_pin_words(self.device_class)})"
-        return None
+        return (f"CPU kernels (made under {_pin_words(made)}, this build runs {_pin_words(self.device_class)})"
+                if _other_pin(made, self.device_class) else None)
 
 
 def _pin_words(device_class: str) -> str:
@@ -317,8 +325,6 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
     without a preset every folder under ``results`` whose path names a job."""
     if config is not None:
         return preset_jobs(config)
-
-    from hasfl.layout import parse_folder, result_folders
 
     named = [parse_folder(f.relative_to(results)) for kind in ("data", "runs") for f in result_folders(results, kind)]
     data = [(n.dataset, n.seed) for n in named if n is not None and n.kind == "data"]
