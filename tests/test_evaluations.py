@@ -375,17 +375,6 @@ def test_a_folder_whose_evaluation_entry_is_gone_is_evaluated_again(evaluated):
     shutil.rmtree(other)
 
 
-def test_the_preflight_reads_which_evaluations_are_finished_by_this_code(evaluated):
-    """finished_evaluations: the preset's evaluation folders with a manifest whose code is this checkout's; another
-    code digest (an edit the evaluation imports) makes none of them finished."""
-    world = evaluated
-    cfg = {**world["cfg"], "seeds": [42]}
-    done = status.finished_evaluations(cfg, world["results"], lambda f: evaluation_code_digest(f, REPO))
-    assert sorted(done) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
-    assert status.finished_evaluations(cfg, world["results"], lambda f: "another") == []
-    assert len(status.finished_evaluations(cfg, world["results"])) == len(done)
-
-
 # --- issue 47 point 2: where an evaluate job computes ------------------------------------------------------------
 def test_an_evaluation_on_a_gpu_is_keyed_by_its_device_class_and_a_cpu_ones_key_is_as_before(evaluated):
     """A CPU evaluation's identity has no device key (every CPU entry keeps its key); a GPU's names its device class,
@@ -495,6 +484,21 @@ def test_a_finished_evaluation_is_current_when_its_code_config_and_run_are(audit
     cfg, folder = audited
     assert _eval_reruns(cfg, folder) == ({}, [])
     assert status.link_problems(folder) == []
+
+
+def test_the_audit_names_the_evaluations_finished_by_this_code(audited):
+    """The audit's ``evaluated`` (the status walk's, what the pre-flight does not price again): every run evaluation
+    of the preset whose identity is this checkout's; under another evaluation code digest (an edit the evaluation
+    imports) none, and every run's evaluate job reruns."""
+    from hasfl.dag.outputs import audit
+
+    cfg, folder = audited
+    found = audit(cfg, folder, data_code=data_code_digest(), eval_code=_code_of)
+    assert sorted(found.evaluated) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
+    other = audit(cfg, folder, data_code=data_code_digest(), eval_code=lambda f: "another")
+    assert other.evaluated == []
+    assert sorted(k for k in other.rerun if k.startswith("evals/")) == sorted(
+        {f"evals/digits/{m}/seed42" for n in PER_RUN for m in _methods(n)})
 
 
 def test_an_edit_of_an_evaluations_code_reruns_the_runs_that_evaluate_it(audited):

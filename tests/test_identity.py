@@ -267,6 +267,40 @@ def test_one_walk_gives_every_outputs_status(world, repo, tmp_path) -> None:
     assert [k for k in found.rerun if k.startswith("evals/")] == ["evals/digits/fedprox/seed43"], found.rerun
 
 
+
+def test_the_walk_reads_each_manifest_once(world, repo, monkeypatch) -> None:
+    """The status walk is one pass: every manifest it reads (a folder's, its store entry's through the folder's link,
+    a run's data stage for the run's key, a run's and data stage's for its evaluations) is read once, on the finished
+    world and on a new folder whose outputs are all in the store."""
+    from collections import Counter
+
+    from hasfl import integrity
+    from hasfl.config import load_config
+    from hasfl.dag import outputs, store
+    from hasfl.dag.identity import Checkout
+    from hasfl.dag.status import preset_folders, status
+
+    reads: Counter = Counter()
+    real = integrity.read_manifest
+
+    def counted(folder):
+        reads[(Path(folder) / "manifest.json").resolve()] += 1
+        return real(folder)
+
+    for module in (integrity, outputs, store):
+        monkeypatch.setattr(module, "read_manifest", counted)
+    config = load_config(world["standalone"])
+    code = Checkout(repo)
+    for cfg, folder in ((config, world["results"]), ({**config, "name": "tiny-once"},
+                                                     world["results"].parent / "tiny-once")):
+        reads.clear()
+        found = status(cfg, folder, code, device_class="cpu")
+        assert found.current or found.in_store
+        assert reads and max(reads.values()) == 1, [str(p) for p, n in reads.items() if n > 1][:5]
+        assert len(reads) >= len(preset_folders(cfg)) + len(found.evaluated or [f for f in found.in_store
+                                                                               if f.startswith("evals/")])
+
+
 # --- issue 46 fault 19: cuda_deterministic on a CPU machine -------------------------------------------------
 def test_19_cuda_deterministic_on_a_cpu_machine_reruns_nothing(world, walk, tmp_path) -> None:
     """Before: with ``device: auto`` on a machine without a GPU, ``cuda_deterministic: false`` retrained every run

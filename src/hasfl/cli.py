@@ -125,9 +125,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               f"build), {counts['missing']} missing, {counts['foreign']} holding another job's output; "
               f"{counts['evaluations here']} run evaluations current, {counts['evaluations rerun']} runs' "
               "evaluations to rerun")
-    else:  # with a preset, its status walk has named the links already (preset.foreign)
-        found.errors += link_problems(args.results)
+    else:
         scope += " (give --config PRESET to compare with what a preset would make)"
+    # every folder's link, of any preset (a preset's walk named its own folders' already)
+    found.errors += [e for e in link_problems(args.results) if e not in found.errors]
     if found.errors or found.rerun:
         lines = found.errors + found.lines()
         raise IntegrityError(f"{args.results}: {len(lines)} finished folders fail the identity check ({scope}):\n  - "

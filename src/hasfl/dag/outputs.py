@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hasfl.config import data_config, dotted_differences
 from hasfl.dag.identity import PACKAGE, analysis_identity, canonical, data_identity, digest, run_slice
@@ -43,9 +43,9 @@ from hasfl.io import InputFileError, write_json
 from hasfl.layout import data_folder, eval_folder, parse_folder, result_folders, run_folder
 from hasfl.registry import METHODS
 
-__all__ = ["DATA_TABLES", "INERT_ON", "Audit", "RunRecord", "audit", "budget_of", "cpu_class", "data_key",
-           "data_source", "evaluation_identity", "evaluation_staleness", "here", "made_under", "other_kernels",
-           "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
+__all__ = ["DATA_TABLES", "INERT_ON", "Audit", "Manifests", "RunRecord", "Visitor", "audit", "budget_of", "cpu_class",
+           "data_key", "data_source", "evaluation_identity", "evaluation_staleness", "here", "made_under",
+           "other_kernels", "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
 
 #: Data-stage tables a run reads (their sha256 are part of its key).
 DATA_TABLES = ("partition.parquet", "clients.parquet")
@@ -284,15 +284,36 @@ def _diff_keys(a: Any, b: Any) -> list[str]:
     return [key for key, _, _ in dotted_differences(a, b)]
 
 
+class Visitor(Protocol):
+    """What a walk over a preset's outputs does at each folder beside the audit (the run store's side of the status
+    walk, :func:`hasfl.dag.status.status`): :func:`audit` calls it once per data-stage, run and run-evaluation
+    folder of the preset, in its order (data stages, budget runs, their controls, evaluations), with the folder's
+    manifest here (None: not finished here), so one pass reads each folder once."""
+
+    def data(self, rel: str, dataset: str, seed: int, manifest: Mapping[str, Any] | None) -> None:
+        """A data-stage folder."""
+
+    def run(self, rel: str, dataset: str, method: str, seed: int, manifest: Mapping[str, Any] | None) -> None:
+        """A run folder (budget runs before the controls that match them)."""
+
+    def evaluation(self, rel: str, table: str, spec: Mapping[str, Any], job: tuple[str, str, int],
+                   manifest: Mapping[str, Any] | None) -> None:
+        """A run evaluation of ``job`` (dataset, method, seed) for ``table`` (its spec:
+        :func:`hasfl.analysis.evaluations.evaluation_specs`)."""
+
+
 @dataclass
 class Audit:
     """What :func:`audit` found. ``rerun``: output folder (relative to the results folder) -> why it is
     not what the preset would make (Snakemake reruns it); ``errors``: folders that hold another job's
-    output (never rerun); ``current``: folders that are what the preset would make."""
+    output (never rerun); ``current``: folders that are what the preset would make; ``evaluated``: run evaluations
+    that are (with ``eval_code``)."""
 
     rerun: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
+    #: run evaluations (``evals/<d>/<m>/seed<s>/<table>``) that are what the preset would make, of jobs not rerun
+    evaluated: list[str] = field(default_factory=list)
 
     def raise_errors(self) -> None:
         """One :class:`IntegrityError` listing every folder that holds another job's output."""
@@ -310,6 +331,22 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
         return read_manifest(folder)
     except IntegrityError:
         return None  # unreadable: verify_results names it
+
+
+class Manifests:
+    """The manifests one walk reads, each file once: a folder's manifest by the file it resolves to (a finished
+    folder's manifest is a link to its store entry's, so a folder and its entry are one read), None where there is
+    none or it is unreadable (:func:`hasfl.integrity.verify_results` names it). Read-only: the walk's callers share
+    the dicts it returns."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, dict[str, Any] | None] = {}
+
+    def __call__(self, folder: Path) -> dict[str, Any] | None:
+        key = (Path(folder) / MANIFEST).resolve()
+        if key not in self._read:
+            self._read[key] = _manifest(Path(folder))
+        return self._read[key]
 
 
 def preset_jobs(config: Mapping[str, Any]) -> tuple[list[tuple[str, int]], list[tuple[str, str, int]]]:
@@ -335,7 +372,7 @@ def _present_jobs(config: Mapping[str, Any] | None, results: Path) -> tuple[list
 
 def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | None = None, train_code: Any = None,
           analysis_code: str | None = None, eval_code: Any = None, root: Path = PACKAGE,
-          device_class: str | None = None) -> Audit:
+          device_class: str | None = None, visit: Visitor | None = None, read: Manifests | None = None) -> Audit:
     """Compare every finished data-stage and run folder under ``results`` with what it should be.
 
     Always: each folder holds the job its path names (else an error: it is never rerun), each run was
@@ -347,8 +384,11 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``);
     ``eval_code(function)``: the per-run evaluation code digest (with it, each finished run evaluation is compared
     with the identity this checkout, the preset and its run folder give it: :func:`_audit_evaluations`);
-    ``device_class``: the class a build here computes on (:func:`cpu_class`; None: not known, kernels not compared)."""
+    ``device_class``: the class a build here computes on (:func:`cpu_class`; None: not known, kernels not compared);
+    ``visit``: called at each folder of the preset (:class:`Visitor`; with a preset only); ``read``: the walk's
+    manifests (:class:`Manifests`, shared with ``visit``; a new one by default)."""
     found = Audit()
+    read = read if read is not None else Manifests()
     codes: dict[tuple[str, str], str] = {}
 
     def code_of(m: str, d: str) -> str:
@@ -360,7 +400,9 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     tables: dict[str, dict[str, str]] = {}
     for d, sd in data_jobs:
         rel = data_folder(d, sd)
-        manifest = _manifest(results / rel)
+        manifest = read(results / rel)
+        if visit is not None and config is not None:
+            visit.data(rel, d, sd, manifest)
         if manifest is None:
             continue
         there = ((manifest.get("data_config") or {}).get("dataset"), manifest.get("seed"))
@@ -389,7 +431,9 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     # budget runs first: a control's chain reads its budget run's digest
     for d, m, sd in sorted(run_jobs, key=lambda job: METHODS[job[1]].budget_of is not None):
         rel = run_folder(d, m, sd)
-        manifest = _manifest(results / rel)
+        manifest = read(results / rel)
+        if visit is not None and config is not None:
+            visit.run(rel, d, m, sd, manifest)
         if manifest is None:
             continue
         identity = manifest.get("identity") or {}
@@ -424,7 +468,7 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
         else:
             found.rerun[rel] = why
     if config is not None and eval_code is not None:
-        _audit_evaluations(config, results, found, eval_code)
+        _audit_evaluations(config, results, found, eval_code, visit, read)
     if config is not None and analysis_code is not None:
         manifest = _manifest_json(results / "analysis.manifest.json")
         if manifest is not None:
@@ -440,33 +484,37 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     return found
 
 
-def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, eval_code: Any) -> None:
+def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, eval_code: Any,
+                       visit: Visitor | None = None, read: Manifests | None = None) -> None:
     """Each finished run evaluation (``evals/<d>/<m>/seed<s>/<table>``) of the preset compared with its identity
     (:func:`evaluation_identity`) from this checkout's code, the preset's values and the manifests of its run and
     data-stage folders: what its bytes depend on, read from files, so a second clone, a copied folder or a cleared
     ``.snakemake`` decides the same. One that differs makes its run's evaluate job rerun (``rerun`` under
     ``evals/<d>/<m>/seed<s>``, the job's output; the job relinks every table whose key is unchanged); one holding
-    another table's rows is an error. An evaluation of a run or data stage that is rerun is rerun with it."""
+    another table's rows is an error. An evaluation of a run or data stage that is rerun is rerun with it. The
+    evaluations of a job that is not rerun are ``evaluated``."""
     from hasfl.analysis.evaluations import evaluation_specs
 
+    read = read if read is not None else Manifests()
     foreign = {e.split(" ", 1)[0] for e in found.errors}  # refused already: their evaluations wait for the fix
     for d, m, sd in preset_jobs(config)[1]:
         job = eval_folder(d, m, sd)
         run_rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
-        if run_rel in foreign or data_rel in foreign:
-            continue
-        whys = []
+        refused = run_rel in foreign or data_rel in foreign
+        whys, current = [], []
         upstream: tuple[str | None, Any, Any] | None = None  # the job's run and data stage, read once if needed
         for table, spec in evaluation_specs(config, d, m, eval_code).items():
-            manifest = _manifest(results / job / table)
-            if manifest is None:
+            manifest = read(results / job / table)
+            if visit is not None:
+                visit.evaluation(f"{job}/{table}", table, spec, (d, m, sd), manifest)
+            if manifest is None or refused:
                 continue
             have = manifest.get("identity")
             if isinstance(have, Mapping) and have.get("table") != table:
                 found.errors.append(f"{job}/{table} holds the rows of table {have.get('table')!r}; delete the folder")
                 continue
             if upstream is None:
-                run, stage = _manifest(results / run_rel), _manifest(results / data_rel)
+                run, stage = read(results / run_rel), read(results / data_rel)
                 if run_rel in found.rerun or data_rel in found.rerun:
                     why = (f"its run {run_rel} is rerun" if run_rel in found.rerun
                            else f"its data stage {data_rel} is rerun")
@@ -482,8 +530,12 @@ def _audit_evaluations(config: Mapping[str, Any], results: Path, found: Audit, e
                                                                      spec["run_files"], stage, spec["data_files"]))
             if why is not None:
                 whys.append(f"{table}: {why}")
+            else:
+                current.append(f"{job}/{table}")
         if whys:
             found.rerun[job] = "; ".join(whys)
+        else:
+            found.evaluated += current
 
 
 def _manifest_json(path: Path) -> dict[str, Any] | None:
@@ -493,17 +545,19 @@ def _manifest_json(path: Path) -> dict[str, Any] | None:
         return None  # unreadable: hasfl verify names it
 
 
-def budget_of(run_json: str | Path, method: str, dataset: str, seed: int) -> tuple[float, bool, dict[str, Any]]:
+def budget_of(run_json: str | Path, method: str, dataset: str, seed: int,
+              manifest: Mapping[str, Any] | None = None) -> tuple[float, bool, dict[str, Any]]:
     """The budget run a random-budget control of ``dataset`` / ``seed`` matches: its measured average width, whether
     it diverged, and what of it enters the control's record (``method``, ``avg_p``, its identity digest). A run of
-    another method, dataset or seed is refused (its budget is not this one's)."""
+    another method, dataset or seed is refused (its budget is not this one's). ``manifest``: the run folder's, when
+    the caller has read it already."""
     path = Path(run_json)
     if not path.is_file():
         raise InputFileError(f"input file '{path}' does not exist; run {method} for the same dataset and seed first")
     summary = json.loads(path.read_text())
     if summary.get("method") != method:
         raise ValueError(f"'{run_json}' is not a {method} run (method={summary.get('method')!r})")
-    manifest = read_manifest(path.parent)
+    manifest = manifest if manifest is not None else read_manifest(path.parent)
     recorded = (manifest or {}).get("identity", {}).get("config") or {}
     for what, want in (("dataset", dataset), ("seed", seed)):
         have = recorded.get(what, summary.get(what))

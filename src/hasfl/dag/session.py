@@ -7,7 +7,7 @@
 2. in the main process only: checks the results folder can be written, removes links whose store entry is gone
    (:func:`hasfl.dag.store.repair_links`: relinked from the entry that holds the file, or dropped so the job
    links or recomputes its entry; a dry run changes nothing), runs the identity check (:func:`hasfl.dag.outputs.audit`:
-   what is stale gets a rerun token), counts what the run store already holds (:func:`hasfl.dag.status.in_store`),
+   what is stale gets a rerun token), counts what the run store holds (:attr:`hasfl.dag.status.Status.in_store`),
    plans the GPU packing (:mod:`hasfl.dag.gpu`) and prints the pre-flight (:mod:`hasfl.dag.preflight`), stopping a run
    it refuses before Snakemake's job table; then, for a command that runs jobs in an existing results folder, takes
    the results lock and moves a folder written before the store into it (:func:`hasfl.dag.store.adopt`).
@@ -316,7 +316,7 @@ class Session:
             print(f"  a run would not start: {self.refusal}", file=sys.stderr)
 
     def _link_jobs(self, linked: list[str]) -> set[str]:
-        """The job folders of ``linked`` (:func:`hasfl.dag.status.in_store`'s folders) whose job only links: a data
+        """The job folders of ``linked`` (:attr:`hasfl.dag.status.Status.in_store`) whose job only links: a data
         stage or run the store holds; a run's evaluations when the store holds every table's and neither the run nor
         its data stage is rerun (the evaluate job's keys read their files)."""
         from hasfl.analysis.evaluations import EVALS, evaluation_specs

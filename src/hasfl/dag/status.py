@@ -9,21 +9,20 @@ Torch-free: the Snakefile imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import Checkout, digest
-from hasfl.dag.outputs import (Audit, RunRecord, audit, budget_of, data_key, data_source, evaluation_identity,
-                               other_kernels, preset_jobs)
-from hasfl.dag.store import KINDS, STORE, entry_of, manifest_of, store_of, store_refusal, unwritable
+from hasfl.dag.outputs import (Audit, Manifests, RunRecord, audit, budget_of, data_key, data_source,
+                               evaluation_identity, other_kernels, preset_jobs)
+from hasfl.dag.store import KINDS, STORE, entry_of, store_of, store_refusal, unwritable
 from hasfl.integrity import MANIFEST, IntegrityError
-from hasfl.layout import data_folder, eval_folder, result_folders, run_folder
+from hasfl.layout import data_folder, result_folders, run_folder
 from hasfl.registry import METHODS
 
-__all__ = ["Status", "check_store", "finished_evaluations", "in_store", "link_problems", "linked_entry",
-           "preset_folders", "status"]
+__all__ = ["Status", "check_store", "link_problems", "linked_entry", "preset_folders", "status"]
 
 
 def linked_entry(folder: Path) -> tuple[str, str] | None:
@@ -43,151 +42,138 @@ def link_problems(results: str | Path) -> list[str]:
     """Finished folders of ``results`` whose linked store entry holds another key's content: the manifest's identity
     does not hash to the key the folder links (an entry renamed, swapped or copied by hand after it was linked). Its
     files match its own manifest, so :func:`hasfl.integrity.verify_results` passes it; the content is another job's.
-    A run's key reads its data stage (the folder's ``data/<d>/seed<s>``), an evaluation's is its identity's digest."""
+    Every folder of ``results``, of any preset (the status walk checks its preset's folders as it passes them)."""
     results = Path(results)
-    out = []
-    for kind in KINDS:
-        for folder in result_folders(results, kind):
-            linked = linked_entry(folder)
-            manifest = manifest_of(folder)
-            if linked is None or manifest is None or linked[0] != kind:
-                continue
-            identity = manifest.get("identity")
-            if not isinstance(identity, Mapping):
-                got = None
-            elif kind == "runs":
-                cfg = identity.get("config") or {}
-                stage = manifest_of(results / data_folder(str(cfg.get("dataset")), str(cfg.get("seed"))))
-                source = (stage or {}).get("identity")
-                got = RunRecord.recorded(identity, None if source is None else data_source(source)).key()
-            else:
-                got = (data_key if kind == "data" else digest)(identity)
-            if got != linked[1]:
-                rel = folder.relative_to(results).as_posix()
-                out.append(f"{rel} links store entry {kind}/{linked[1][:16]}, whose manifest is another key's content "
-                           f"({'no identity' if got is None else 'its identity hashes to ' + got[:16]}); delete that "
-                           "entry folder and this folder (the build then recomputes it)")
-    return out
+    read = Manifests()
+    found = (_link_problem(results, kind, folder.relative_to(results).as_posix(), read(folder), read)
+             for kind in KINDS for folder in result_folders(results, kind))
+    return [problem for problem in found if problem is not None]
+
+
+def _link_problem(results: Path, kind: str, rel: str, manifest: Mapping[str, Any] | None,
+                  read: Manifests) -> str | None:
+    """Why the folder ``rel`` of ``kind`` links a store entry holding another key's content (:func:`link_problems`),
+    None when it does not (or links nothing, or is not finished). A run's key reads its data stage (the folder's
+    ``data/<d>/seed<s>``), an evaluation's is its identity's digest."""
+    linked = linked_entry(results / rel)
+    if linked is None or manifest is None or linked[0] != kind:
+        return None
+    identity = manifest.get("identity")
+    if not isinstance(identity, Mapping):
+        got = None
+    elif kind == "runs":
+        cfg = identity.get("config") or {}
+        stage = read(results / data_folder(str(cfg.get("dataset")), str(cfg.get("seed"))))
+        source = (stage or {}).get("identity")
+        got = RunRecord.recorded(identity, None if source is None else data_source(source)).key()
+    else:
+        got = (data_key if kind == "data" else digest)(identity)
+    if got == linked[1]:
+        return None
+    return (f"{rel} links store entry {kind}/{linked[1][:16]}, whose manifest is another key's content "
+            f"({'no identity' if got is None else 'its identity hashes to ' + got[:16]}); delete that "
+            "entry folder and this folder (the build then recomputes it)")
 
 
 # ------------------------------------------------------------------------------------------------ prediction
-def in_store(config: Mapping[str, Any], results: str | Path, *, data_code: str, train_code: Any,
-             device_class: str | None, eval_code: Callable[[str], str] | None = None) -> list[str]:
-    """The preset's data-stage and run folders (relative to ``results``) that are not finished in ``results`` but
-    whose entry is finished in the store: their jobs only link (the pre-flight does not price them). Reads manifests
-    only (the job checks every file). ``train_code(method, dataset)``: the training-code digest; ``device_class``:
-    what a job here would record (None: unknown before a job runs, so no run is predicted). With ``eval_code`` (the
-    evaluation code digest of a per-run function), also the run evaluations (``evals/<d>/<m>/seed<s>/<table>``) of
-    runs finished in ``results`` or in the store that are not finished in ``results`` but in the store."""
-    from hasfl.config import data_config
-    from hasfl.dag.identity import data_identity
+class _StoreSide:
+    """The run store's side of the status walk (:class:`hasfl.dag.outputs.Visitor`), at each folder of the preset
+    as the audit passes it: whether a folder not finished here is finished in the store, so its job only links (the
+    pre-flight does not price it), and whether a finished folder's link holds its key (:func:`_link_problem`).
+    Reads manifests only (the job checks every file). A run is predicted only with a known ``device_class`` (what a
+    job here would record; None before a job runs); a run evaluation of a run finished here or in the store, with
+    the run's and its data stage's manifests (the store's, else the folder's)."""
 
-    results = Path(results)
-    store = store_of(results)
-    if not store.is_dir():
-        return []
-    found: list[str] = []
-    stages: dict[str, Mapping[str, Any]] = {}  # data folder -> the manifest of its entry
-    finished_runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its entry
-    data, runs = preset_jobs(config)
-    for d, sd in data:
-        rel = data_folder(d, sd)
-        manifest = manifest_of(entry_of(store, "data", data_key(data_identity(data_config(config, d), sd, data_code))))
-        if manifest is None:
-            continue
-        stages[rel] = manifest
-        if not (results / rel / MANIFEST).is_file():
-            found.append(rel)
-    if device_class is None:
-        return found
-    entries: dict[str, Path] = {}  # run folder -> its finished entry in the store
+    def __init__(self, config: Mapping[str, Any], results: Path, code: Checkout, device_class: str | None,
+                 read: Manifests) -> None:
+        self.config, self.results, self.code, self.device_class, self.read = config, results, code, device_class, read
+        self.store = store_of(results)
+        self.open = self.store.is_dir()
+        self.found: list[str] = []  # not finished here, finished in the store
+        self.links: list[str] = []  # finished here, linking another key's entry
+        self.stages: dict[str, Mapping[str, Any]] = {}  # data folder -> the manifest of its entry
+        self.runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its finished entry
+        self.entries: dict[str, Path] = {}  # run folder -> its finished entry
+        self.upstream: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # job -> its run's and stage's manifests
 
-    def budget(rel: str, method: str, d: str, sd: int) -> dict[str, Any] | None:
-        """The budget a control matches: read from its budget run's entry (its run.json) only when a control
-        not finished here needs it, so a plan over a finished folder reads no run file."""
+    def _here(self, rel: str, kind: str, manifest: Mapping[str, Any] | None) -> bool:
+        problem = _link_problem(self.results, kind, rel, manifest, self.read)
+        if problem is not None:
+            self.links.append(problem)
+        return (self.results / rel / MANIFEST).is_file()
+
+    def data(self, rel: str, dataset: str, seed: int, manifest: Mapping[str, Any] | None) -> None:
+        from hasfl.config import data_config
+        from hasfl.dag.identity import data_identity
+
+        here = self._here(rel, "data", manifest)
+        if not self.open:
+            return
+        key = data_key(data_identity(data_config(self.config, dataset), seed, self.code.data))
+        entry = self.read(entry_of(self.store, "data", key))
+        if entry is None:
+            return
+        self.stages[rel] = entry
+        if not here:
+            self.found.append(rel)
+
+    def _budget(self, rel: str, method: str, dataset: str, seed: int) -> dict[str, Any] | None:
+        """The budget a control matches: read from its budget run's entry (its run.json) only when a control not
+        finished here needs it, so a plan over a finished folder reads no run file."""
         try:
-            return budget_of(entries[rel] / "run.json", method, d, sd)[2] if rel in entries else None
+            if rel not in self.entries:
+                return None
+            return budget_of(self.entries[rel] / "run.json", method, dataset, seed, self.runs[rel])[2]
         except (OSError, ValueError, KeyError, TypeError, IntegrityError):
             return None
 
-    for d, m, sd in sorted(runs, key=lambda job: METHODS[job[1]].budget_of is not None):  # budget runs first
-        rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
-        matched = METHODS[m].budget_of
-        here = (results / rel / MANIFEST).is_file()
-        if data_rel not in stages or (matched and here):
-            continue  # a control finished here: nothing to predict (its evaluations read its own manifest)
-        matching = budget(run_folder(d, matched, sd), matched, d, sd) if matched else None
+    def run(self, rel: str, dataset: str, method: str, seed: int, manifest: Mapping[str, Any] | None) -> None:
+        here = self._here(rel, "runs", manifest)
+        data_rel, matched = data_folder(dataset, seed), METHODS[method].budget_of
+        if not self.open or self.device_class is None or data_rel not in self.stages or (matched and here):
+            return  # a control finished here: nothing to predict (its evaluations read its own manifest)
+        matching = self._budget(run_folder(dataset, matched, seed), matched, dataset, seed) if matched else None
         if matched and matching is None:
-            continue
-        record = RunRecord.planned(config, d, m, sd, code=train_code(m, d), device_class=device_class)
-        entry = entry_of(store, "runs", record.reading(stages[data_rel]).matching(matching).key())
-        manifest = manifest_of(entry)
-        if manifest is None or other_kernels(manifest.get("identity") or {}, entry, device_class):
-            continue  # not finished, or made under another kernel pin: its job fails and says so
-        finished_runs[rel], entries[rel] = manifest, entry
+            return
+        record = RunRecord.planned(self.config, dataset, method, seed, code=self.code.train(method, dataset),
+                                   device_class=self.device_class)
+        entry = entry_of(self.store, "runs", record.reading(self.stages[data_rel]).matching(matching).key())
+        found = self.read(entry)
+        if found is None or other_kernels(found.get("identity") or {}, entry, self.device_class):
+            return  # not finished, or made under another kernel pin: its job fails and says so
+        self.runs[rel], self.entries[rel] = found, entry
         if not here:
-            found.append(rel)
-    if eval_code is not None:
-        found += _evaluations_in_store(config, results, store, stages, finished_runs, eval_code, device_class)
-    return found
+            self.found.append(rel)
 
-
-def _evaluations_in_store(config: Mapping[str, Any], results: Path, store: Path, stages: Mapping[str, Any],
-                          runs: Mapping[str, Any], eval_code: Callable[[str], str],
-                          device_class: str = "cpu") -> list[str]:
-    """The run evaluations of the preset whose entry the store holds and ``results`` does not (:func:`in_store`): of
-    every run finished in the store (``runs``: folder -> its entry's manifest) or in ``results``, with its data
-    stage's manifest (``stages``, else the folder's)."""
-    from hasfl.analysis.evaluations import evaluation_specs
-
-    found = []
-    for d, m, sd in preset_jobs(config)[1]:
-        rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
-        run = runs.get(rel) or manifest_of(results / rel)
-        stage = stages.get(data_rel) or manifest_of(results / data_rel)
+    def evaluation(self, rel: str, table: str, spec: Mapping[str, Any], job: tuple[str, str, int],
+                   manifest: Mapping[str, Any] | None) -> None:
+        here = self._here(rel, "evals", manifest)
+        if not self.open or self.device_class is None or here:
+            return
+        if job not in self.upstream:
+            d, m, sd = job
+            run_rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
+            self.upstream[job] = (self.runs.get(run_rel) or self.read(self.results / run_rel),
+                                  self.stages.get(data_rel) or self.read(self.results / data_rel))
+        run, stage = self.upstream[job]
         if run is None or stage is None:
-            continue
-        for table, spec in evaluation_specs(config, d, m, eval_code).items():
-            where = f"{eval_folder(d, m, sd)}/{table}"
-            identity = evaluation_identity(table, spec["code"], spec["params"], run, spec["run_files"], stage,
-                                           spec["data_files"], device_class)
-            if (entry_of(store, "evals", digest(identity)) / MANIFEST).is_file() and not (
-                    results / where / MANIFEST).is_file():
-                found.append(where)
-    return found
-
-
-def finished_evaluations(config: Mapping[str, Any], results: str | Path,
-                         eval_code: Callable[[str], str] | None = None) -> list[str]:
-    """The run evaluations of the preset finished in ``results`` (``evals/<d>/<m>/seed<s>/<table>`` with a manifest;
-    with ``eval_code``, only those computed by the evaluation code of this checkout): what the pre-flight does not
-    price again."""
-    from hasfl.analysis.artifacts import ARTIFACTS, run_tables
-
-    results = Path(results)
-    out = []
-    for d, m, sd in preset_jobs(config)[1]:
-        for t in run_tables(d, m, config["datasets"], config["methods"]):
-            manifest = manifest_of(results / eval_folder(d, m, sd) / t)
-            function = ARTIFACTS[t].per_run
-            if manifest is None or (eval_code is not None and function is not None
-                                    and (manifest.get("identity") or {}).get("code") != eval_code(function)):
-                continue
-            out.append(f"{eval_folder(d, m, sd)}/{t}")
-    return out
+            return
+        identity = evaluation_identity(table, spec["code"], spec["params"], run, spec["run_files"], stage,
+                                       spec["data_files"], self.device_class)
+        if (entry_of(self.store, "evals", digest(identity)) / MANIFEST).is_file():
+            self.found.append(rel)
 
 
 @dataclass
 class Status(Audit):
     """Every output of a preset in one walk (:func:`status`), by folder relative to the results folder: the audit's
-    ``current`` (finished, what the preset would make), ``rerun`` (finished, not what it would make: why) and
-    ``errors`` (:attr:`foreign`: holds another job's output, never rerun, named), and ``in_store`` (not finished
-    here, its store entry is: only linked), ``missing`` (data-stage and run folders made by a job) and ``evaluated``
-    (run evaluations finished here by this checkout's code)."""
+    ``current`` (finished, what the preset would make), ``rerun`` (finished, not what it would make: why),
+    ``errors`` (:attr:`foreign`: holds another job's output or links another key's store entry, never rerun, named)
+    and ``evaluated`` (run evaluations finished here, what this checkout's code would make), and ``in_store`` (not
+    finished here, its store entry is: only linked) and ``missing`` (data-stage and run folders made by a job)."""
 
     in_store: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    evaluated: list[str] = field(default_factory=list)
 
     @property
     def foreign(self) -> list[str]:
@@ -212,21 +198,21 @@ class Status(Audit):
 def status(config: Mapping[str, Any], results: str | Path, code: Checkout, *,
            device_class: str | None = None) -> Status:
     """The one walk over a preset's outputs in ``results`` that the Snakefile's session and ``hasfl verify --config``
-    read, with the digests of the checkout ``code`` (:class:`hasfl.dag.identity.Checkout`): the identity audit
-    (:func:`hasfl.dag.outputs.audit`: current, rerun, foreign), what the run store holds (:func:`in_store`, reading
-    manifests only; runs only with a known ``device_class``), what neither holds (missing) and the run evaluations
-    finished here by that code (:func:`finished_evaluations`)."""
-    found = audit(config, Path(results), data_code=code.data, analysis_code=code.analysis, train_code=code.train,
-                  eval_code=code.evaluation, device_class=device_class)
-    linked = in_store(config, results, data_code=code.data, train_code=code.train, device_class=device_class,
-                      eval_code=code.evaluation)
-    found.errors += link_problems(results)
-    done = {*found.current, *found.rerun, *linked}
+    read, with the digests of the checkout ``code`` (:class:`hasfl.dag.identity.Checkout`): one pass over the
+    preset's data-stage, run and run-evaluation folders (:func:`hasfl.dag.outputs.audit`, in its order), each
+    compared with what the preset would make (current, rerun, foreign, evaluated) and, as it is passed, with the
+    run store (:class:`_StoreSide`: in the store, its link's key); what neither holds is missing."""
+    results = Path(results)
+    read = Manifests()  # each manifest file read once in the walk, a folder's and its entry's alike
+    store = _StoreSide(config, results, code, device_class, read)
+    found = audit(config, results, data_code=code.data, analysis_code=code.analysis, train_code=code.train,
+                  eval_code=code.evaluation, device_class=device_class, visit=store, read=read)
+    found.errors += store.links
+    done = {*found.current, *found.rerun, *store.found}
     foreign = {e.split(" ", 1)[0] for e in found.errors}
-    return Status(current=found.current, rerun=found.rerun, errors=found.errors, in_store=linked,
-                  missing=[f for f in preset_folders(config) if f not in done and f not in foreign],
-                  evaluated=[e for e in finished_evaluations(config, results, code.evaluation)
-                             if e.rsplit("/", 1)[0] not in found.rerun])
+    missing = [f for f in preset_folders(config) if f not in done and f not in foreign]
+    return Status(current=found.current, rerun=found.rerun, errors=found.errors, evaluated=found.evaluated,
+                  in_store=store.found, missing=missing)
 
 
 def preset_folders(config: Mapping[str, Any]) -> list[str]:
@@ -240,10 +226,10 @@ def check_store(config: Mapping[str, Any], results: str | Path, *, linked: Itera
                 rerun: Iterable[str] = ()) -> None:
     """Refuse, before any job, a build whose run store cannot be written (a read-only file system, no write
     permission) while one of its jobs would write an entry there: a folder of the preset (:func:`preset_folders`)
-    neither finished in ``results`` nor finished in the store (``linked``: what :func:`in_store` found), or one the
+    neither finished in ``results`` nor finished in the store (``linked``: the status walk's ``in_store``), or one the
     identity check reruns (``rerun``). A store that cannot be written but holds every entry the build needs passes:
     those jobs only link (rather than every job dying with a raw ``OSError``, link-only ones too). The session
-    calls it where it opens the store, after :func:`in_store`.
+    calls it where it opens the store, after the status walk (:func:`status`).
 
     Raises:
         IntegrityError: naming the store, why it cannot be written, the folders that need it and what to do.
