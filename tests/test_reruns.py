@@ -316,11 +316,68 @@ _TOY_TABLE_ENTRY = ('    table_entry("toy_rows", "hasfl.analysis.tables.toy_rows
                     'method", note="A test table.", tables=("table3_allocation",), label="Toy"),\n')
 
 
+_TOY_PER_RUN = '''"""A toy per-run evaluation (tests): the rounds a run completed, from its run.json."""
+
+from __future__ import annotations
+
+import json
+
+
+def evaluate_run(run):
+    run.require("toy_rounds", ["run.json"])
+    done = json.loads(run.files["run.json"].read_text())["rounds_completed"]
+    return [{"dataset": run.dataset, "method": run.method, "seed": run.seed, "rounds": int(done)}]
+'''
+_TOY_ROUNDS_TABLE = '''"""A toy table (tests): each run's toy evaluation, gathered."""
+
+from __future__ import annotations
+
+from hasfl.analysis.evaluations import gather_rows
+from hasfl.analysis.markdown import write_text
+from hasfl.analysis.tables.base import table_markdown
+from hasfl.io import write_parquet
+
+
+def compute(inputs, outputs, params):
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(gather_rows(inputs["evals"], "toy_rounds"))
+    write_parquet(df, outputs["parquet"])
+    write_text(outputs["md"], table_markdown("toy_rounds", df))
+'''
+_TOY_ROUNDS_ENTRY = ('    table_entry("toy_rounds", "hasfl.analysis.tables.toy_rounds:compute", '
+                     'title="Toy -- rounds per run", note="A test table.", all_methods=True, run_files=("run.json",), '
+                     'params=("models",), label="Toy rounds", '
+                     'per_run="hasfl.analysis.per_run.toy_rounds:evaluate_run"),\n')
+_TOY_FINDING = '''"""A toy finding (tests): every run completed at least one round (Table toy_rounds)."""
+
+from __future__ import annotations
+
+from hasfl.analysis.findings.kernel import ALL, CONTRADICTED, PIPELINE_CHECK, SUPPORTED, FindingSpec, finding
+
+TOY = "F-toy"
+
+
+def evaluate(t, datasets, st):
+    units = [{"unit": f"{r['dataset']}/{r['method']}/seed{r['seed']}", "n": 1, "mde": None,
+              "estimate": int(r["rounds"]), "verdict": SUPPORTED if int(r["rounds"]) > 0 else CONTRADICTED, "reason": f"{r['rounds']} rounds"}
+             for r in t["toy_rounds"].to_dict("records")]
+    return [finding(TOY, claim="Every run completes a round", source="tests", scope=ALL, statistic="rounds per run",
+                    test="exact", margin_key=None, st=st, units=units, files=["tables/toy_rounds.parquet"],
+                    mde_meaning="none", not_run="no run", kind=PIPELINE_CHECK, conjunction=True)]
+
+
+SPEC = FindingSpec(ids=(TOY,), tables=("toy_rounds",), methods={}, margins=(), evaluate=evaluate)
+'''
+
+
 def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finished, snakemake, tmp_path, monkeypatch):
-    """Issue 24: a new method (one module under hasfl.fl.methods + one registry entry) trains only its own
-    runs -- no finished run of another method is scheduled -- and appears in the tables and figure its
-    entry names; a new table (one module under hasfl.analysis.tables + one artifact entry) gets its own
-    rule, file and report section. The copy's package is the one imported (PYTHONPATH)."""
+    """ARCHITECTURE.md's recipes, followed in a copy: a new method (one module under hasfl.fl.methods + one
+    registry entry) trains only its own runs -- no finished run of another method is scheduled -- and appears in
+    the tables and figure its entry names; a new table (one module under hasfl.analysis.tables + one artifact entry)
+    gets its own rule, file and report section; a new per-run table (its per-run module too) is evaluated in every
+    run's evaluate job and gathered; a new finding (one module + its line in FINDINGS) reads that table into
+    findings.json. The copy's package is the one imported (PYTHONPATH)."""
 
     work = tmp_path / "work"
     shutil.copytree(finished, work, symlinks=True)
@@ -331,7 +388,17 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     (src / "analysis" / "tables" / "toy_rows.py").write_text(_TOY_TABLE)
     artifacts = src / "analysis" / "artifacts" / "table_entries.py"
     marker = "TABLE_ENTRIES: tuple[Artifact, ...] = (\n"
-    artifacts.write_text(artifacts.read_text().replace(marker, marker + _TOY_TABLE_ENTRY, 1))
+    entries = artifacts.read_text().replace(marker, marker + _TOY_TABLE_ENTRY + _TOY_ROUNDS_ENTRY, 1)
+    # the finding reads a table no finding read before: its name joins FINDING_TABLES (what the DAG gives findings.json)
+    entries = entries.replace('FINDING_TABLES = ("table5_confound",', 'FINDING_TABLES = ("toy_rounds", "table5_confound",', 1)
+    artifacts.write_text(entries)
+    (src / "analysis" / "per_run" / "toy_rounds.py").write_text(_TOY_PER_RUN)
+    (src / "analysis" / "tables" / "toy_rounds.py").write_text(_TOY_ROUNDS_TABLE)
+    (src / "analysis" / "findings" / "toy.py").write_text(_TOY_FINDING)
+    findings = src / "analysis" / "findings" / "__init__.py"
+    text = findings.read_text().replace("    f9_rolling.SPEC,\n", "    f9_rolling.SPEC,\n    toy.SPEC,\n", 1)
+    findings.write_text(text.replace("\nfrom hasfl.analysis.findings.f1_confound import",
+                                     "\nfrom hasfl.analysis.findings import toy\nfrom hasfl.analysis.findings.f1_confound import", 1))
     extra = _with_overlay(work, "toy", {"methods": ["hasfl", "random_budget", "fedprox", "toy"]})
     env = {"PYTHONPATH": str(work / "src")}
     old_env = snakemake.env
@@ -343,7 +410,8 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
         plan = snakemake.job_counts(res.stdout + res.stderr)  # the job table the build printed before its jobs
         assert plan.get("train") == 2 and "data_stage" not in plan, plan  # only digits/toy/seed42 and seed43
         assert "runs/digits/toy/seed42" in res.stdout + res.stderr
-        assert plan.get("analysis_toy_rows") == 1, plan
+        assert plan.get("analysis_toy_rows") == 1 and plan.get("analysis_toy_rounds") == 1, plan
+        assert plan.get("evaluate") == 8, plan  # every run's evaluate job: each gains the per-run table
         assert "hasfl: done; the report is" in res.stderr  # the pointer to report.md at the end of a run
     finally:
         snakemake.env = old_env  # type: ignore[method-assign]
@@ -359,6 +427,13 @@ def test_a_method_and_a_table_are_added_in_one_module_and_one_entry_each(finishe
     assert "toy" not in set(pd.read_parquet(results / "tables" / "table4_coverage.parquet")["method"])
     rows = pd.read_parquet(results / "tables" / "toy_rows.parquet")
     assert dict(zip(rows["method"], rows["rows"], strict=True))["toy"] == 1
+    rounds = pd.read_parquet(results / "tables" / "toy_rounds.parquet")
+    runs = sorted(results.glob("runs/digits/*/seed*/run.json"))
+    assert len(rounds) == len(runs) == 8
+    done = {(r.parent.parent.name, int(r.parent.name[4:])): json.loads(r.read_text())["rounds_completed"] for r in runs}
+    assert {(m, int(s)): int(n) for m, s, n in zip(rounds["method"], rounds["seed"], rounds["rounds"], strict=True)} == done
+    toy = next(f for f in json.loads((results / "findings.json").read_text())["findings"] if f["id"] == "F-toy")
+    assert toy["n_units"] == 8 and toy["verdict"] == "supported", toy
     text = (results / "report.md").read_text()
     assert "### Toy -- rows of Table 3 per method" in text and "A test table." in text
     assert "Toy method" in text

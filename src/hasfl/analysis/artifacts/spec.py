@@ -99,6 +99,10 @@ class Artifact:
             raise ValueError(f"artifact '{self.name}': unknown params {unknown}; expected keys of PARAM_KEYS")
         if self.per_run is not None and (self.kind != "table" or not self.run_files):
             raise ValueError(f"artifact '{self.name}': a per-run evaluation belongs to a table that reads run files")
+        if self.per_run is not None and "models" not in self.params:
+            # the evaluate job hands each run its model spec from this param (hasfl.analysis.per_run.base.run_inputs)
+            raise ValueError(f"artifact '{self.name}': a per-run evaluation needs 'models' among its params (each "
+                             "run's model spec); expected params=(\"models\", ...)")
         if self.datasets not in ("all", "image", "text"):
             raise ValueError(f"artifact '{self.name}': datasets must be 'all', 'image' or 'text'")
 
