@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hasfl import __version__
 from hasfl.config import PAPER_CONFIG, ConfigError, data_config, load_config, run_config
+from hasfl.layout import kind_root
 from hasfl.registry import DATASETS, METHODS, PRECISIONS
 
 
@@ -91,7 +92,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
     from hasfl.integrity import IntegrityError, verify_results
 
-    if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
+    if not any(kind_root(args.results, kind).is_dir() for kind in ("data", "runs")):
         raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
                           "expected e.g. results/quick")
     counts = verify_results(args.results)
@@ -178,7 +179,7 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     from hasfl.dag.store import adopt, store_of
     from hasfl.integrity import ResultsLock, verify_results
 
-    if not (args.results / "data").is_dir() and not (args.results / "runs").is_dir():
+    if not any(kind_root(args.results, kind).is_dir() for kind in ("data", "runs")):
         raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
                           "expected e.g. results/quick")
     lock = ResultsLock(args.results)

@@ -56,7 +56,7 @@ from hasfl.analysis.provenance import ProvenanceError, check_configfiles, proven
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
 from hasfl.export import sibling, swap_in
-from hasfl.layout import finished_folders, result_folders
+from hasfl.layout import finished_folders, kind_root, result_folders
 from hasfl.integrity import MANIFEST, STORE_NAME, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
 __all__ = ["CrateError", "CrateSummary", "CrateWarning", "METADATA", "PROFILES", "WORKFLOW_PATHS", "export_rocrate"]
@@ -435,7 +435,7 @@ def export_rocrate(results: str | Path, out: str | Path,
     except ImportError as exc:
         raise CrateError("hasfl export rocrate needs the 'rocrate' extra: pip install -e '.[rocrate]'") from exc
     results, out, repo = Path(results), Path(out), Path(repo)
-    if not (results / "runs").is_dir():
+    if not kind_root(results, "runs").is_dir():
         raise CrateError(f"'{results}' has no runs/ folder (expected a results folder, e.g. results/quick)")
     if not (results / "findings.json").is_file():
         raise CrateError(f"'{results}' has no findings.json: its analysis has not finished (run the DAG's target "

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from hasfl.errors import HasflError
-from hasfl.layout import finished_folders
+from hasfl.layout import finished_folders, kind_root
 
 __all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events", "sibling",
            "swap_in"]
@@ -121,7 +121,7 @@ def export_tensorboard(results: str | Path, out: str | Path | None = None) -> di
     """Write the event files of every finished run of ``results`` under ``out`` (default ``<results>/tensorboard``);
     returns run (``dataset/method/seed<s>``) -> number of scalars written."""
     results = Path(results)
-    if not (results / "runs").is_dir():
+    if not kind_root(results, "runs").is_dir():
         raise ExportError(f"'{results}' has no runs/ folder (expected a results folder, e.g. results/quick)")
     out = Path(out) if out is not None else results / "tensorboard"
     from hasfl.integrity import refuse_store_path

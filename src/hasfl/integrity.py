@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hasfl.layout import FOLDER_PATTERNS, MANIFEST, result_folders
+from hasfl.layout import FOLDER_PATTERNS, MANIFEST, kind_root, result_folders
 from hasfl.io import InputFileError, sha256_file, write_json
 
 __all__ = [
@@ -239,7 +239,7 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     """
     counts = {"data": 0, "runs": 0, "unfinished": 0}
     kinds = ["data", "runs"]
-    if (results / "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), one folder per table
+    if kind_root(results, "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), one folder per table
         counts["evals"] = 0
         kinds.append("evals")
     for kind in kinds:

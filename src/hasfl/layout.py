@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "parse_folder",
-           "result_folders", "run_folder"]
+__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "kind_root",
+           "parse_folder", "result_folders", "run_folder"]
 
 #: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
 MANIFEST = "manifest.json"
@@ -21,6 +21,11 @@ MANIFEST = "manifest.json"
 #: Where a results folder keeps its finished outputs, by kind: data stages, runs and the runs' evaluations (one folder
 #: per run and table, :mod:`hasfl.analysis.evaluations`).
 FOLDER_PATTERNS = {"data": "data/*/seed*", "runs": "runs/*/*/seed*", "evals": "evals/*/*/seed*/*"}
+
+
+def kind_root(results: str | Path, kind: str) -> Path:
+    """The folder of ``results`` that holds every folder of ``kind`` (``<results>/data``, ``runs``, ``evals``)."""
+    return Path(results) / FOLDER_PATTERNS[kind].split("/", 1)[0]
 
 
 def data_folder(dataset: str, seed: int | str) -> str:

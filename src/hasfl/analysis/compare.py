@@ -36,6 +36,7 @@ import pandas as pd
 
 from hasfl.errors import HasflError
 from hasfl.integrity import STORE_NAME, folder_problems, identity_difference
+from hasfl.layout import finished_folders, kind_root, parse_folder, run_folder
 
 __all__ = ["CompareError", "FAILED", "RTOL", "compare", "config_difference", "plot", "render", "verification_error"]
 
@@ -73,13 +74,10 @@ _MISSING = object()
 
 def _runs(folder: Path) -> dict[tuple[str, str, int], Path]:
     out = {}
-    for manifest in sorted((folder / "runs").glob("*/*/seed*/manifest.json")):
-        run = manifest.parent
-        try:
-            seed = int(run.name.removeprefix("seed"))
-        except ValueError:
-            continue
-        out[(run.parent.parent.name, run.parent.name, seed)] = run
+    for run in finished_folders(folder, "runs"):
+        named = parse_folder(run.relative_to(folder))
+        if named is not None:
+            out[(named.dataset, str(named.method), named.seed)] = run
     return out
 
 
@@ -206,7 +204,7 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
     for f in (fa, fb):
         if not f.is_dir():
             raise CompareError(f"hasfl compare: '{f}' is not a folder (expected a results folder, e.g. results/quick)")
-        if not (f / "runs").is_dir() and not (f / "tables").is_dir():
+        if not kind_root(f, "runs").is_dir() and not (f / "tables").is_dir():
             raise CompareError(f"hasfl compare: '{f}' has neither runs/ nor tables/ (not a results folder)")
         _refuse_copy_without_store(f)
     runs_a, runs_b = _runs(fa), _runs(fb)
@@ -218,7 +216,7 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
         if problems:
             row: dict[str, Any] = {"status": FAILED, "verification": problems,
                                    "in": "both" if key in runs_a and key in runs_b else ("A" if key in runs_a else "B")}
-            failed += [{"folder": side, "run": f"runs/{d}/{m}/seed{s}", "problems": lines}
+            failed += [{"folder": side, "run": run_folder(d, m, s), "problems": lines}
                        for side, lines in problems.items()]
         elif key not in runs_b:
             row = {"status": "only in A"}

@@ -35,6 +35,7 @@ from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, estimand_counts, s
 from hasfl.config import ABSENT, dotted_differences
 from hasfl.errors import HasflError
 from hasfl.integrity import result_folders
+from hasfl.layout import run_folder
 
 __all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
            "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block", "report_lines",
@@ -353,7 +354,8 @@ def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, 
     for u in f.get("units") or []:
         name = str(u.get("unit"))
         if name.count("/") == 2:
-            want |= {r for r in folders if r.endswith(f"runs/{name}")}
+            d, m, seed = name.split("/")  # a unit naming a run: <dataset>/<method>/seed<s>
+            want |= {r for r in folders if r.endswith(run_folder(d, m, seed.removeprefix("seed")))}
             continue
         dataset = name.split("/")[0]  # a dataset, or a dataset's variant unit (``fashion_mnist/sub-model``)
         want |= {r for r in folders if r.split("/")[-3:-2] == [dataset]
@@ -505,7 +507,7 @@ def report_lines(results: Path, config_summary: Mapping[str, Any], findings: Seq
     for d in config_summary.get("datasets") or []:
         for m in config_summary.get("methods") or []:
             for sd in config_summary.get("seeds") or []:
-                rel = f"runs/{d}/{m}/seed{sd}"
+                rel = run_folder(d, m, sd)
                 manifest = read_manifest(results / rel) if (results / rel).is_dir() else None
                 if manifest is not None:
                     runs[rel] = str((manifest.get("identity") or {}).get("digest"))
