@@ -1,6 +1,6 @@
 # Outputs the run store already holds: a job of a rule of its own, so that the dry run's job table says
 # what will happen (the README's variant recipe: 6 train and 48 link_run). The session found the entry finished by
-# its key (hasfl.dag.status.in_store, reading manifests: SESSION.linked); each link rule is its twin's rule (same
+# its key (the status walk's in_store, reading manifests: SESSION.linked); each link rule is its twin's rule (same
 # inputs, same params, same job function, so the same key and the same check of the entry against it) with the
 # folder as one wildcard constrained to those folders, on the main process, one thread, no GPU. The job function
 # links a finished entry under its lock; were the entry gone by then, it computes it and says so in the log.
