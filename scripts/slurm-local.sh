@@ -15,10 +15,13 @@
 #
 # Environment: SLURM_DIR (must be traversable by the user slurm), SLURM_WAIT_S (bound on every wait, default 60),
 # SLURM_APT_TIMEOUT (bound on each apt-get call, default 300), SLURM_MEM_FRACTION
-# (percent of the RealMemory reported by `slurmd -C`, default 90).
+# (percent of the RealMemory reported by `slurmd -C`, default 90), SLURM_GPUS (generic GPUs the node declares,
+# bound to /dev/null: a job asking for one is scheduled and finds no GPU; default 1, 0 declares none).
 set -euo pipefail
 
 SLURM_DIR=${SLURM_DIR:-/tmp/hasfl-slurm}
+# tests/test_slurm.py submits `device: cuda` train jobs that ask for one
+SLURM_GPUS=${SLURM_GPUS:-1}
 WAIT_S=${SLURM_WAIT_S:-60}
 APT_TIMEOUT=${SLURM_APT_TIMEOUT:-300}
 MEM_FRACTION=${SLURM_MEM_FRACTION:-90}
@@ -130,7 +133,9 @@ node_line() {
     if [[ $(sed -n 's/.* CPUs=\([0-9]*\).*/\1/p' <<<"$hw") == "$cpus" ]]; then
         layout=$(grep -o -E '(Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=[0-9]+' <<<"$hw" | tr '\n' ' ')
     fi
-    echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus ${layout}RealMemory=$mem State=UNKNOWN"
+    local gres=""
+    ((SLURM_GPUS > 0)) && gres="Gres=gpu:$SLURM_GPUS "
+    echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus ${layout}RealMemory=$mem ${gres}State=UNKNOWN"
 }
 
 write_conf() {
@@ -139,9 +144,16 @@ write_conf() {
     id -u slurm >/dev/null 2>&1 || slurm_user=root
     mkdir -p "$SLURM_DIR/state" "$SLURM_DIR/spool"
     chown "$slurm_user" "$SLURM_DIR/state" "$LOG"
+    # gres.conf is read from slurm.conf's folder; a gpu gres needs a device file, and /dev/null binds none
+    if ((SLURM_GPUS > 0)); then
+        printf 'AutoDetect=off\nNodeName=localhost Name=gpu Count=%d File=/dev/null\n' "$SLURM_GPUS" >"$SLURM_DIR/gres.conf"
+    else
+        rm -f "$SLURM_DIR/gres.conf"
+    fi
     cat >"$CONF" <<EOF
 # Written by scripts/slurm-local.sh: single node on loopback, no accounting.
 ClusterName=hasfl-local
+$( ((SLURM_GPUS > 0)) && echo "GresTypes=gpu" || true)
 SlurmctldHost=localhost
 SlurmUser=$slurm_user
 SlurmdUser=root

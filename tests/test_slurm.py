@@ -133,3 +133,31 @@ def test_tiny_preset_through_slurm_matches_local_run(slurm_cluster, snakemake, t
     assert sorted(p.relative_to(slurm_root) for p in slurm_root.rglob("*.parquet")) == expected
     differ = [str(rel) for rel in expected if (local_root / rel).read_bytes() != (slurm_root / rel).read_bytes()]
     assert not differ, f"Parquet files differ between the SLURM and the local run: {differ}"
+
+
+def test_a_cuda_build_from_a_node_without_a_gpu_submits_train_jobs_that_request_one(slurm_cluster, snakemake,
+                                                                                   tiny_preset, repo, tmp_path):
+    """``device: cuda`` from a login node without a GPU (this machine): the plan is accepted (the jobs run on the
+    cluster's nodes, not here) and each train job is submitted asking SLURM for a GPU (the loopback node declares
+    one gres gpu, scripts/slurm-local.sh ``SLURM_GPUS``). The node has no GPU torch can use, so the job fails there,
+    in its own log, naming the device key; the build stops with it."""
+    work = tmp_path / "cuda"
+    overlay = tiny_preset(work, "overlay", results_dir="results", data_dir=tmp_path / "data")
+    target = str(work / "results" / "tiny" / "runs" / "digits" / "hasfl" / "seed42" / "run.json")
+    args = snakemake.dag_args(overlay, workdir=work, target=target)
+    cmd = ["timeout", "-s", "INT", "-k", "30", str(RUN_LIMIT_S), *snakemake.command, *args[2:],
+           "--workflow-profile", str(repo / "profiles" / "slurm"),
+           "--profile", str(repo / "profiles" / "slurm-local-test"), "--config", "device=cuda"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=snakemake.env(), timeout=RUN_LIMIT_S + 60)
+    log = res.stdout + res.stderr
+    assert "a run would not start" not in log, log[-4000:]
+    submitted = {int(jobid): Path(logfile) for jobid, logfile in SUBMITTED.findall(log)}
+    train = [j for j, f in submitted.items() if f.parts[-3] == "rule_train"]
+    assert len(train) == 1 and res.returncode != 0, (res.returncode, log[-4000:])
+    shown = subprocess.run(["scontrol", "show", "job", "-o", str(train[0])], capture_output=True, text=True,
+                           timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"gres[/:]gpu[:=]1", shown.stdout), shown.stdout
+    assert "JobState=FAILED" in shown.stdout, shown.stdout
+    job_log = submitted[train[0]].read_text()
+    assert "config key 'device' is 'cuda' but no CUDA device is available" in job_log, job_log[-3000:]
