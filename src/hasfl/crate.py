@@ -55,7 +55,7 @@ from hasfl.analysis.page_refs import shown_verdict
 from hasfl.analysis.provenance import ProvenanceError, check_configfiles, provenance, training_code_check
 from hasfl.config import REPO_ROOT
 from hasfl.errors import HasflError
-from hasfl.export import sibling, swap_in
+from hasfl.staging import staged_folder
 from hasfl.layout import finished_folders, kind_root, result_folders
 from hasfl.integrity import MANIFEST, STORE_NAME, ResultsLock, read_manifest, refuse_results_folder, verify_results
 
@@ -467,16 +467,10 @@ def export_rocrate(results: str | Path, out: str | Path,
                           f"{', '.join(WORKFLOW_PATHS)}, shipped as they are ({_dirty_note(*uncommitted, limit=20)}); the "
                           "metadata marks the version dirty and lists them. Commit them for a crate whose workflow "
                           "is a commit", CrateWarning, stacklevel=2)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = sibling(out, "crate")
-        staging.mkdir()
-        try:
+        # an earlier crate is renamed aside and deleted (``_check_out`` refused anything else)
+        with staged_folder(out) as staging:
             summary = _build(staging, results, configs, analysis, repo=repo, other_code=other_code,
                              uncommitted=uncommitted)
-            swap_in(staging, out)  # an earlier crate renamed aside and deleted (``_check_out`` refused anything else)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     finally:
         lock.release()
     return replace(summary, out=out)

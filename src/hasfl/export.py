@@ -20,9 +20,6 @@ tensorboardX, which writes the event files without TensorFlow).
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +28,9 @@ import pandas as pd
 
 from hasfl.errors import HasflError
 from hasfl.layout import finished_folders, kind_root
+from hasfl.staging import staged_folder
 
-__all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events", "sibling",
-           "swap_in"]
+__all__ = ["ExportError", "LEDGER_SCALARS", "ROUND_SCALARS", "export_tensorboard", "read_events"]
 
 #: rounds.parquet columns written as ``round/<column>``
 ROUND_SCALARS = ("test_acc", "test_loss", "avg_p", "avg_p_trained", "upload_mb", "train_mmacs", "mean_h_tilde",
@@ -96,27 +93,6 @@ def _write_run(folder: Path, rounds: pd.DataFrame, ledger: pd.DataFrame | None) 
     return n
 
 
-def sibling(target: Path, what: str) -> Path:
-    """A fresh hidden folder name beside ``target`` (``.<name>.<what>-<random>``), on the same file system."""
-    return target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:12]}"
-
-
-def swap_in(staging: Path, target: Path) -> None:
-    """Make the complete folder ``staging`` the run's folder ``target`` (a sibling): the old folder, with the
-    event files of an earlier export, is renamed aside and deleted, so a run never holds two exports' curves.
-    Each step is a rename within one folder (no copy): a reader sees the old export, for an instant no folder, or
-    the new export, never a mix of the two nor a half-written one."""
-    if not target.exists() and not target.is_symlink():
-        os.replace(staging, target)
-        return
-    if target.is_symlink() or not target.is_dir():
-        raise ExportError(f"'{target}' exists and is not a folder of event files; move it away to export there")
-    old = sibling(target, "old")
-    os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old)
-
-
 def export_tensorboard(results: str | Path, out: str | Path | None = None) -> dict[str, int]:
     """Write the event files of every finished run of ``results`` under ``out`` (default ``<results>/tensorboard``);
     returns run (``dataset/method/seed<s>``) -> number of scalars written."""
@@ -132,15 +108,12 @@ def export_tensorboard(results: str | Path, out: str | Path | None = None) -> di
         rounds = _read(run / "rounds.parquet")
         ledger = _read(run / "participation.parquet") if (run / "participation.parquet").is_file() else None
         target = out / d / m / s
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = sibling(target, "export")
-        staging.mkdir()
-        try:
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise ExportError(f"'{target}' exists and is not a folder of event files; move it away to export there")
+        # the old folder, with an earlier export's event files, is replaced whole: a run never holds two exports'
+        # curves, and a reader never a half-written one
+        with staged_folder(target) as staging:
             n = _write_run(staging, rounds, ledger)
-            swap_in(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         written[f"{d}/{m}/{s}"] = n
     if not written:
         raise ExportError(f"'{results}': no finished run (runs/<dataset>/<method>/seed<s>/manifest.json)")

@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from hasfl.analysis.provenance import (
 )
 from hasfl.errors import HasflError
 from hasfl.io import atomic_path
+from hasfl.staging import staged_folder
 
 __all__ = ["FIGURES", "TABLES", "write_results_page"]
 
@@ -315,40 +315,6 @@ def longer_horizons(base: Mapping[str, Any], overlays: Mapping[Path, tuple[dict[
 
 def _pct(x: Any) -> str:
     return "--" if x is None else f"{100 * float(x):.1f}%"
-
-
-@contextmanager
-def staged_folder(folder: str | os.PathLike[str], keep: Any = None) -> Iterator[Path]:
-    """Yield a fresh hidden folder beside ``folder`` to fill; on success it becomes ``folder`` by renames (the old
-    one set aside, then removed), so a reader never finds half of a new set beside half of the old. On an exception
-    (a full disk) the staging folder is removed and ``folder`` is untouched. ``keep(path)``: files of the old folder
-    carried into the new one (hard links where the file system allows). Here, not in :mod:`hasfl.io`: that module
-    is part of every run's and data stage's code identity, and this is the page's alone."""
-    import shutil
-    import uuid
-
-    dest = Path(folder)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{dest.name}.new-{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
-    try:
-        if keep is not None and dest.is_dir():
-            for f in sorted(dest.iterdir()):
-                if f.is_file() and keep(f):
-                    try:
-                        os.link(f, staging / f.name)
-                    except OSError:
-                        shutil.copy2(f, staging / f.name)
-        yield staging
-        if not dest.exists() and not any(staging.iterdir()):
-            return  # nothing to place, and no folder before: none is made
-        old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:12]}"
-        if dest.exists():
-            os.replace(dest, old)
-        os.replace(staging, dest)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _small_png(src: Path, dest: Path) -> None:
@@ -624,7 +590,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
     # the figures and the page replace the old ones together: staged beside them, renamed into place only when
     # every file is written (a full disk leaves the old page and its figures, never half of each)
-    with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and f.stem in ARTIFACT_FIGURES)) as staging:
+    with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and f.stem in ARTIFACT_FIGURES),
+                       make_empty=False) as staging:
         for slug, fallback in FIGURES:
             for s in (slug, fallback):
                 if s is None or not _figure_has_runs(s, ran):
