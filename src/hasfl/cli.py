@@ -70,7 +70,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     """Run one training job (method x dataset x seed) into --out, as the workflow's train rule does."""
-    from hasfl.dag.outputs import train_job
+    from hasfl.dag.jobs import train_job
     from hasfl.integrity import refuse_results_folder
     from hasfl.logs import setup_logging
 

@@ -36,7 +36,7 @@ def write_analysis_manifest(results: str | os.PathLike[str], files: Sequence[str
                             identity: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``results/analysis.manifest.json``: the sha256 of the analysis outputs ``files``, the
     identity digest of each run they were computed from (``verified_json``, written by the
-    gate :func:`hasfl.integrity.verify_runs_job`), paths relative to ``results``, and the analysis's
+    gate :func:`hasfl.dag.jobs.verify_runs_job`), paths relative to ``results``, and the analysis's
     own ``identity`` (:func:`hasfl.dag.identity.analysis_identity`: config and code)."""
     results = Path(results)
     runs = json.loads(Path(verified_json).read_text())

@@ -1,6 +1,7 @@
 """The job bodies of the DAG's data-stage, train and evaluate rules: each computes its output into the run store
 (:func:`hasfl.dag.store.place`: one entry per identity key, made unless finished) and links it into the results
-folder. The identities come from :mod:`hasfl.dag.outputs`; the workflow's glue scripts call these through the warm
+folder; the gate before the analysis (rule ``verify_runs``: :func:`verify_runs_job`) and ``hasfl train``'s run
+outside the DAG (:func:`train_job`). The identities come from :mod:`hasfl.dag.outputs`; the workflow's glue scripts call these through the warm
 worker (``hasfl.dag.jobs:train_run``).
 
 Torch-free at import; the job functions import the engine when they compute.
@@ -9,16 +10,18 @@ Torch-free at import; the job functions import the engine when they compute.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hasfl.dag.identity import digest
-from hasfl.dag.outputs import RunRecord, data_key, evaluation_identity, here, job_record, other_kernels
+from hasfl.dag.outputs import RunRecord, data_key, evaluation_identity, here, job_record, made_under, other_kernels
 from hasfl.dag.store import entry_of, manifest_of, place, store_of
-from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, verify_folder
+from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest,
+                             training_code_digest, verify_folder)
+from hasfl.io import InputFileError, write_json
 
-__all__ = ["evaluate_run", "stage_data", "train_run"]
+__all__ = ["evaluate_run", "stage_data", "train_job", "train_run", "verify_runs_job"]
 
 
 def stage_data(data_cfg: Mapping[str, Any], seed: int, out_dir: str | Path, identity: Mapping[str, Any],
@@ -61,9 +64,9 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
         raise IntegrityError(refusal)
 
     def train(staging: Path) -> None:
-        from hasfl.fl.train import train_job
+        from hasfl.fl.train import train_job as engine_job
 
-        train_job(run_cfg, data_cfg, staging, identify=record.identify, data_dir=data_dir, target=target,
+        engine_job(run_cfg, data_cfg, staging, identify=record.identify, data_dir=data_dir, target=target,
                   target_diverged=diverged, checkpoint_every=int(checkpoint_every))
 
     place(store_of(results), "runs", key, Path(out_dir), train, lambda ident: RunRecord.recorded(ident, source).key(),
@@ -113,3 +116,64 @@ def evaluate_run(tables: Mapping[str, Mapping[str, Any]], *, run_dir: str | Path
             write_run_manifest(staging, [EVAL_FILE], identity)
 
         place(store_of(results), "evals", digest(identity), out_dir / table, evaluate, digest, link=link)
+
+
+def train_job(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *,
+              data_dir: str | Path | None = None, hasfl_run: str | Path | None = None,
+              checkpoint_every: int = 0, overwrite: bool = False) -> dict[str, Any]:
+    """One training run from its config slices outside the DAG (``hasfl train``, the tests): its record
+    (:func:`job_record`) handed to :func:`hasfl.fl.train.train_job`, which computes nothing of the identity.
+    ``data_dir``: the data stage it reads (without it the engine builds the same tables in memory). Returns
+    run.json's content."""
+    from hasfl.fl.train import train_job as engine_job
+
+    manifest = None
+    if data_dir is not None:
+        manifest = read_manifest(Path(data_dir))
+        if manifest is None:
+            raise InputFileError(f"input file '{Path(data_dir) / MANIFEST}' does not exist; run the data stage first")
+    record, target, diverged = job_record(run_cfg, data_manifest=manifest, hasfl_run=hasfl_run)
+    return engine_job(run_cfg, data_cfg, out_dir, identify=record.identify, data_dir=data_dir, target=target,
+                      target_diverged=diverged, checkpoint_every=checkpoint_every, overwrite=overwrite)
+
+
+def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,
+                    code: Mapping[str, str] | None = None) -> None:
+    """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its manifest, is the run
+    the preset asks for (``expected``: folder -> config slice; ``code``: ``"<dataset>/<method>"`` -> the training
+    code the DAG planned with, the rule's params; without it, the installed package's), as :meth:`RunRecord.stale`
+    decides, and all were trained on one device class (:func:`hasfl.integrity.device_mix`). Writes ``out_json``
+    (folder -> identity digest)."""
+    expected = {Path(k).as_posix(): v for k, v in expected.items()}
+    codes: dict[tuple[str, str], str] = {
+        (m, d): str(c) for dm, c in (code or {}).items() for d, m in [str(dm).split("/", 1)]}
+    identities = {}
+    classes: dict[str, list[str]] = {}
+    for folder in map(Path, run_dirs):
+        manifest = verify_folder(folder)
+        if manifest is None:
+            raise IntegrityError(f"run folder '{folder}' has no {MANIFEST}: the run did not finish")
+        identity = manifest.get("identity", {})
+        want = expected[folder.as_posix()]
+        key = (str(want["method"]), str(want["dataset"]))
+        record = RunRecord(want, codes.setdefault(key, training_code_digest(*key)))
+        stale = record.stale(identity)
+        if stale == "config":
+            have, planned = record.compared(identity)
+            diff = identity_difference({"config": have}, {"config": planned})
+            raise IntegrityError(
+                f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
+                f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
+                f"folder to train it again with the preset's configuration")
+        if stale == "code":
+            raise IntegrityError(
+                f"run folder '{folder}' was trained by other training code than this DAG's (code digest "
+                f"{str(identity.get('code'))[:12]}... vs {record.code[:12]}...); rerun it (snakemake --forcerun "
+                "train) or restore the code it was trained with")
+        identities[folder.as_posix()] = identity.get("digest")
+        made = made_under(identity, folder) if identity.get("device_class") else "unrecorded"
+        classes.setdefault(made, []).append(folder.as_posix())
+    mixed = device_mix(classes)
+    if mixed:
+        raise IntegrityError(mixed)
+    write_json(out_json, identities)

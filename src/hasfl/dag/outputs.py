@@ -17,7 +17,7 @@ build under one never keeps the other's run in its folder (:meth:`RunRecord.why_
 Every site that keys, links, audits or gates a run builds a record here: the train rule's job
 (:func:`hasfl.dag.jobs.train_run`), the store's prediction (:func:`hasfl.dag.status.in_store`), the check of an
 entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.audit`, also ``hasfl verify
---config``) and the gate before the analysis (:func:`verify_runs_job`).
+--config``) and the gate before the analysis (:func:`hasfl.dag.jobs.verify_runs_job`).
 
 Values that change no byte on a device class are keyed at their default there (:data:`INERT_ON`): with ``device:
 auto`` on a CPU machine, ``cuda_deterministic`` is part of the slice the job receives but not of what decides
@@ -29,7 +29,7 @@ Torch-free: the Snakefile imports this module.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,15 +37,14 @@ from typing import Any, Protocol
 from hasfl.config import data_config, dotted_differences
 from hasfl.dag.identity import PACKAGE, analysis_identity, canonical, data_identity, digest, run_slice
 from hasfl.device import kernel_pin
-from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest, run_identity,
-                             training_code_digest, verify_folder)
-from hasfl.io import InputFileError, write_json
+from hasfl.integrity import MANIFEST, IntegrityError, read_manifest, run_identity, training_code_digest
+from hasfl.io import InputFileError
 from hasfl.layout import data_folder, eval_folder, parse_folder, result_folders, run_folder
 from hasfl.registry import METHODS
 
 __all__ = ["DATA_TABLES", "INERT_ON", "Audit", "Manifests", "RunRecord", "Visitor", "audit", "budget_of", "cpu_class",
            "data_key", "data_source", "evaluation_identity", "evaluation_staleness", "here", "made_under",
-           "other_kernels", "keyed_config", "job_record", "preset_jobs", "tables_of", "train_job", "verify_runs_job"]
+           "other_kernels", "keyed_config", "job_record", "preset_jobs", "tables_of"]
 
 #: Data-stage tables a run reads (their sha256 are part of its key).
 DATA_TABLES = ("partition.parquet", "clients.parquet")
@@ -590,64 +589,3 @@ def job_record(run_cfg: Mapping[str, Any], *, data_manifest: Mapping[str, Any] |
         target, diverged, budget = budget_of(hasfl_run, matched, dataset, seed)
         record = record.matching(budget)
     return record, target, diverged
-
-
-def train_job(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: str | Path, *,
-              data_dir: str | Path | None = None, hasfl_run: str | Path | None = None,
-              checkpoint_every: int = 0, overwrite: bool = False) -> dict[str, Any]:
-    """One training run from its config slices outside the DAG (``hasfl train``, the tests): its record
-    (:func:`job_record`) handed to :func:`hasfl.fl.train.train_job`, which computes nothing of the identity.
-    ``data_dir``: the data stage it reads (without it the engine builds the same tables in memory). Returns
-    run.json's content."""
-    from hasfl.fl.train import train_job as engine_job
-
-    manifest = None
-    if data_dir is not None:
-        manifest = read_manifest(Path(data_dir))
-        if manifest is None:
-            raise InputFileError(f"input file '{Path(data_dir) / MANIFEST}' does not exist; run the data stage first")
-    record, target, diverged = job_record(run_cfg, data_manifest=manifest, hasfl_run=hasfl_run)
-    return engine_job(run_cfg, data_cfg, out_dir, identify=record.identify, data_dir=data_dir, target=target,
-                      target_diverged=diverged, checkpoint_every=checkpoint_every, overwrite=overwrite)
-
-
-def verify_runs_job(run_dirs: Sequence[str], expected: Mapping[str, Mapping[str, Any]], out_json: str,
-                    code: Mapping[str, str] | None = None) -> None:
-    """The DAG's gate before the analysis (rule ``verify_runs``): every run folder matches its manifest, is the run
-    the preset asks for (``expected``: folder -> config slice; ``code``: ``"<dataset>/<method>"`` -> the training
-    code the DAG planned with, the rule's params; without it, the installed package's), as :meth:`RunRecord.stale`
-    decides, and all were trained on one device class (:func:`hasfl.integrity.device_mix`). Writes ``out_json``
-    (folder -> identity digest)."""
-    expected = {Path(k).as_posix(): v for k, v in expected.items()}
-    codes: dict[tuple[str, str], str] = {
-        (m, d): str(c) for dm, c in (code or {}).items() for d, m in [str(dm).split("/", 1)]}
-    identities = {}
-    classes: dict[str, list[str]] = {}
-    for folder in map(Path, run_dirs):
-        manifest = verify_folder(folder)
-        if manifest is None:
-            raise IntegrityError(f"run folder '{folder}' has no {MANIFEST}: the run did not finish")
-        identity = manifest.get("identity", {})
-        want = expected[folder.as_posix()]
-        key = (str(want["method"]), str(want["dataset"]))
-        record = RunRecord(want, codes.setdefault(key, training_code_digest(*key)))
-        stale = record.stale(identity)
-        if stale == "config":
-            have, planned = record.compared(identity)
-            diff = identity_difference({"config": have}, {"config": planned})
-            raise IntegrityError(
-                f"run folder '{folder}' holds a run of another configuration ({', '.join(diff)} differ from the "
-                f"preset's), e.g. written by `hasfl train --out`; the analysis will not mix it in. Delete the "
-                f"folder to train it again with the preset's configuration")
-        if stale == "code":
-            raise IntegrityError(
-                f"run folder '{folder}' was trained by other training code than this DAG's (code digest "
-                f"{str(identity.get('code'))[:12]}... vs {record.code[:12]}...); rerun it (snakemake --forcerun "
-                "train) or restore the code it was trained with")
-        identities[folder.as_posix()] = identity.get("digest")
-        made = made_under(identity, folder) if identity.get("device_class") else "unrecorded"
-        classes.setdefault(made, []).append(folder.as_posix())
-    mixed = device_mix(classes)
-    if mixed:
-        raise IntegrityError(mixed)
-    write_json(out_json, identities)
