@@ -79,7 +79,7 @@ out, res, rc, tic, toc = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]),
 log = (out / "quick-packed.log").read_text(errors="replace")
 plan = next((ln.strip() for ln in log.splitlines() if "GPU packing:" in ln), "no packing line")
 runs = len(list((res / "quick-gpu" / "runs").glob("*/*/seed*/run.json")))
-# the run evaluations (issue 47 point 2: on the GPU, keyed by its device class) and their own seconds
+# the run evaluations (on the GPU, keyed by its device class) and their own seconds
 evals = [json.loads(p.read_text()) for p in (res / ".store" / "evals").glob("*/manifest.json")]
 classes = {}
 for m in evals:
