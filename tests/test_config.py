@@ -331,3 +331,23 @@ def test_the_long_horizon_overlay_changes_only_the_rounds_and_seeds(repo) -> Non
         assert a["federation"] | {"rounds": 100} == b["federation"] and {k: v for k, v in a.items() if k != "federation"} \
             == {k: v for k, v in b.items() if k != "federation"}, m
     assert data_config(long, "fashion_mnist") == data_config(rung, "fashion_mnist")  # the data stage's whole slice
+
+
+def test_the_headline_rung_shares_the_coverage_rungs_data_and_baseline_runs(repo) -> None:
+    """presets/medium-headline.yaml: HAS-FL, its controls and the positive control at the coverage rung's width (32),
+    data and seeds; its heterofl and uniform runs have the coverage rung's config slices (so the store can link
+    them), its data stages the medium preset's, and it carries the methods F1a-F1d, F2a, F3, F4 and F6 compare."""
+    from hasfl.analysis.findings import FINDING_METHODS
+    from hasfl.config import data_config, load_config, run_config
+
+    presets = repo / "presets"
+    medium = load_config([presets / "medium.yaml"])
+    rung = load_config([presets / "medium.yaml", presets / "medium-coverage.yaml"])
+    head = load_config([presets / "medium.yaml", presets / "medium-headline.yaml"])
+    assert head["name"] not in (rung["name"], medium["name"]) and head["seeds"] == rung["seeds"]
+    assert head["dataset_params"]["fashion_mnist"]["model"] == rung["dataset_params"]["fashion_mnist"]["model"]
+    for m in ("heterofl", "uniform"):
+        assert run_config(head, "fashion_mnist", m, 42) == run_config(rung, "fashion_mnist", m, 42), m
+    assert data_config(head, "fashion_mnist") == data_config(medium, "fashion_mnist")
+    needed = {m for fid in ("F1a", "F1b", "F1c", "F1d", "F2a", "F3", "F4", "F6") for m in FINDING_METHODS.get(fid, ())}
+    assert needed and needed <= set(head["methods"]), needed - set(head["methods"])
