@@ -146,3 +146,17 @@ def test_the_analysis_names_evaluation_folders_as_the_layout_does(tmp_path) -> N
     table = tmp_path / eval_folder("digits", "hasfl", 42) / "bn_sensitivity"
     table.mkdir(parents=True)
     assert result_folders(tmp_path, "evals") == [table]
+
+
+def test_the_per_run_evaluations_read_run_folders_as_the_layout_names_them() -> None:
+    """The per-run evaluations keep their own pattern of a run file's path (``hasfl.analysis.per_run.files``: an
+    edit there changes every run's evaluation key); it must parse the layout's run folders (``run_folder``) and
+    nothing else."""
+    from hasfl.analysis.per_run.files import group_run_files
+    from hasfl.layout import data_folder, run_folder
+
+    got = group_run_files([f"R/{run_folder('fashion_mnist', 'uniform_rolling', 45)}/run.json"])
+    assert list(got) == [("fashion_mnist", "uniform_rolling", 45)] and list(got.values())[0] == {
+        "run.json": Path(f"R/{run_folder('fashion_mnist', 'uniform_rolling', 45)}/run.json")}
+    with pytest.raises(ValueError):
+        group_run_files([f"R/{data_folder('fashion_mnist', 45)}/run.json"])

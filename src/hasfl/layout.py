@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "kind_root",
+__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "kind_dir", "kind_root",
            "parse_folder", "result_folders", "run_folder"]
 
 #: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
@@ -23,9 +23,15 @@ MANIFEST = "manifest.json"
 FOLDER_PATTERNS = {"data": "data/*/seed*", "runs": "runs/*/*/seed*", "evals": "evals/*/*/seed*/*"}
 
 
+def kind_dir(kind: str) -> str:
+    """The name of the folder that holds every folder of ``kind`` in a results folder (``data``, ``runs``, ``evals``):
+    a string, for the rules' patterns, which Snakemake matches as written."""
+    return FOLDER_PATTERNS[kind].split("/", 1)[0]
+
+
 def kind_root(results: str | Path, kind: str) -> Path:
     """The folder of ``results`` that holds every folder of ``kind`` (``<results>/data``, ``runs``, ``evals``)."""
-    return Path(results) / FOLDER_PATTERNS[kind].split("/", 1)[0]
+    return Path(results) / kind_dir(kind)
 
 
 def data_folder(dataset: str, seed: int | str) -> str:

@@ -249,7 +249,7 @@ def run_dirs():
     ]
 
 
-VERIFIED = f"{RESULTS}/runs/verified.json"
+VERIFIED = f"{RESULTS}/{kind_dir('runs')}/verified.json"
 
 
 localrules:

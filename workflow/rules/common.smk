@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from hasfl.dag.identity import data_slice
-from hasfl.layout import data_folder, eval_folder, parse_folder, run_folder
+from hasfl.layout import data_folder, eval_folder, kind_dir, parse_folder, run_folder
 from hasfl.registry import (
     DATA_FILES,
     DATASETS,

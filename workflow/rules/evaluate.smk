@@ -4,7 +4,7 @@
 # the table's own rule (analysis.smk) gathers the rows.
 
 from hasfl.analysis.artifacts import ARTIFACTS
-from hasfl.analysis.evaluations import EVALS, eval_dir, evaluation_specs
+from hasfl.analysis.evaluations import eval_dir, evaluation_specs
 
 PER_RUN = {name: art for name, art in ARTIFACTS.items() if art.per_run}
 

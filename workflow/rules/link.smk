@@ -28,9 +28,9 @@ use rule data_stage as link_data with:
         ),
         preset_raw=preset_raw_files(),
     output:
-        partition=f"{RESULTS}/data/{{linked}}/partition.parquet",
-        clients=f"{RESULTS}/data/{{linked}}/clients.parquet",
-        manifest=f"{RESULTS}/data/{{linked}}/manifest.json",
+        partition=f"{RESULTS}/{kind_dir('data')}/{{linked}}/partition.parquet",
+        clients=f"{RESULTS}/{kind_dir('data')}/{{linked}}/clients.parquet",
+        manifest=f"{RESULTS}/{kind_dir('data')}/{{linked}}/manifest.json",
     log:
         f"{RESULTS}/logs/link/data/{{linked}}.log",
     wildcard_constraints:
@@ -48,7 +48,7 @@ use rule train as link_run with:
     input:
         unpack(lambda wc: train_inputs(_run(wc))),
     output:
-        **{name: f"{RESULTS}/runs/{{linked}}/{f}" for name, f in TRAIN_FILES.items()},
+        **{name: f"{RESULTS}/{kind_dir('runs')}/{{linked}}/{f}" for name, f in TRAIN_FILES.items()},
     log:
         f"{RESULTS}/logs/link/runs/{{linked}}.log",
     wildcard_constraints:
@@ -72,7 +72,7 @@ use rule evaluate as link_evaluation with:
     input:
         unpack(lambda wc: eval_inputs(_run(wc))),
     output:
-        directory(f"{RESULTS}/{EVALS}/{{linked}}"),
+        directory(f"{RESULTS}/{kind_dir('evals')}/{{linked}}"),
     log:
         f"{RESULTS}/logs/link/evals/{{linked}}.log",
     wildcard_constraints:
