@@ -48,7 +48,10 @@ use rule train as link_run with:
     input:
         unpack(lambda wc: train_inputs(_run(wc))),
     output:
-        **{name: f"{RESULTS}/{kind_dir('runs')}/{{linked}}/{f}" for name, f in TRAIN_FILES.items()},
+        **{
+            name: f"{RESULTS}/{kind_dir('runs')}/{{linked}}/{f}"
+            for name, f in TRAIN_FILES.items()
+        },
     log:
         f"{RESULTS}/logs/link/runs/{{linked}}.log",
     wildcard_constraints:
