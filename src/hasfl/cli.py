@@ -68,6 +68,12 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_results_folder(results: Path) -> None:
+    """Refuse a folder that holds neither data stages nor runs (a typo, the results_dir instead of a folder in it)."""
+    if not any(kind_root(results, kind).is_dir() for kind in ("data", "runs")):
+        raise ConfigError(f"'{results}' is not a results folder (no data/ or runs/ in it); expected e.g. results/quick")
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     """Run one training job (method x dataset x seed) into --out, as the workflow's train rule does."""
     from hasfl.dag.jobs import train_job
@@ -92,9 +98,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from hasfl.analysis.manifest import ANALYSIS_MANIFEST, verify_analysis
     from hasfl.integrity import IntegrityError, verify_results
 
-    if not any(kind_root(args.results, kind).is_dir() for kind in ("data", "runs")):
-        raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
-                          "expected e.g. results/quick")
+    _require_results_folder(args.results)
     counts = verify_results(args.results)
     evals = f", {counts['evals']} run evaluations" if "evals" in counts else ""
     print(f"hasfl verify: {args.results}: {counts['data']} data-stage and {counts['runs']} run folders{evals} match "
@@ -179,9 +183,7 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     from hasfl.dag.store import adopt, store_of
     from hasfl.integrity import ResultsLock, verify_results
 
-    if not any(kind_root(args.results, kind).is_dir() for kind in ("data", "runs")):
-        raise ConfigError(f"'{args.results}' is not a results folder (no data/ or runs/ in it); "
-                          "expected e.g. results/quick")
+    _require_results_folder(args.results)
     lock = ResultsLock(args.results)
     lock.acquire()  # not while a DAG writes it
     try:

@@ -239,7 +239,7 @@ def verify_results(results: Path, expected_runs: Mapping[str, Mapping[str, Any]]
     """
     counts = {"data": 0, "runs": 0, "unfinished": 0}
     kinds = ["data", "runs"]
-    if kind_root(results, "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), one folder per table
+    if kind_root(results, "evals").is_dir():  # the runs' evaluations (hasfl.analysis.evaluations), a folder a table
         counts["evals"] = 0
         kinds.append("evals")
     for kind in kinds:

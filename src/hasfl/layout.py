@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "kind_dir", "kind_root",
-           "parse_folder", "result_folders", "run_folder"]
+__all__ = ["FOLDER_PATTERNS", "MANIFEST", "Folder", "data_folder", "eval_folder", "finished_folders", "kind_dir",
+           "kind_root", "parse_folder", "result_folders", "run_folder"]
 
 #: The file whose presence marks a folder finished (written last; :mod:`hasfl.integrity`).
 MANIFEST = "manifest.json"

@@ -35,7 +35,7 @@ from hasfl.analysis.page_refs import NOT_RUN, SHOWN_VERDICTS, estimand_counts, s
 from hasfl.config import ABSENT, dotted_differences
 from hasfl.errors import HasflError
 from hasfl.integrity import result_folders
-from hasfl.layout import run_folder
+from hasfl.layout import kind_dir, run_folder
 
 __all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
            "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block", "report_lines",
@@ -354,8 +354,7 @@ def _needed(f: Mapping[str, Any], folders: Sequence[str], methods: Mapping[str, 
     for u in f.get("units") or []:
         name = str(u.get("unit"))
         if name.count("/") == 2:
-            d, m, seed = name.split("/")  # a unit naming a run: <dataset>/<method>/seed<s>
-            want |= {r for r in folders if r.endswith(run_folder(d, m, seed.removeprefix("seed")))}
+            want |= {r for r in folders if r.endswith(f"{kind_dir('runs')}/{name}")}  # <dataset>/<method>/seed<s>
             continue
         dataset = name.split("/")[0]  # a dataset, or a dataset's variant unit (``fashion_mnist/sub-model``)
         want |= {r for r in folders if r.split("/")[-3:-2] == [dataset]

@@ -1,8 +1,8 @@
 """The job bodies of the DAG's data-stage, train and evaluate rules: each computes its output into the run store
 (:func:`hasfl.dag.store.place`: one entry per identity key, made unless finished) and links it into the results
 folder; the gate before the analysis (rule ``verify_runs``: :func:`verify_runs_job`) and ``hasfl train``'s run
-outside the DAG (:func:`train_job`). The identities come from :mod:`hasfl.dag.outputs`; the workflow's glue scripts call these through the warm
-worker (``hasfl.dag.jobs:train_run``).
+outside the DAG (:func:`train_job`). The identities come from :mod:`hasfl.dag.outputs`; the workflow's glue scripts
+call these through the warm worker (``hasfl.dag.jobs:train_run``).
 
 Torch-free at import; the job functions import the engine when they compute.
 """

@@ -15,7 +15,7 @@ without it are two entries of the store, a resume never crosses them (the checkp
 build under one never keeps the other's run in its folder (:meth:`RunRecord.why_stale`).
 
 Every site that keys, links, audits or gates a run builds a record here: the train rule's job
-(:func:`hasfl.dag.jobs.train_run`), the store's prediction (:func:`hasfl.dag.status.in_store`), the check of an
+(:func:`hasfl.dag.jobs.train_run`), the store's prediction (:func:`hasfl.dag.status.status`), the check of an
 entry against its key, adoption, the identity audit (:func:`hasfl.dag.outputs.audit`, also ``hasfl verify
 --config``) and the gate before the analysis (:func:`hasfl.dag.jobs.verify_runs_job`).
 

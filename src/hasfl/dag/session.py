@@ -35,6 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -48,7 +49,7 @@ from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_resu
 from hasfl.dag.outputs import cpu_class, keyed_config
 from hasfl.errors import HasflError
 from hasfl.integrity import IntegrityError, ResultsLock, verify_results
-from hasfl.layout import MANIFEST, finished_folders, parse_folder
+from hasfl.layout import MANIFEST, Folder, eval_folder, finished_folders, parse_folder
 from hasfl.logs import cap_console, console_width
 
 __all__ = ["Session", "base_config", "stop"]
@@ -319,20 +320,21 @@ class Session:
         """The job folders of ``linked`` (:attr:`hasfl.dag.status.Status.in_store`) whose job only links: a data
         stage or run the store holds; a run's evaluations when the store holds every table's and neither the run nor
         its data stage is rerun (the evaluate job's keys read their files)."""
-        from hasfl.analysis.evaluations import EVALS, evaluation_specs
+        from hasfl.analysis.evaluations import evaluation_specs
 
-        jobs = {f for f in linked if not f.startswith(EVALS + "/")}
-        tables: dict[str, set[str]] = {}
+        jobs: set[str] = set()
+        tables: dict[Folder, set[str]] = {}  # a run's evaluations job -> the tables the store holds
         for f in linked:
-            if f.startswith(EVALS + "/"):
-                run, table = f.rsplit("/", 1)
-                tables.setdefault(run, set()).add(table)
-        for run, held in tables.items():
-            named = parse_folder(run)
-            if named is None or named.run in self.reruns or named.data in self.reruns:
+            named = parse_folder(f)
+            if named is None or named.kind != "evals":
+                jobs.add(f)
+            else:
+                tables.setdefault(replace(named, table=None), set()).add(str(named.table))
+        for job, held in tables.items():
+            if job.run in self.reruns or job.data in self.reruns:
                 continue
-            if held >= set(evaluation_specs(self.config, named.dataset, str(named.method), self.eval_code)):
-                jobs.add(run)
+            if held >= set(evaluation_specs(self.config, job.dataset, str(job.method), self.eval_code)):
+                jobs.add(eval_folder(job.dataset, str(job.method), job.seed))
         return jobs
 
     # ------------------------------------------------------------------------------------------- around the jobs

@@ -92,8 +92,7 @@ class _StoreSide:
         self.found: list[str] = []  # not finished here, finished in the store
         self.links: list[str] = []  # finished here, linking another key's entry
         self.stages: dict[str, Mapping[str, Any]] = {}  # data folder -> the manifest of its entry
-        self.runs: dict[str, Mapping[str, Any]] = {}  # run folder -> the manifest of its finished entry
-        self.entries: dict[str, Path] = {}  # run folder -> its finished entry
+        self.runs: dict[str, tuple[Path, Mapping[str, Any]]] = {}  # run folder -> its finished entry, its manifest
         self.upstream: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # job -> its run's and stage's manifests
 
     def _here(self, rel: str, kind: str, manifest: Mapping[str, Any] | None) -> bool:
@@ -121,9 +120,10 @@ class _StoreSide:
         """The budget a control matches: read from its budget run's entry (its run.json) only when a control not
         finished here needs it, so a plan over a finished folder reads no run file."""
         try:
-            if rel not in self.entries:
+            if rel not in self.runs:
                 return None
-            return budget_of(self.entries[rel] / "run.json", method, dataset, seed, self.runs[rel])[2]
+            entry, manifest = self.runs[rel]
+            return budget_of(entry / "run.json", method, dataset, seed, manifest)[2]
         except (OSError, ValueError, KeyError, TypeError, IntegrityError):
             return None
 
@@ -141,7 +141,7 @@ class _StoreSide:
         found = self.read(entry)
         if found is None or other_kernels(found.get("identity") or {}, entry, self.device_class):
             return  # not finished, or made under another kernel pin: its job fails and says so
-        self.runs[rel], self.entries[rel] = found, entry
+        self.runs[rel] = (entry, found)
         if not here:
             self.found.append(rel)
 
@@ -153,7 +153,7 @@ class _StoreSide:
         if job not in self.upstream:
             d, m, sd = job
             run_rel, data_rel = run_folder(d, m, sd), data_folder(d, sd)
-            self.upstream[job] = (self.runs.get(run_rel) or self.read(self.results / run_rel),
+            self.upstream[job] = (self.runs[run_rel][1] if run_rel in self.runs else self.read(self.results / run_rel),
                                   self.stages.get(data_rel) or self.read(self.results / data_rel))
         run, stage = self.upstream[job]
         if run is None or stage is None:
