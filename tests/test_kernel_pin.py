@@ -128,3 +128,30 @@ def test_a_checkpoint_made_under_one_pin_is_not_resumed_under_another(tmp_path, 
     with caplog.at_level(logging.WARNING):
         assert Checkpointer(tmp_path / "checkpoint.pt", 1, plain).load() is None
     assert "of another run (differs in: device)" in caplog.text
+
+
+def test_a_new_folder_of_a_pinned_build_links_a_run_recorded_as_cpu_under_the_same_pin(tmp_path, unpinned):
+    """The store serves a pinned build's new folder a run recorded as ``cpu`` before the pin entered its class when
+    its timings.json names that very pin (hasfl.dag.store.run_entry: the judgement that already keeps such a run in
+    its own folder), so a page's runs are not trained again; a run made under another pin is never served."""
+    from hasfl.dag.store import run_entry, store_of
+
+    cfg, dc, results, stage = _world(tmp_path)
+    entry = _train(cfg, results, stage, results / "runs/digits/fedavg/seed42")
+    timings = json.loads((entry / "timings.json").read_text())
+    (entry / "timings.json").chmod(0o644)
+    _pin(unpinned)
+    record = job_record(run_slice(cfg, "digits", "fedavg", 42), data_manifest=read_manifest(stage))[0]
+    assert record.device_class == PINNED
+    # made without a pin: not served, the pinned key's own entry is named (its job trains)
+    assert run_entry(store_of(results), record) == (record.key(), store_of(results) / "runs" / record.key())
+    (entry / "timings.json").write_text(json.dumps({**timings, "isa_env": {**PIN, "MKL_CBWR": "AVX2"}}))
+    assert run_entry(store_of(results), record)[0] == record.key()  # another pin: not served either
+    (entry / "timings.json").write_text(json.dumps({**timings, "isa_env": PIN}))
+    assert run_entry(store_of(results), record) == (entry.name, entry)
+    out = tmp_path / "variant" / "runs/digits/fedavg/seed42"
+    assert _train(cfg, results, stage, out) == entry  # linked, not trained: no entry of the pinned key was made
+    assert not (store_of(results) / "runs" / record.key()).exists()
+    kept = audit(cfg | {"methods": ["fedavg"], "datasets": ["digits"], "seeds": [42]}, tmp_path / "variant",
+                 data_code="test-code", train_code=lambda m, d: record.code, device_class=PINNED)
+    assert "runs/digits/fedavg/seed42" in kept.current

@@ -16,7 +16,7 @@ from typing import Any
 
 from hasfl.dag.identity import digest
 from hasfl.dag.outputs import RunRecord, data_key, evaluation_identity, here, job_record, made_under, other_kernels
-from hasfl.dag.store import entry_of, manifest_of, place, store_of
+from hasfl.dag.store import manifest_of, place, run_entry, store_of
 from hasfl.integrity import (MANIFEST, IntegrityError, device_mix, identity_difference, read_manifest,
                              training_code_digest, verify_folder)
 from hasfl.io import InputFileError, write_json
@@ -56,8 +56,8 @@ def train_run(run_cfg: Mapping[str, Any], data_cfg: Mapping[str, Any], out_dir: 
             "own Snakefile")
     # the one record of what this run is: its key here, the identity its manifest records in the job
     record, target, diverged = job_record(run_cfg, data_manifest=data_manifest, hasfl_run=hasfl_run, code=installed)
-    key, source = record.key(), record.data_stage
-    entry = entry_of(store_of(results), "runs", key)
+    source = record.data_stage
+    key, entry = run_entry(store_of(results), record)
     finished = manifest_of(entry)
     refusal = None if finished is None else other_kernels(finished.get("identity") or {}, entry, record.device_class)
     if refusal:

@@ -17,7 +17,7 @@ from typing import Any
 from hasfl.dag.identity import Checkout, digest
 from hasfl.dag.outputs import (Audit, Manifests, RunRecord, audit, budget_of, data_key, data_source,
                                evaluation_identity, other_kernels, preset_jobs)
-from hasfl.dag.store import KINDS, STORE, entry_of, store_of, store_refusal, unwritable
+from hasfl.dag.store import KINDS, STORE, entry_of, run_entry, store_of, store_refusal, unwritable
 from hasfl.integrity import MANIFEST, IntegrityError
 from hasfl.layout import data_folder, result_folders, run_folder
 from hasfl.registry import METHODS
@@ -137,7 +137,7 @@ class _StoreSide:
             return
         record = RunRecord.planned(self.config, dataset, method, seed, code=self.code.train(method, dataset),
                                    device_class=self.device_class)
-        entry = entry_of(self.store, "runs", record.reading(self.stages[data_rel]).matching(matching).key())
+        _, entry = run_entry(self.store, record.reading(self.stages[data_rel]).matching(matching))
         found = self.read(entry)
         if found is None or other_kernels(found.get("identity") or {}, entry, self.device_class):
             return  # not finished, or made under another kernel pin: its job fails and says so

@@ -50,13 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hasfl.dag.outputs import RunRecord, data_key, data_source
+from hasfl.dag.outputs import RunRecord, data_key, data_source, made_under
 from hasfl.integrity import (MANIFEST, NOT_WRITABLE, STORE_NAME, IntegrityError, folder_problems, read_manifest,
                              verify_folder)
 from hasfl.layout import parse_folder, result_folders
 
 __all__ = ["KINDS", "STORE", "Repair", "adopt", "check_key", "entry_lock", "entry_of", "finished", "link_into",
-           "manifest_of", "named", "open_lock", "place", "repair_links", "store_of", "store_refusal", "unwritable"]
+           "manifest_of", "named", "open_lock", "place", "repair_links", "run_entry", "store_of", "store_refusal",
+           "unwritable"]
 
 #: The store's folder under ``results_dir``.
 STORE = STORE_NAME  # one name: hasfl.integrity refuses any command's output inside a store by it
@@ -285,6 +286,26 @@ def manifest_of(entry: Path) -> dict[str, Any] | None:
         return read_manifest(entry)
     except IntegrityError:
         return None  # the job names it
+
+
+def run_entry(store: Path, record: RunRecord) -> tuple[str, Path]:
+    """The key and entry of ``store`` that serve the run ``record``: its key's entry, unless that is not finished,
+    ``record`` runs on the CPU under a kernel pin, and the same run recorded as ``cpu`` (before the pin was part of
+    a run's key: ``record.on("cpu")``) is finished and was made under this very pin (its timings.json:
+    :func:`hasfl.dag.outputs.made_under`). That run's bytes are the ones a job of ``record`` would make, and a pinned
+    build already keeps such a run in the folder that holds it; linking it into another folder is the same
+    judgement (a run made under another pin, or none, is never served: the job trains under ``record``'s key).
+    Reads manifests only; the job that links checks every file (:func:`place`)."""
+    key = record.key()
+    entry = entry_of(store, "runs", key)
+    if not str(record.device_class).startswith("cpu:") or manifest_of(entry) is not None:
+        return key, entry
+    older = record.on("cpu").key()
+    kept = entry_of(store, "runs", older)
+    found = manifest_of(kept)
+    if found is not None and made_under(found.get("identity") or {}, kept) == record.device_class:
+        return older, kept
+    return key, entry
 
 
 @dataclass(frozen=True)
