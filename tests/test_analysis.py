@@ -464,6 +464,10 @@ def test_figures_are_written_and_deterministic(synthetic_results):
         MT.job(name, all_runs, ["digits"], params["methods"], seeds, t / f"{name}.parquet",
                t / f"{name}_seeds.parquet", t / f"{name}.md")
     write_parquet(pd.DataFrame(columns=POOLED_COLUMNS), t / "table8_estimators.parquet")
+    # the batch-norm sensitivity Figure 6 reads its accuracies through: no run re-evaluated (each as trained)
+    from hasfl.analysis.per_run.bn_sensitivity import COLUMNS as BN_COLUMNS
+
+    write_parquet(pd.DataFrame(columns=BN_COLUMNS), t / "bn_sensitivity.parquet")
     for slug, spec in FIGURES.items():
         tabs = {name: t / f"{name}.parquet" for name in spec.tables}  # the tables its registry entry names
         runs = (run_paths(root, "digits", [m for m in spec.methods if m in ran], seeds, spec.run_files)

@@ -358,6 +358,48 @@ def test_fig6_hollow_markers_for_floor_methods_and_dodged_points():
     assert any("half-filled: some seeds" in t for t in texts)
 
 
+def test_fig6_draws_each_run_where_the_findings_read_it(tmp_path, monkeypatch):
+    """A run trained under per-width statistics whose method is evaluated with test-batch statistics (uniform_rolling:
+    its curve at the floor, 22.6% under its declared rule) is drawn at its declared-rule accuracy and filled, as the
+    findings call it learned; the run whose final model stays at the floor under the rule too is the hollow one."""
+    rows, sens = [], []
+    for s, (logged, best, declared) in zip(SEEDS, ((10.0, 10.1, 22.6), (10.0, 10.1, 10.0), (10.0, 10.1, 24.0)),
+                                           strict=True):
+        rows.append({"dataset": "fashion_mnist", "method": "uniform_rolling", "seed": s, "status": "completed",
+                     "final_acc_pct": logged, "best_acc_pct": best, "avg_p": 0.44, "avg_p_trained": 0.44,
+                     "upload_mb": 0.04, "majority_pct": 10.0, "chance_pct": 10.0, "floor_tol_pct": 0.5,
+                     "at_floor": True})
+        for mode, acc in (("per_width", logged), ("batch", declared)):
+            sens.append({"dataset": "fashion_mnist", "method": "uniform_rolling", "seed": s, "status": "completed",
+                         "run_mode": "per_width", "mode": mode, "final_acc_pct": acc, "logged_final_acc_pct": logged})
+    t = tmp_path / "tables"
+    t.mkdir()
+    inputs = {}
+    for name in F6.TABLES:
+        frame = pd.DataFrame(rows if name == "table4_coverage_seeds" else [], columns=list(rows[0]))
+        write_parquet(frame.astype({"at_floor": "boolean"}), t / f"{name}.parquet")
+        inputs[name] = [str(t / f"{name}.parquet")]
+    write_parquet(pd.DataFrame(sens), t / "bn_sensitivity.parquet")
+    drawn: dict = {}
+    monkeypatch.setattr(F6, "save_figure", lambda fig, png, pdf: drawn.__setitem__("fig", fig))
+    params = {"datasets": ["fashion_mnist"], "methods": ["uniform_rolling"], "seeds": SEEDS}
+    mk = method_marker("uniform_rolling")
+
+    def point(given):
+        F6.compute(given, {"png": "x.png", "pdf": "x.pdf"}, params)
+        line = next(ln for ln in drawn["fig"].axes[0].get_lines() if ln.get_marker() == mk and len(ln.get_ydata()))
+        return float(line.get_ydata()[0]), line.get_markerfacecolor(), line.get_fillstyle(), _legend_texts(drawn["fig"])
+
+    y, face, fill, texts = point({**inputs, F6.RULE_TABLE: [str(t / "bn_sensitivity.parquet")]})
+    assert y == pytest.approx((22.6 + 10.0 + 24.0) / 3)  # the declared rule's accuracies, as the findings read them
+    assert fill == "left" and face != "white"  # one seed of three failed to train: half-filled, not hollow
+    assert any("declared batch-norm rule" in x for x in texts)
+    y, face, fill, texts = point(inputs)  # without the sensitivity: the logged accuracy, every seed at the floor
+    assert y == pytest.approx(10.0) and face == "white"
+    assert not any("declared batch-norm rule" in x for x in texts)
+    assert F6.RULE_TABLE in FIGURES["fig6_frontier"].tables  # the workflow hands the figure the sensitivity
+
+
 def test_fig4_has_the_capacity_line_and_marks_warmup_and_adaptation_rounds():
     assert FIGURES["fig4_heterogeneity_allocation"].data_clients  # the mean capacity comes from the data stage
     traj = pd.DataFrame({"dataset": "d", "method": "hasfl", "seed": 1, "round": np.arange(1, 31),

@@ -72,19 +72,22 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
     figure_entry(
         "fig6_frontier", 6, "Accuracy-capacity frontier",
         (*_FRONTIER, *(m for m in METHODS if m not in _FRONTIER)), (),
-        "Final test accuracy of every method against what it costs a client, one column per dataset. Top: "
+        "Final test accuracy of every method (each run's final model under its method's declared batch-norm rule, "
+        "as the findings read it: tables/bn_sensitivity.parquet) against what it costs a client, one column per "
+        "dataset. Top: "
         "against the average width trained and uploaded per client-round (filled marker); a cross joined to it "
         "by a thin line marks the average width allocated, which differs for FjORD (its clients train at "
         "their capacity and distil the allocated width) and for FIARSE where a preset runs it (it trains the whole "
         "model under a magnitude mask of the allocated share). Bottom: against the mean upload per client-round in "
         "MB (cost model of Table 1). Error bars: plus or minus one sample standard deviation over the "
-        "{n_seeds} seeds, on both axes. Hollow marker: in every seed the method never rose more than {floor_tol} "
-        "points above the majority-class rate (grey dashed line; dotted: chance rate); half-filled: in some "
+        "{n_seeds} seeds, on both axes. Hollow marker: every seed failed to train as the findings read it (its "
+        "accuracy never rose more than {floor_tol} points above the majority-class rate, grey dashed line, and its "
+        "final model under the declared rule not above it either; dotted: chance rate); half-filled: some "
         "seeds. Points that would "
         "hide each other (same cost, nearly the same accuracy: e.g. the full-model methods at width 1) are spread "
         "sideways by 3% of the axis width per point; that offset is not part of the data.",
         tables=("table3_allocation_seeds", "table4_coverage_seeds", "table6_full_model_seeds",
-                "table7_shakespeare_seeds"), results_page=1),
+                "table7_shakespeare_seeds", "bn_sensitivity"), results_page=1),
     figure_entry(
         "fig7_convergence_full_model", 7, "Convergence vs full-model methods",
         ("hasfl", "fedavg", "scaffold", "fedprox"), ("rounds.parquet", "run.json"),

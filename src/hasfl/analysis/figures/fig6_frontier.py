@@ -6,7 +6,11 @@ Reads no run files: every number comes from the per-seed files of the method tab
 (:data:`TABLES`: Tables 3, 4, 6 and 7, ``tables/<table>_seeds.parquet``), whose rows carry each
 run's status, final accuracy, allocated ``avg_p``, the costs as paid (``avg_p_trained``,
 ``upload_mb``), the floor flag ``at_floor`` and the dataset's floors. A run several tables
-list (hasfl is in all four) is drawn once.
+list (hasfl is in all four) is drawn once. With the batch-norm sensitivity (:data:`RULE_TABLE`), each
+run's final accuracy and floor flag are the findings' own: under its method's declared batch-norm rule
+(:func:`hasfl.analysis.bn_sensitivity.tables_under`), so a point sits where the verdicts read it (a run
+trained under per-width statistics whose authors evaluate with test-batch statistics is drawn at the
+latter) and a hollow marker is a run the findings call failed to train.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from hasfl.analysis.figures.reading import (
     datasets_of,
     floor_flags,
     n_seeds_of,
+    paths,
     read_table,
     seeds_of,
 )
@@ -44,18 +49,21 @@ from hasfl.analysis.figures.style import (
 from hasfl.analysis.floors import FLOOR_COLUMNS
 from hasfl.analysis.labels import dataset_label, method_color, method_label, method_marker
 
-__all__ = ["RUN_COLUMNS", "SLUG", "TABLES", "compute", "figure", "frontier_runs", "table_floors"]
+__all__ = ["RULE_TABLE", "RUN_COLUMNS", "SLUG", "TABLES", "compute", "figure", "frontier_runs", "table_floors"]
 
 SLUG = "fig6_frontier"
-#: The tables this figure reads (its registry entry's): the per-seed rows of the method tables 3, 4, 6 and 7,
-#: which together hold every run of the figure's methods on every dataset.
-TABLES: tuple[str, ...] = FIGURES[SLUG].tables
+#: Every run's final model under every batch-norm mode: where the figure reads each run's accuracy under its
+#: method's declared rule, as findings.json does.
+RULE_TABLE = "bn_sensitivity"
+#: The tables the points come from (its registry entry's, less :data:`RULE_TABLE`): the per-seed rows of the method
+#: tables 3, 4, 6 and 7, which together hold every run of the figure's methods on every dataset.
+TABLES: tuple[str, ...] = tuple(t for t in FIGURES[SLUG].tables if t != RULE_TABLE)
 #: What the figure needs of every run.
 RUN_COLUMNS = ("dataset", "method", "seed", "status", "final_acc_pct", "avg_p", "avg_p_trained", "upload_mb")
 
 
 def figure(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence[str], *, floors: Floors | None = None,
-           flags: FloorFlags | None = None, n_seeds: int | None = None) -> Figure:
+           flags: FloorFlags | None = None, n_seeds: int | None = None, declared: bool = False) -> Figure:
     """Figure 6: final accuracy vs average cost, as allocated and as paid.
 
     Top row: final accuracy vs the average width trained and uploaded ``avg_p_trained``
@@ -63,7 +71,8 @@ def figure(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence[str], 
     FjORD, whose clients train at pmax). Bottom row: final accuracy vs the mean upload MB
     per client-round (cost model). Mean +- sample std over the completed seeds. Points
     that would hide each other are dodged sideways; hollow markers: runs at the
-    floor. ``runs`` has :data:`RUN_COLUMNS` (:func:`frontier_runs`).
+    floor. ``runs`` has :data:`RUN_COLUMNS` (:func:`frontier_runs`). ``declared``: the accuracies and flags are
+    read under each method's declared batch-norm rule (the legend says so).
     """
     set_style()
     n = max(1, len(datasets))
@@ -131,6 +140,9 @@ def figure(runs: pd.DataFrame, datasets: Sequence[str], methods: Sequence[str], 
               Line2D([], [], color=GREY, ls=":", lw=1.1, label="chance rate (1 / classes)")] if floors else []
     extra.append(Line2D([], [], color="0.3", marker="|", ls="none", ms=9,
                         label=f"error bars: ± 1 sample std over {n_seeds or 'the'} seeds"))
+    if declared:
+        extra.append(Line2D([], [], ls="none", label="accuracy and floor: each method's declared batch-norm rule, "
+                            "as the findings read them"))
     fig.suptitle("Final accuracy vs cost per client-round (the paper's accuracy-capacity frontier)")
     fig.tight_layout()
     fig.legend(handles=[*legend.values(), *extra], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8,
@@ -186,11 +198,18 @@ def table_floors(runs: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
     """Write Figure 6 to ``outputs["png"]`` / ``outputs["pdf"]`` from the tables :data:`TABLES`
-    (``inputs[name] = [path]``); the flags and floor lines are the tables' own."""
-    runs = frontier_runs({name: read_table(inputs, name, SLUG) for name in TABLES})
+    (``inputs[name] = [path]``), each run's accuracy and floor flag under its method's declared batch-norm rule when
+    :data:`RULE_TABLE` is among the inputs; the floor lines are the tables' own."""
+    tables = {name: read_table(inputs, name, SLUG) for name in TABLES}
+    declared = bool(paths(inputs, RULE_TABLE))
+    if declared:
+        from hasfl.analysis.bn_sensitivity import declared_rules, tables_under
+
+        tables = tables_under(tables, read_table(inputs, RULE_TABLE, SLUG), declared_rules())
+    runs = frontier_runs(tables)
     seeds = seeds_of(params)
     if seeds and len(runs):
         runs = runs[runs["seed"].isin(seeds)]
     fig = figure(runs, datasets_of(params), list(params.get("methods", [])), floors=table_floors(runs),
-                 flags=floor_flags(runs), n_seeds=n_seeds_of(params))
+                 flags=floor_flags(runs), n_seeds=n_seeds_of(params), declared=declared)
     save_figure(fig, outputs["png"], outputs["pdf"])
