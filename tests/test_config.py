@@ -351,3 +351,31 @@ def test_the_headline_rung_shares_the_coverage_rungs_data_and_baseline_runs(repo
     assert data_config(head, "fashion_mnist") == data_config(medium, "fashion_mnist")
     needed = {m for fid in ("F1a", "F1b", "F1c", "F1d", "F2a", "F3", "F4", "F6") for m in FINDING_METHODS.get(fid, ())}
     assert needed and needed <= set(head["methods"]), needed - set(head["methods"])
+
+
+def test_the_width_ladders_rungs_differ_from_the_headline_rung_only_in_width(repo) -> None:
+    """presets/medium-headline-w8.yaml and -w16.yaml on top of the headline rung: HAS-FL and FedAvg (the methods of
+    F1a, F1c, F6 and F4), the headline's seeds and every config key of its runs but the model's channels and hidden
+    width (which scale with the base width as the headline's do); width 8 is the medium preset's model, so the store
+    links the medium rung's hasfl and fedavg runs of seeds 42-44."""
+    from hasfl.analysis.findings import FINDING_METHODS
+    from hasfl.config import load_config, run_config
+
+    presets = repo / "presets"
+    base = [presets / "medium.yaml", presets / "medium-headline.yaml"]
+    head = load_config(base)
+    medium = load_config([presets / "medium.yaml"])
+    for width in (8, 16):
+        rung = load_config([*base, presets / f"medium-headline-w{width}.yaml"])
+        assert rung["name"] == f"medium-headline-w{width}" and rung["seeds"] == head["seeds"]
+        assert set(rung["methods"]) == {m for f in ("F1a", "F1c", "F6", "F4") for m in FINDING_METHODS[f]}
+        model = rung["dataset_params"]["fashion_mnist"]["model"]
+        assert model["channels"][0] == width and model["hidden"] == 8 * width
+        for m in rung["methods"]:
+            mine, theirs = run_config(rung, "fashion_mnist", m, 42), run_config(head, "fashion_mnist", m, 42)
+            mine["dataset_params"]["model"].pop("channels"), theirs["dataset_params"]["model"].pop("channels")
+            mine["dataset_params"]["model"].pop("hidden"), theirs["dataset_params"]["model"].pop("hidden")
+            assert mine == theirs, m
+        if width == 8:
+            for m in rung["methods"]:
+                assert run_config(rung, "fashion_mnist", m, 42) == run_config(medium, "fashion_mnist", m, 42), m

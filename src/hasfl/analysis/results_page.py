@@ -48,6 +48,7 @@ from hasfl.analysis.provenance import (
     total_cpu_hours,
 )
 from hasfl.errors import HasflError
+from hasfl.integrity import read_manifest
 from hasfl.io import atomic_path
 from hasfl.staging import staged_folder
 
@@ -311,6 +312,53 @@ def longer_horizons(base: Mapping[str, Any], overlays: Mapping[Path, tuple[dict[
         if rounds is not None and theirs is not None and theirs > rounds:
             out.append((path.name, doc, horizon_rows(base, doc)))
     return out
+
+
+LADDER_LEAD = (
+    "The estimands of the paper's capacity confound at each base width (channels of the first layer) that this "
+    "page's folder and its overlays ran on {dataset}, at one setting (data, federation, local training) and one seed "
+    "set, beside the paper's values at its width 64. A measured row is that folder's unit of the finding: its "
+    "estimate, its two-sided interval where the unit has one (else the interval its test reads, level given) and its "
+    "verdict at that folder's horizon. A **published** row is the paper's: the mean over its 3 seeds with +- their "
+    "sample sd (a spread, not an interval), F4's the difference of two published means; it is never pooled with a "
+    "measured row. The reading below the figure states distances from the numbers and carries no verdict.")
+
+
+def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, Any],
+                 verified: Mapping[Path, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[list[str], dict[str, Any]]:
+    """The width-ladder section (:mod:`hasfl.analysis.ladder`) where an overlay folder runs a dataset at another
+    base width than the page's folder: per such dataset its table, its figure (returned by file name, drawn into the
+    page's figure folder) and its reading. Each run's width and setting are read from its manifest's recorded config
+    slice. Nothing where no overlay changes the width."""
+    from hasfl.analysis import ladder
+
+    def configs(folder: Path, runs: Mapping[str, Any]) -> dict[str, Any]:
+        return {rel: ((read_manifest(folder / rel) or {}).get("identity") or {}).get("config") for rel in runs}
+
+    folders = {results.name: (manifest["runs"], doc, configs(results, manifest["runs"]))}
+    for path, (m, d) in verified.items():
+        folders[path.name] = (m["runs"], d, configs(path, m["runs"]))
+    try:
+        rungs = ladder.folder_rungs(folders)
+        lines: list[str] = []
+        figures: dict[str, Any] = {}
+        for dataset, found in sorted(rungs.items()):
+            base = next((r.width for r in found if r.folder == results.name), None)
+            steps = [r for r in found if r.folder == results.name or r.width != base]
+            if base is None or len({r.width for r in steps}) < 2:
+                continue
+            frame = ladder.ladder_frame(steps, dataset)
+            name = f"width_ladder_{dataset}.png"
+            figures[name] = ladder.figure(frame)
+            lines += [f"## Width ladder ({dataset})", "", LADDER_LEAD.format(dataset=dataset), "",
+                      *ladder.table_lines(frame), "", f"![width ladder]({{fig_dir}}/{name})", "",
+                      "*Width ladder.* Measured estimates with their intervals against the base width (log scale), "
+                      "the paper's published values at width 64 as hollow markers, one per published dataset "
+                      "(bars: +- the sd over its seeds).",
+                      "", *ladder.reading_lines(frame), ""]
+    except ladder.LadderError as exc:
+        raise ResultsPageError(str(exc)) from None
+    return lines, figures
 
 
 def _pct(x: Any) -> str:
@@ -578,6 +626,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
               *_findings_table(findings, *_levels(doc)), ""]
     lines += reproduce_lines(rows, prov["kernels"])
     lines += horizon_lines(doc, longer)
+    ladder, ladder_figures = ladder_lines(results, manifest, doc, verified)
+    lines += [line.replace("{fig_dir}", fig_dir.name) for line in ladder]
     for overlay in overlays:
         lines += _overlay_lines(Path(overlay), verified[Path(overlay)], files, analysis_code)
     lines += ["## Tables", ""]
@@ -590,7 +640,8 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     ctx = _figure_context(files, len(seeds), (doc.get("thresholds") or {}).get("ci_level"))
     # the figures and the page replace the old ones together: staged beside them, renamed into place only when
     # every file is written (a full disk leaves the old page and its figures, never half of each)
-    with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and f.stem in ARTIFACT_FIGURES),
+    with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and (f.stem in ARTIFACT_FIGURES
+                                                                      or f.stem.startswith("width_ladder_"))),
                        make_empty=False) as staging:
         for slug, fallback in FIGURES:
             for s in (slug, fallback):
@@ -603,6 +654,11 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
                     spec = ARTIFACT_FIGURES[s]
                     lines += [f"*Figure {spec.paper}.* {figure_caption(s, ctx)}", ""]
                     break
+        for file_name, fig in ladder_figures.items():
+            import matplotlib.pyplot as plt
+
+            fig.savefig(staging / file_name, dpi=100, metadata={"Software": None})
+            plt.close(fig)
         lines += provenance_lines(prov)
         with atomic_path(out_md) as tmp:
             tmp.write_text("\n".join(lines).rstrip() + "\n")
