@@ -193,6 +193,11 @@ def test_the_headline_page_shows_the_ladder_of_its_width_overlays(hasfl_cli, tmp
     assert "![width ladder](medium-headline/width_ladder_fashion_mnist.png)" in section
     assert (out.parent / "medium-headline" / "width_ladder_fashion_mnist.png").stat().st_size > 5000
     assert "- **F1a** (r(H~, pmax), hasfl): -0.17 at width 8" in section
+    # the protocol against the paper's, from the runs' config slices and config.yaml: 200 images a class over 20
+    # clients at batch 64 is 2 local steps a round; the paper's CIFAR-10 clients take 40 a local epoch, 5 epochs
+    assert "| base width | 8, 16, 32 | 64 | 64 |" in section
+    assert "| train images per client | 100 | 2500 |" in section and "| local steps per round | 2 | 200 |" in section
+    assert "| rounds | 100 | 200 | 200 |" in section
     # without the width overlays: no ladder
     res = hasfl_cli("results-page", page_folder, out, "--configfile", *base)
     assert res.returncode == 0, res.stderr

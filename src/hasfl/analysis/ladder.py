@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["COLUMNS", "ESTIMANDS", "SETTING", "Estimand", "LadderError", "Rung", "figure", "folder_rungs",
-           "ladder_frame", "published_rows", "reading_lines", "table_lines"]
+__all__ = ["COLUMNS", "ESTIMANDS", "PAPER_DATASETS", "SETTING", "Estimand", "LadderError", "Rung", "figure",
+           "folder_rungs", "ladder_frame", "protocol_lines", "published_rows", "reading_lines", "table_lines"]
 
 
 class LadderError(ValueError):
@@ -70,6 +70,7 @@ class Rung:
     findings: Mapping[str, Any]
     setting: Mapping[str, Any]
     seeds: tuple[int, ...]
+    config: Mapping[str, Any] = field(default_factory=dict)  # one run's recorded config slice
 
 
 #: What a run's config slice must share with the other rungs' (dotted keys): its data, its federation and its local
@@ -92,6 +93,7 @@ def folder_rungs(folders: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any
     out: dict[str, list[Rung]] = {}
     for name, (runs, doc, configs) in folders.items():
         per: dict[str, tuple[set[int], list[Any], set[int]]] = {}
+        one: dict[str, Mapping[str, Any]] = {}
         for rel in runs:
             _, dataset, _method, seed = rel.split("/")
             cfg = configs.get(rel) or {}
@@ -104,11 +106,13 @@ def folder_rungs(folders: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any
             if setting not in settings:
                 settings.append(setting)
             seeds.add(int(seed.removeprefix("seed")))
+            one.setdefault(dataset, cfg)
         for dataset, (widths, settings, seeds) in per.items():
             if len(widths) > 1 or len(settings) > 1:
                 raise LadderError(f"folder '{name}' runs {dataset} at base widths {sorted(widths)} or in "
                                   f"{len(settings)} settings: a rung is one width and one setting")
-            out.setdefault(dataset, []).append(Rung(name, widths.pop(), doc, settings[0], tuple(sorted(seeds))))
+            out.setdefault(dataset, []).append(Rung(name, widths.pop(), doc, settings[0], tuple(sorted(seeds)),
+                                                    one[dataset]))
     return out
 
 
@@ -268,6 +272,45 @@ def reading_lines(frame: pd.DataFrame) -> list[str]:
                    f"{_num(target)} (width 64, {', '.join(sorted(set(pub['dataset'])))}). The distance to it, "
                    f"{', '.join(_num(d) for d in dist)} at widths {widths}, {trend}; whether a step is more than "
                    "seed noise is for the intervals in the table to say.")
+    return out
+
+
+#: The paper's own datasets, whose runs Table 5 reports.
+PAPER_DATASETS = ("cifar10", "emnist")
+
+
+def _protocol(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """What a run's config slice ``cfg`` of ``dataset`` gives of the protocol: base width, train images per client and
+    local steps per round at an equal split of the training set over the clients (``train_per_class`` x classes, or
+    the whole training set when it is null: :data:`hasfl.registry.DATASETS`' facts), rounds, clients per round."""
+    from hasfl.registry import DATASETS
+
+    facts = DATASETS[dataset].facts
+    params = cfg.get("dataset_params") or {}
+    fed = cfg.get("federation") or {}
+    optim = params.get("optim") or {}
+    per_class = params.get("train_per_class")
+    train = facts.train if per_class is None else int(per_class) * facts.classes
+    per_client = train / int(fed.get("clients", 1))
+    steps = math.ceil(per_client / int(optim.get("batch_size", 1))) * int(optim.get("local_epochs", 1))
+    return {"base width": int((params.get("model") or {}).get("channels", [0])[0]),
+            "train images per client": round(per_client), "local steps per round": steps,
+            "rounds": fed.get("rounds"), "clients per round": f"{fed.get('clients_per_round')} of {fed.get('clients')}"}
+
+
+def protocol_lines(rungs: Sequence[Rung], dataset: str, paper: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """How far the ladder's protocol is from the paper's, parameter by parameter: the rungs' (their widths, and the
+    setting they share) beside the paper's runs of Table 5 (``paper``: dataset -> the run config slice config.yaml
+    gives, :data:`PAPER_DATASETS`), images and steps at an equal split (clients differ under the Dirichlet
+    partition)."""
+    ours = _protocol(sorted(rungs, key=lambda r: r.width)[0].config, dataset)
+    widths = ", ".join(str(r.width) for r in sorted(rungs, key=lambda r: r.width))
+    theirs = {d: _protocol(cfg, d) for d, cfg in paper.items()}
+    head = f"| Parameter | this ladder ({dataset}) | " + " | ".join(f"the paper ({d})" for d in theirs) + " |"
+    out = [head, "|---|---:|" + "---:|" * len(theirs)]
+    for key in ours:
+        mine = widths if key == "base width" else ours[key]
+        out.append(f"| {key} | {mine} | " + " | ".join(str(t[key]) for t in theirs.values()) + " |")
     return out
 
 

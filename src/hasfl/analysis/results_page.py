@@ -324,6 +324,15 @@ LADDER_LEAD = (
     "measured row. The reading below the figure states distances from the numbers and carries no verdict.")
 
 
+def _paper_slices() -> dict[str, Any]:
+    """The paper's protocol per dataset of Table 5: the hasfl run slice this checkout's config.yaml gives."""
+    from hasfl.analysis.ladder import PAPER_DATASETS
+    from hasfl.config import load_config, run_config
+
+    paper = load_config([REPO / "config.yaml"])
+    return {d: run_config(paper, d, "hasfl", int(paper["seeds"][0])) for d in PAPER_DATASETS}
+
+
 def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, Any],
                  verified: Mapping[Path, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[list[str], dict[str, Any]]:
     """The width-ladder section (:mod:`hasfl.analysis.ladder`) where an overlay folder runs a dataset at another
@@ -351,7 +360,10 @@ def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, A
             name = f"width_ladder_{dataset}.png"
             figures[name] = ladder.figure(frame)
             lines += [f"## Width ladder ({dataset})", "", LADDER_LEAD.format(dataset=dataset), "",
-                      *ladder.table_lines(frame), "", f"![width ladder]({{fig_dir}}/{name})", "",
+                      *ladder.table_lines(frame), "",
+                      "Where the ladder's protocol stands against the paper's runs of Table 5 (its config slices, "
+                      "config.yaml; images and local steps at an equal split of the training set over the clients):",
+                      "", *ladder.protocol_lines(steps, dataset, _paper_slices()), "", f"![width ladder]({{fig_dir}}/{name})", "",
                       "*Width ladder.* Measured estimates with their intervals against the base width (log scale), "
                       "the paper's published values at width 64 as hollow markers, one per published dataset "
                       "(bars: +- the sd over its seeds).",
