@@ -124,7 +124,8 @@ def test_folder_rungs_read_each_runs_width_and_setting():
                "w16": (runs, {}, {r: cfg(16) for r in runs})}
     rungs = ladder.folder_rungs(folders)
     assert list(rungs) == ["fashion_mnist"]  # no width on the LSTM's dataset
-    assert [(r.folder, r.width, r.seeds) for r in rungs["fashion_mnist"]] == [("w8", 8, (42, 43)), ("w16", 16, (42, 43))]
+    assert [(r.folder, r.width, r.seeds) for r in rungs["fashion_mnist"]] == [("w8", 8, (42, 43)),
+                                                                              ("w16", 16, (42, 43))]
     mixed = {r: cfg(8 if "hasfl" in r else 16) for r in runs}
     with pytest.raises(ladder.LadderError, match="folder 'w8' runs fashion_mnist at base widths \\[8, 16\\]"):
         ladder.folder_rungs({"w8": (runs, {}, mixed)})

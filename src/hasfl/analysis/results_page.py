@@ -363,7 +363,8 @@ def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, A
                       *ladder.table_lines(frame), "",
                       "Where the ladder's protocol stands against the paper's runs of Table 5 (its config slices, "
                       "config.yaml; images and local steps at an equal split of the training set over the clients):",
-                      "", *ladder.protocol_lines(steps, dataset, _paper_slices()), "", f"![width ladder]({{fig_dir}}/{name})", "",
+                      "", *ladder.protocol_lines(steps, dataset, _paper_slices()), "",
+                      f"![width ladder]({{fig_dir}}/{name})", "",
                       "*Width ladder.* Measured estimates with their intervals against the base width (log scale), "
                       "the paper's published values at width 64 as hollow markers, one per published dataset "
                       "(bars: +- the sd over its seeds).",
