@@ -468,6 +468,11 @@ def test_figures_are_written_and_deterministic(synthetic_results):
     from hasfl.analysis.per_run.bn_sensitivity import COLUMNS as BN_COLUMNS
 
     write_parquet(pd.DataFrame(columns=BN_COLUMNS), t / "bn_sensitivity.parquet")
+    # Table 10 (Figure 10): E0 of every run against capacity and TV, from the same runs
+    from hasfl.analysis.tables import table10_inheritance as T10
+
+    T10.job(data_clients, run_paths(root, "digits", ran, seeds, ("clients.parquet", "run.json")), ["digits"], ran,
+            seeds, t / "table10_inheritance.parquet", t / "table10_inheritance.md")
     for slug, spec in FIGURES.items():
         tabs = {name: t / f"{name}.parquet" for name in spec.tables}  # the tables its registry entry names
         runs = (run_paths(root, "digits", [m for m in spec.methods if m in ran], seeds, spec.run_files)
@@ -546,7 +551,7 @@ def test_snakemake_dry_run_lists_analysis_jobs(quick_dry_run):
 
     # one generated rule per artifact of the registry (the four method tables and the figures included),
     # each run once, plus findings.json, report.md and the analysis manifest
-    assert {*METHOD_TABLES, *FIGURES} <= set(ARTIFACTS) and len(METHOD_TABLES) == 4 and len(FIGURES) == 8
+    assert {*METHOD_TABLES, *FIGURES} <= set(ARTIFACTS) and len(METHOD_TABLES) == 4 and len(FIGURES) == 9
     expected = {**{f"analysis_{name}": 1 for name in ARTIFACTS}, "analysis_findings": 1, "analysis_report": 1,
                 "analysis_manifest": 1}
     counts = {}

@@ -19,6 +19,7 @@ import pytest
 
 from hasfl.analysis import findings as F
 from hasfl.analysis import stats
+from hasfl.analysis.findings.f10_inheritance import T10
 from hasfl.analysis.specs import DEFAULT_THRESHOLDS, resolve_thresholds
 
 SEEDS = (42, 43, 44)
@@ -88,8 +89,12 @@ def base_tables() -> dict[str, pd.DataFrame]:
     t4b = [{"dataset": "cifar10", "method": m, "seed": 42, "status": "completed", "t0": 10, "p_hi_after_t0": p,
             "capped_after_t0": p < 1, "n_stale": n, "n_stale_changed": 0, "max_abs_change_stale": 0.0}
            for m, p, n in (("uniform", 0.5, 100), ("hasfl_nocov", 0.75, 40), ("hasfl", 1.0, 0))]
+    # Table 10 (Section 4.7): E0 of sub-model methods coupled to capacity (F10a), of the equal-width one not (F10b)
+    t10 = [{**r, "population": "sub-model"} for m in ("hasfl", "heterofl") for r in t5(m, "cifar10")]
+    t10 += [{**r, "population": "equal widths"}
+            for r in t5("fedavg", "cifar10", r_h_pmax=[0.01, -0.02, 0.0], r_h_tv=[0.5] * 3)]
     return {F.T5: frame(t5_rows), F.T3S: frame(t3s), F.T4S: frame(t4s), F.T6S: frame(t6s), F.T7S: frame(t7s),
-            F.MBS: frame(mbs), F.P3: frame(p3), F.T4B: frame(t4b)}
+            F.MBS: frame(mbs), F.P3: frame(p3), F.T4B: frame(t4b), T10: frame(t10)}
 
 
 DATASETS = ["cifar10", "shakespeare"]
@@ -576,7 +581,9 @@ def test_registry_ids_are_unique_and_in_findings_json_order(tmp_path):
         for fid in spec.ids:
             f = by_id[fid]
             assert f["margin_key"] is None or f["margin_key"].removeprefix("analysis.") in spec.margins, fid
-            assert {p.removeprefix("tables/").removesuffix(".parquet") for p in f["files"]} <= set(spec.tables), fid
+            # a table read when given (OPTIONAL_TABLES: the workflow always gives them) need not be the spec's
+            assert {p.removeprefix("tables/").removesuffix(".parquet") for p in f["files"]} <= {
+                *spec.tables, *F.OPTIONAL_TABLES}, fid
     assert set(F.REQUIRED_TABLES) | set(F.ESTIMATOR_TABLES) == {t for s in F.FINDINGS for t in s.tables}
 
 

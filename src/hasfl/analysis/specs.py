@@ -183,6 +183,9 @@ MARGINS: dict[str, MarginSpec] = {
                    "F9a: decay(uniform) - decay(uniform_rolling) must exceed this (points)"),
         MarginSpec("f9_min_acc_gap_pct", 0.0, -100.0, 100.0, False, False,
                    "F9b-F9g: final acc(rolling, sampled or masked) - final acc(prefix) must exceed this (points)"),
+        MarginSpec("f10_equiv_r_e_pmax", 0.36, 0.0, 1.0, True, True,
+                   "F10a/F10b: a method's pooled r(E0, pmax) inside +-this is shown uncoupled from capacity "
+                   "(F1d's margin)"),
         MarginSpec("f7_min_pr_e_tv", 0.36, 0.0, 1.0, True, True,
                    "F7: a usable data signal: pooled r(E, TV | pmax) of an estimator at least this (F1c's margin)"),
         MarginSpec("comparison_k_std", 2.0, 0.0, 10.0, True, False,

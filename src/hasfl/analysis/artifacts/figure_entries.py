@@ -106,6 +106,18 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         "class frequencies, not the task.",
         floors=True),
     figure_entry(
+        "fig10_inheritance", 10, "Who inherits the confound: E0 of every method against capacity and the data",
+        tuple(METHODS), (),
+        "Section 4.7 (who inherits the confound). One row per method the preset ran, one row of panels per dataset. "
+        "Left: each run's correlation, over its clients, of the update-divergence estimate E0 (Eqs. 4-5, which "
+        "every run logs whatever method trained it) with the client's capacity pmax (small dots, one per seed) and "
+        "the mean over the seeds (diamond); the grey band is the equivalence margin inside which F10a / F10b call "
+        "a method uncoupled from capacity. Right: the partial correlation of E0 with the client's true label "
+        "heterogeneity TV given pmax, the data signal left once capacity is held fixed. Colour: sub-model methods "
+        "(a client's width follows its capacity) or equal widths (every client trains the full model). The "
+        "verdicts, pooled over the seeds with intervals, are F10a and F10b's.",
+        tables=("table10_inheritance",), params=("thresholds",)),
+    figure_entry(
         "fig9_estimators", 9, "Which estimate tracks the data and which tracks capacity",
         ("hasfl",), ("clients.parquet", "run.json"),
         "This project's extension (the paper's Section 5 asks which data statistics can be recovered when "

@@ -15,7 +15,7 @@ __all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "SUBMODEL_METHODS", "TABL
 FINDING_TABLES = ("table5_confound", "prop3_coverage", "table4b_stale_coordinates", "table3_allocation_seeds",
                   "table4_coverage_seeds", "table6_full_model_seeds", "table7_shakespeare_seeds",
                   "matched_budget_seeds", "table8_estimators_seeds", "matched_budget_estimators_seeds",
-                  "submodel_accuracy")
+                  "submodel_accuracy", "table10_inheritance")
 
 #: The methods whose runs' sub-models are evaluated (F9's sub-model unit): Table 4's, the registry methods shown in
 #: it (the rolling and sampled windows), and Uniform.
@@ -69,6 +69,19 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         params=("datasets", "methods", "seeds", "attenuation"),
         results_page=3,
         label="Table 5 confound",
+    ),
+    table_entry(
+        "table10_inheritance", "hasfl.analysis.tables.table10_inheritance:compute",
+        title="Table 10 -- Who inherits the confound: E0 against capacity and the data, every method (Section 4.7)",
+        note=("Per run of every method, over the clients: r(E0, pmax), partial r(E0, TV | pmax) and r(E0, TV), E0 the "
+              "paper's update divergence (Eqs. 4-5; every run logs it, whatever trained it). Population: sub-model "
+              "(widths follow capacity) or equal widths (every client trains the full model). Read by F10a / F10b; "
+              "no run is trained or evaluated for it."),
+        methods=tuple(METHODS),
+        run_files=("clients.parquet", "run.json"),
+        data_clients=True,
+        params=("datasets", "methods", "seeds"),
+        label="Table 10 inheritance",
     ),
     method_table_entry("table6_full_model", 6, "Table 6 -- Comparison with full-model methods", ("fedavg", "scaffold", "fedprox", "hasfl", "random_budget"), "all", results_page=4),
     method_table_entry("table7_shakespeare", 7, "Table 7 -- Allocation strategies on Shakespeare", ("hasfl", "fjord", "uniform"), "text", results_page=5),

@@ -17,6 +17,8 @@ derived. Paper sections in brackets; the statistics and margins are in each modu
 * :mod:`~hasfl.analysis.findings.f4_full_model` -- F4 [4.5, Table 6]: full-model training wins.
 * :mod:`~hasfl.analysis.findings.f5_stale` -- F5 [3.3, Proposition 3]: untrained coordinates stay put.
 * :mod:`~hasfl.analysis.findings.f6_control` -- F6 [4.7, this project's extension]: the positive control.
+* :mod:`~hasfl.analysis.findings.f10_inheritance` -- F10a, F10b [4.7]: who inherits the confound (E0 coupled to
+  capacity for every sub-model method, not for the equal-width ones), from Table 10 (every run logs E0).
 * :mod:`~hasfl.analysis.findings.f9_rolling` -- F9a-F9g [4.2-4.3, this project's extension]: coverage
   without nesting (rolling windows and FedEcover's cyclic sampling at Uniform's budget; FedRolex vs HeteroFL),
   full-model accuracy, a run that never learned gating its unit. Not run without those methods.
@@ -47,6 +49,7 @@ from hasfl.analysis.findings import (
     f5_stale,
     f6_control,
     f7_estimators,
+    f10_inheritance,
     f8_estimator_budget,
     f9_rolling,
 )
@@ -59,6 +62,7 @@ from hasfl.analysis.findings.f6_control import F6
 from hasfl.analysis.findings.f7_estimators import F7_IDS
 from hasfl.analysis.findings.f8_estimator_budget import F8_IDS
 from hasfl.analysis.findings.f9_rolling import F9A, F9B, F9C, F9D, F9E, F9F, F9G
+from hasfl.analysis.findings.f10_inheritance import F10A, F10B
 from hasfl.analysis.findings.kernel import (
     CONTRADICTED,
     EXTENSION,
@@ -110,6 +114,8 @@ __all__ = [
     "F4",
     "F5",
     "F6",
+    "F10A",
+    "F10B",
     "F7_IDS",
     "F8_IDS",
     "F9A",
@@ -162,6 +168,7 @@ FINDINGS: tuple[FindingSpec, ...] = (
     f4_full_model.SPEC,
     f5_stale.SPEC,
     f6_control.SPEC,
+    f10_inheritance.SPEC,
     f9_rolling.SPEC,
     f7_estimators.SPEC,
     f8_estimator_budget.SPEC,
@@ -185,7 +192,7 @@ REQUIRED_TABLES: tuple[str, ...] = _ordered_union([s.tables for s in FINDINGS if
 ESTIMATOR_TABLES: tuple[str, ...] = _ordered_union([s.tables for s in FINDINGS if s.optional], REQUIRED_TABLES)
 #: Tables a finding reads when given, each on its own (F9's sub-model unit, :data:`f9_rolling.SUBMODEL_TABLE`;
 #: without it F9 has no sub-model unit and says so). The workflow gives them.
-OPTIONAL_TABLES: tuple[str, ...] = (f9_rolling.SUBMODEL_TABLE,)
+OPTIONAL_TABLES: tuple[str, ...] = (f9_rolling.SUBMODEL_TABLE, f10_inheritance.T10)
 
 
 def table_names(available: Sequence[str]) -> list[str]:

@@ -24,7 +24,8 @@ from hasfl.analysis.findings.kernel import (
 )
 from hasfl.analysis.stats import fisher_pool, fisher_pool_hksj, z_equivalence_margin, z_mde
 
-__all__ = ["corr_directional_unit", "corr_equivalence_unit", "corr_not_positive_unit", "corr_unit"]
+__all__ = ["corr_coupled_unit", "corr_directional_unit", "corr_equivalence_unit", "corr_not_positive_unit",
+           "corr_unit"]
 
 
 def corr_unit(name: str, rows: pd.DataFrame, column: str, n_controls: int, st: Settings,
@@ -127,4 +128,35 @@ def corr_equivalence_unit(name: str, rows: pd.DataFrame, column: str, margin: fl
                                    f"{counted}; minimum "
                                    f"detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])}; smallest margin a "
                                    f"TOST reaches at that power if r = 0: {fmt(unit['min_equivalence_margin'])})"))
+    return unit
+
+
+def corr_coupled_unit(name: str, rows: pd.DataFrame, column: str, margin: float, st: Settings) -> dict[str, Any]:
+    """F10a, the dual of :func:`corr_equivalence_unit`: the claim is a coupling (the pooled correlation is not 0).
+    Supported when the two-sided interval excludes 0 (a coupling of either sign, however small, is one); contradicted
+    when it does not and the TOST interval (1 - 2 alpha) lies inside +-``margin`` (shown uncoupled to within the
+    margin); inconclusive otherwise. Pooled with random effects over the seeds (:func:`corr_unit`)."""
+    unit = corr_unit(name, rows, column, 0, st)
+    se, df = unit.pop("_se"), unit.pop("_df")
+    unit["margin"], unit["decision"] = margin, "coupling"
+    unit["p_supported"] = (2.0 * float(_sf(abs(unit["z"]) / se, df))
+                           if math.isfinite(se) and se > 0 and math.isfinite(unit["z"]) else math.nan)
+    unit["p_contradicted"] = max(z_p(unit["z"], se, -margin, True, df)[0], z_p(unit["z"], se, margin, False, df)[0])
+    unit["mde"] = math.tanh(z_mde(se, st.alpha, st.power, two_sided=True, df=df)) if math.isfinite(se) else math.nan
+    if unit["n"] == 0:
+        unit.update(verdict=INCONCLUSIVE, reason="no run with a defined correlation")
+        return unit
+    low, high, two_low, two_high = unit["low"], unit["high"], unit["two_sided_low"], unit["two_sided_high"]
+    if not all(math.isfinite(v) for v in (low, high, two_low, two_high)):
+        v, why = INCONCLUSIVE, "interval undefined"
+    elif two_low > 0.0 or two_high < 0.0:
+        v, why = SUPPORTED, f"the two-sided interval [{fmt(two_low)}, {fmt(two_high)}] excludes 0: coupled"
+    elif -margin < low and high < margin:
+        v, why = CONTRADICTED, (f"the two-sided interval covers 0 and the TOST interval [{fmt(low)}, {fmt(high)}] "
+                                f"lies inside +-{fmt(margin)}: shown uncoupled to within the margin")
+    else:
+        v, why = INCONCLUSIVE, (f"the two-sided interval [{fmt(two_low)}, {fmt(two_high)}] covers 0 and the TOST "
+                                f"interval [{fmt(low)}, {fmt(high)}] is not inside +-{fmt(margin)}")
+    unit.update(verdict=v, reason=(f"{why} ({unit['pooling']}; pooled over {unit['n']} run(s), {unit['n_clients']} "
+                                   f"clients; minimum detectable |r| at {st.power:.0%} power: {fmt(unit['mde'])})"))
     return unit
