@@ -485,3 +485,24 @@ def test_more_seeds_run_only_the_new_seeds_jobs(finished, walk, repo, plan):
         base = load_config(repo / "presets" / f"{preset}.yaml")["seeds"]
         seeds = yaml.safe_load((repo / "presets" / f"{preset}-seeds.yaml").read_text())
         assert set(seeds) == {"seeds"} and seeds["seeds"][:len(base)] == base
+
+
+def test_section_47_is_computed_from_the_finished_runs_without_a_training_job(finished, planned):
+    """F10a / F10b read Table 10, which reads the finished runs' clients tables: with the table gone (a checkout that
+    adds it to a finished folder) the dry run plans the table and the analysis after it, and no data-stage, training,
+    link or evaluation job."""
+    tables = finished / "results" / "tiny" / "tables"
+    saved = {}
+    for name in ("table10_inheritance.parquet", "table10_inheritance.md"):
+        saved[name] = tables.parent / f".kept-{name}"
+        shutil.copy2(tables / name, saved[name])
+        (tables / name).unlink()
+    try:
+        jobs = planned(finished)
+    finally:
+        for name, kept in saved.items():
+            shutil.copy2(kept, tables / name)
+            kept.unlink()
+    assert jobs.get("analysis_table10_inheritance") == 1 and jobs.get("analysis_findings") == 1, jobs
+    assert jobs.get("analysis_fig10_inheritance") == 1, jobs
+    assert not {r for r in jobs if r in UPSTREAM or r in ("evaluate", "link_run", "link_data", "verify_runs")}, jobs
