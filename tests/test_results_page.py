@@ -547,3 +547,20 @@ def test_results_page_on_a_full_disk_leaves_the_old_page_and_figures_and_says_so
         assert sorted(p.name for p in disk.iterdir()) == ["filler", "quick", "quick.md"]
     finally:
         subprocess.run(["umount", str(disk)])
+
+
+def test_reproduce_a_claim_counts_the_runs_a_finding_reads(tmp_path) -> None:
+    """F7-E3 (reported labels, fixed before training: no accuracy enters it) reads the hasfl runs, as F7-E0 does: its
+    row counted every run of the dataset (54 on the quick page, 6 for F7-E0) while its accuracy methods were empty.
+    Section 4.7's F10a reads every method's runs."""
+    from hasfl.analysis.findings import FINDING_RUNS
+    from hasfl.analysis.provenance import reproduce_rows
+
+    results = tmp_path / "results" / "quick"
+    runs = [_run(results, "digits", m, s, 360.0) for m in ("hasfl", "fedavg", "uniform") for s in (42, 43)]
+    manifest = {"runs": {f"runs/digits/{r.parent.name}/{r.name}": "x" for r in runs}}
+    findings = [{"id": fid, "verdict": "inconclusive", "units": [{"unit": "digits"}]}
+                for fid in ("F7-E0", "F7-E3", "F10a")]
+    rows = {r["id"]: r["runs"] for r in reproduce_rows(results, findings, manifest, ["presets/quick.yaml"],
+                                                       FINDING_RUNS)}
+    assert rows == {"F7-E0": 2, "F7-E3": 2, "F10a": 6}

@@ -131,7 +131,7 @@ def job_report(name: str, config_summary: Mapping[str, Any], table_paths: Mappin
 
     doc = read_json(findings_path)
     prov = report_lines(Path(out_md).parent, config_summary, doc["findings"], list(configfiles),
-                        findings_mod.FINDING_METHODS)
+                        findings_mod.FINDING_RUNS)
     text = report.report_markdown(name=name, config_summary=config_summary, tables=read_tables(table_paths),
                                   findings=doc, figures=figure_slugs, figure_context=figure_context,
                                   provenance=prov)

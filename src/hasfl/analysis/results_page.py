@@ -27,7 +27,7 @@ from typing import Any
 from hasfl.analysis.artifacts import FIGURES as ARTIFACT_FIGURES
 from hasfl.analysis.artifacts import TABLES as ARTIFACT_TABLES
 from hasfl.analysis.artifacts import figure_caption
-from hasfl.analysis.findings import FINDING_METHODS, PAPER_CLAIM, VERDICT_RULES, finding_kind
+from hasfl.analysis.findings import FINDING_RUNS, PAPER_CLAIM, VERDICT_RULES, finding_kind
 from hasfl.analysis.findings.display import seeds_cell
 from hasfl.analysis.findings.kernel import EXTENSION_ATTRIBUTION, PAPER_ATTRIBUTION
 from hasfl.analysis.manifest import verify_analysis
@@ -604,7 +604,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
         except NotesError as exc:
             raise ResultsPageError(str(exc)) from None
     prov = provenance(results, manifest, analysis_code=analysis_code)
-    rows = reproduce_rows(results, findings, manifest, files, FINDING_METHODS)
+    rows = reproduce_rows(results, findings, manifest, files, FINDING_RUNS)
     all_hours = total_cpu_hours(results, manifest)
     fig_dir = out_md.parent / out_md.stem
     notes_arg = f" --notes {Path(notes_path).as_posix()}" if notes_path is not None else ""

@@ -127,6 +127,7 @@ __all__ = [
     "F9G",
     "FINDINGS",
     "FINDING_METHODS",
+    "FINDING_RUNS",
     "FINDING_IDS",
     "FindingSpec",
     "INCONCLUSIVE",
@@ -175,6 +176,9 @@ FINDINGS: tuple[FindingSpec, ...] = (
 )
 #: The methods whose runs each finding compares (report.md's floor notes; what its extra seeds cost).
 FINDING_METHODS = {fid: methods for spec in FINDINGS for fid, methods in spec.methods.items()}
+#: The methods whose runs each finding reads, where they are known (a page's "Reproduce a claim"; a finding absent
+#: reads every run of its datasets: F10a / F10b, every method's E0).
+FINDING_RUNS = {fid: spec.runs_of(fid) for spec in FINDINGS for fid in spec.ids if spec.runs_of(fid) is not None}
 
 
 def _ordered_union(groups: Sequence[Sequence[str]], exclude: Sequence[str] = ()) -> tuple[str, ...]:

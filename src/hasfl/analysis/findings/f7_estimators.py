@@ -172,4 +172,5 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
 SPEC = FindingSpec(
     ids=F7_IDS, tables=(T5, T8S),
     methods={f"F7-{e.id}": ("hasfl",) for e in ESTIMATORS if e.id not in FIXED_BEFORE_TRAINING},
-    margins=("f7_min_pr_e_tv",), evaluate=evaluate, optional=True)
+    margins=("f7_min_pr_e_tv",), evaluate=evaluate, optional=True,
+    reads={f"F7-{e.id}": ("hasfl",) for e in ESTIMATORS if e.id in FIXED_BEFORE_TRAINING})

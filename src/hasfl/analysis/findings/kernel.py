@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -166,7 +166,9 @@ class FindingSpec:
 
     ``ids``: the findings it produces, in order; ``tables``: the tables ``evaluate`` reads;
     ``methods``: per id, the methods whose runs' accuracy enters it (report.md's floor notes; an
-    id absent: accuracy does not enter it); ``margins``: the keys of
+    id absent: accuracy does not enter it); ``reads``: per id whose runs are not those of ``methods``, the methods
+    whose runs it reads (a page's "Reproduce a claim" counts them; an id in neither: every run of its datasets);
+    ``margins``: the keys of
     :data:`hasfl.analysis.specs.MARGINS` it uses; ``optional``: evaluated only when the
     optional findings' tables are given (the estimator findings F7 / F8, Section 5).
     """
@@ -177,12 +179,18 @@ class FindingSpec:
     margins: tuple[str, ...]
     evaluate: Evaluate
     optional: bool = False
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = [fid for fid in self.methods if fid not in self.ids]
+        unknown = [fid for fid in [*self.methods, *self.reads] if fid not in self.ids]
         if unknown:
             raise ValueError(f"FindingSpec {self.ids}: methods given for ids it does not produce: {unknown}")
         object.__setattr__(self, "methods", MappingProxyType({k: tuple(v) for k, v in self.methods.items()}))
+        object.__setattr__(self, "reads", MappingProxyType({k: tuple(v) for k, v in self.reads.items()}))
+
+    def runs_of(self, fid: str) -> tuple[str, ...] | None:
+        """The methods whose runs finding ``fid`` reads (None: every run of its datasets)."""
+        return self.reads.get(fid, self.methods.get(fid))
 
 
 # --- small helpers ----------------------------------------------------------------------
