@@ -284,3 +284,15 @@ def test_a_measurement_is_cached_per_cpu_kernel_pin(monkeypatch) -> None:
     pinned = preflight._measurement_path("throughput", hw, "cpu", 1, 3)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert len({plain, pinned, preflight._measurement_path("throughput", hw, "cpu", 1, 3)}) == 3
+
+
+def test_the_preflight_says_when_other_work_loads_the_machine() -> None:
+    """The estimate assumes free cores; a loaded machine (a new user's quick preset ran 3.5x its estimate) is named,
+    and a throughput measured under the load says which cache file to delete. An idle machine gets no line."""
+    from hasfl.dag.preflight import load_lines
+
+    assert load_lines(2, {"source": "/c/throughput.json"}, load=0.9) == []
+    (line,) = load_lines(2, {"source": "/c/throughput.json"}, load=3.4)
+    assert "load average is 3.4 on 2 cores" in line and "delete" not in line
+    (line,) = load_lines(2, {"source": "measured now, cached in /c/throughput-x.json"}, load=3.4)
+    assert "delete /c/throughput-x.json and build on an idle machine" in line

@@ -394,7 +394,7 @@ def throughput(device: str, threads: int, hw: Mapping[str, Any], measure: bool =
         return {**FALLBACK, "source": "the reference machine's: a dry run measures nothing, the build measures once"}
     rates = cached_measurement(path, [sys.executable, "-m", "hasfl.bench.calibrate", "--device", device, "--threads",
                                       str(threads)], timeout_s=300)
-    return dict(FALLBACK) if rates is None else {**rates, "source": "measured now"}
+    return dict(FALLBACK) if rates is None else {**rates, "source": f"measured now, cached in {path}"}
 
 
 #: The forward measurement's version (:func:`forward_speeds`): a new one measures again.
@@ -421,6 +421,32 @@ def forward_speeds(config: Mapping[str, Any], device: str, threads: int, hw: Map
         if got is not None:
             out[d] = {**got, "source": str(path)}
     return out
+
+
+#: A 1-minute load average above this share of the cores is reported as other work on the machine.
+LOADED_SHARE = 0.5
+
+
+def load_lines(cores: int, rates: Mapping[str, Any], load: float | None = None) -> list[str]:
+    """The pre-flight's line on other work sharing this machine's CPUs (``load``: the 1-minute load average, default
+    the machine's now): the estimate assumes the cores are free, so a loaded machine's wall time runs past it (a new
+    user's quick preset took 3.5x its estimate under a shared load). A throughput measured now under that load is
+    itself too low: the line names the cache file to delete on an idle machine. None when the load is below
+    :data:`LOADED_SHARE` of the cores or unknown."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            return []
+    if load <= LOADED_SHARE * max(1, int(cores)):
+        return []
+    line = (f"  load: the 1-minute load average is {load:.1f} on {cores} cores: other work shares the CPUs, so the "
+            "wall time may run well past the estimate, which assumes the cores are free")
+    source = str(rates.get("source", ""))
+    if source.startswith("measured now, cached in "):
+        line += (f"; the throughput was measured now, under that load: delete {source.split(' cached in ', 1)[1]} "
+                 "and build on an idle machine to measure it again")
+    return [line]
 
 
 def _hours(h: float) -> str:
@@ -454,6 +480,7 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
+        *load_lines(hw["cores"], rates),
     ]
     if packing is not None:
         lines += packing.lines()
