@@ -2,9 +2,10 @@
 
 ``hasfl results-page results/<name> docs/results/<name>.md --notes docs/results/<name>.notes.md
 --configfile presets/<name>.yaml [overlays]`` writes the page and, beside it in ``docs/results/<name>/``,
-small copies of three figures (the accuracy-capacity frontier, the convergence of the allocation
-strategies, and the estimates against the ground truth by capacity tier, or the final allocations where
-the preset has no estimator figure; a figure drawn from methods the preset does not run is left out, and a copy
+small copies of four figures (the accuracy-capacity frontier, the convergence of the allocation
+strategies, the estimates against the ground truth by capacity tier, or the final allocations where
+the preset has no estimator figure, and Section 4.7's E0 of every method; a figure drawn from methods the preset does
+not run is left out, and a copy
 an earlier page left there that this one does not show is removed). Everything on the page is rendered from data
 the DAG wrote, never from rendered Markdown: ``findings.json``, the tables' Parquet files (shown by their modules' ``display``,
 as report.md shows them), the figures, and the registry's titles and captions

@@ -116,7 +116,7 @@ FIGURE_ENTRIES: tuple[Artifact, ...] = (
         "heterogeneity TV given pmax, the data signal left once capacity is held fixed. Colour: sub-model methods "
         "(a client's width follows its capacity) or equal widths (every client trains the full model). The "
         "verdicts, pooled over the seeds with intervals, are F10a and F10b's.",
-        tables=("table10_inheritance",), params=("thresholds",)),
+        tables=("table10_inheritance",), params=("thresholds",), results_page=4),
     figure_entry(
         "fig9_estimators", 9, "Which estimate tracks the data and which tracks capacity",
         ("hasfl",), ("clients.parquet", "run.json"),
