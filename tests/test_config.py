@@ -379,3 +379,19 @@ def test_the_width_ladders_rungs_differ_from_the_headline_rung_only_in_width(rep
         if width == 8:
             for m in rung["methods"]:
                 assert run_config(rung, "fashion_mnist", m, 42) == run_config(medium, "fashion_mnist", m, 42), m
+
+
+def test_a_config_block_of_a_method_or_dataset_a_preset_does_not_run_changes_none_of_its_analysis(repo) -> None:
+    """A new user added a method with its method_params block and every folder's whole analysis reran, folders that
+    never run the method included. The analysis identity holds method_params and dataset_params only of the methods
+    and datasets the preset runs."""
+    from hasfl.dag.identity import analysis_identity
+
+    quick = load_config([repo / "presets" / "quick.yaml"])
+    assert "fedprox" in quick["methods"] and "fedrolex" not in quick["methods"]
+    ident = analysis_identity(quick, "c")
+    other_method = {**quick, "method_params": {**quick["method_params"], "fedrolex": {"anything": 1}}}
+    other_dataset = {**quick, "dataset_params": {**quick["dataset_params"], "cifar10": {"model": {"hidden": 7}}}}
+    assert analysis_identity(other_method, "c") == analysis_identity(other_dataset, "c") == ident
+    run_method = {**quick, "method_params": {**quick["method_params"], "fedprox": {"mu": 0.5}}}
+    assert analysis_identity(run_method, "c") != ident

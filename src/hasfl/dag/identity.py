@@ -343,8 +343,15 @@ NOT_ANALYSIS_KEYS = ("results_dir", "data_dir", "execution", "name")
 def analysis_identity(config: Mapping[str, Any], code: str) -> dict[str, Any]:
     """What the analysis of ``config`` is, besides the runs it reads (their identities are in the analysis
     manifest already): the config without the keys of :data:`NOT_ANALYSIS_KEYS` (conservative: a key the
-    analysis does not read reruns it too) and the analysis code digest ``code``."""
-    cfg = canonical({k: v for k, v in config.items() if k not in NOT_ANALYSIS_KEYS})
+    analysis does not read reruns it too), its ``method_params`` and ``dataset_params`` only of the methods and
+    datasets it runs (a block added for another method, or for a dataset it does not run, changes no analysis of
+    this preset), and the analysis code digest ``code``."""
+    kept = {k: v for k, v in config.items() if k not in NOT_ANALYSIS_KEYS}
+    for block, names in (("method_params", "methods"), ("dataset_params", "datasets")):
+        if isinstance(kept.get(block), Mapping):
+            ran = set(config.get(names) or ())
+            kept[block] = {k: v for k, v in kept[block].items() if k in ran}
+    cfg = canonical(kept)
     return {"config": cfg, "code": code, "digest": digest({"config": cfg, "code": code})}
 
 
