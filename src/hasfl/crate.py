@@ -66,7 +66,12 @@ METADATA = "ro-crate-metadata.json"
 #: the profiles the crate conforms to beyond RO-Crate itself (Workflow Run RO-Crate 0.5; ro-crate-py adds the
 #: Workflow RO-Crate 1.1 they extend, with the main workflow)
 PROFILES = (("https://w3id.org/ro/wfrun/process/0.5", "Process Run Crate", "0.5"),
-            ("https://w3id.org/ro/wfrun/workflow/0.5", "Workflow Run Crate", "0.5"))
+            ("https://w3id.org/ro/wfrun/workflow/0.5", "Workflow Run Crate", "0.5"),
+            ("https://w3id.org/workflowhub/workflow-ro-crate/1.0", "Workflow RO-Crate", "1.0"))
+#: the RO-Crate specification version the crate declares
+RO_CRATE_VERSION = "1.1"
+#: the licence of the workflow and of the results it ships (pyproject.toml's ``license``)
+LICENSE = "https://spdx.org/licenses/MIT"
 #: the repository paths (tracked files under them) that define the workflow: what ``workflow/`` holds
 WORKFLOW_PATHS = ("Snakefile", "workflow", "src", "config.yaml", "pyproject.toml", "profiles")
 #: results-folder entries the crate leaves out: hidden names (the lock, Snakemake's state)
@@ -333,8 +338,11 @@ def _build(crate_dir: Path, results: Path, configs: Sequence[Path], analysis: di
     code = training_code_check(results, _run_folders(results), repo / "src" / "hasfl")
     findings = json.loads((results / "findings.json").read_text()).get("findings", [])
 
-    crate = ROCrate(gen_preview=False)
+    # RO-Crate 1.1: the version the Workflow and Process Run Crate profiles (0.5) build on, and the newest whose
+    # validator profile (roc-validator) they extend
+    crate = ROCrate(gen_preview=False, version=RO_CRATE_VERSION)
     root = crate.root_dataset
+    root["license"] = {"@id": LICENSE}
     root["name"] = f"hasfl-repro results '{results.name}'"
     root["description"] = (f"The results folder '{results.name}' of hasfl-repro (a reproduction of 'Capacity "
                            "Confounds and Coverage Guarantees in Adaptive Sub-model Federated Learning'): data "
