@@ -350,6 +350,7 @@ def test_results_page_states_provenance_and_commands(hasfl_cli, tmp_path) -> Non
                     "Communication with original authors"):
         assert f"### {heading}" in page, heading
     assert "6 training runs, 0.6 CPU job-hours of training measured" in page
+    assert "they grow with whatever else loaded the machine then" in page  # load-dependent, and said so
 
 
 def test_results_page_refuses_config_files_of_another_folder(hasfl_cli, tmp_path) -> None:

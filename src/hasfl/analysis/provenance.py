@@ -473,8 +473,9 @@ def summary_block(findings: Sequence[Mapping[str, Any]], command: str, n_runs: i
             "(section Findings).", "",
             f"{sub} Methodology", "",
             f"Every method retrained from the data by one DAG: `{command}`; {n_runs} training runs, {cost} CPU "
-            f"job-hours of training measured.{analysis} Each claim is a test with a margin and a three-valued verdict "
-            "(rules under Findings).",
+            f"job-hours of training measured.{analysis} Job-hours are wall seconds of each job as it ran: they grow "
+            "with whatever else loaded the machine then, and are not a property of the runs. Each claim is a test "
+            "with a margin and a three-valued verdict (rules under Findings).",
             "",
             f"{sub} Results", "",
             f"Verdicts: {tally or 'none'} (every finding of the findings table counted once: they add up to "
