@@ -395,3 +395,20 @@ def test_a_config_block_of_a_method_or_dataset_a_preset_does_not_run_changes_non
     assert analysis_identity(other_method, "c") == analysis_identity(other_dataset, "c") == ident
     run_method = {**quick, "method_params": {**quick["method_params"], "fedprox": {"mu": 0.5}}}
     assert analysis_identity(run_method, "c") != ident
+
+
+def test_the_local_steps_rung_differs_from_the_headline_rung_only_in_its_images(repo) -> None:
+    """presets/medium-headline-data500.yaml: hasfl and fedavg at the headline's width and seeds with 500 train
+    images per class; every other key of their runs is the headline's."""
+    from hasfl.config import load_config, run_config
+
+    presets = repo / "presets"
+    base = [presets / "medium.yaml", presets / "medium-headline.yaml"]
+    head = load_config(base)
+    rung = load_config([*base, presets / "medium-headline-data500.yaml"])
+    assert rung["seeds"] == head["seeds"] and rung["methods"] == ["hasfl", "fedavg"]
+    for m in rung["methods"]:
+        mine, theirs = run_config(rung, "fashion_mnist", m, 42), run_config(head, "fashion_mnist", m, 42)
+        assert mine["dataset_params"].pop("train_per_class") == 500
+        assert theirs["dataset_params"].pop("train_per_class") == 200
+        assert mine == theirs, m

@@ -50,10 +50,10 @@ def test_the_width_table_has_every_width_and_keeps_the_published_values_apart():
     measured = frame[frame["source"] == "measured"]
     for e, i in zip(ladder.ESTIMANDS, range(4), strict=True):
         rows = measured[measured["finding"] == e.finding]
-        assert rows["width"].tolist() == [8, 16, 32]  # every width, in order
+        assert rows["position"].tolist() == [8, 16, 32]  # every width, in order
         assert rows["estimate"].tolist() == [ESTIMATES[w][i] for w in (8, 16, 32)]  # each folder's own unit
     published = frame[frame["source"] == "published"]
-    assert set(published["width"]) == {64} and not set(published["folder"]) - {""}
+    assert set(published["position"]) == {64} and not set(published["folder"]) - {""}
     pub = load_published()
     r_pmax = pub[(pub["table"] == 5) & (pub["metric"] == "r_h_pmax")]
     got = published[published["finding"] == "F1a"].set_index("dataset")["estimate"]
@@ -78,13 +78,13 @@ def test_a_finding_a_width_did_not_run_is_a_row_that_says_so_not_a_missing_row()
     frame = ladder.ladder_frame([_rung(8), _rung(16, findings=_findings(16, skip=("F6",))), _rung(32)],
                                 "fashion_mnist", load_published())
     f6 = frame[(frame["finding"] == "F6") & (frame["source"] == "measured")]
-    assert f6["width"].tolist() == [8, 16, 32] and f6["verdict"].tolist()[1] == "not run"
+    assert f6["position"].tolist() == [8, 16, 32] and f6["verdict"].tolist()[1] == "not run"
     assert math.isnan(f6["estimate"].tolist()[1])
     assert any(ln.startswith("| F6 |") and "| 16 |" in ln and "| not run |" in ln for ln in ladder.table_lines(frame))
 
 
 @pytest.mark.parametrize(("rungs", "message"), [
-    ([_rung(8)], "needs folders at two or more base widths"),
+    ([_rung(8)], "a ladder over base width needs folders at two or more"),
     ([_rung(8), _rung(8, folder="again")], "two folders at base width 8"),
     ([_rung(8), _rung(16, setting={**SETTING, "dataset_params.train_per_class": 500})],
      "setting {'dataset_params.train_per_class': 500}"),
@@ -100,8 +100,8 @@ def test_the_reading_states_distances_from_the_numbers():
     text = "\n".join(ladder.reading_lines(frame))
     f1a = next(ln for ln in ladder.reading_lines(frame) if ln.startswith("- **F1a**"))
     # published F1a mean over CIFAR-10 and EMNIST: -0.76; distances 0.59, 0.43, 0.24 shrink
-    assert "-0.17 at width 8, -0.33 at width 16, -0.52 at width 32" in f1a
-    assert "0.59, 0.43, 0.24 at widths 8, 16, 32, shrinks at every step up in width" in f1a
+    assert "-0.17 at base width 8, -0.33 at base width 16, -0.52 at base width 32" in f1a
+    assert "0.59, 0.43, 0.24 at base width 8, 16, 32, shrinks at every step up in base width" in f1a
     assert "publishes no value" in next(ln for ln in ladder.reading_lines(frame) if ln.startswith("- **F6**"))
     for word in ("supported", "contradicted", "replicat"):
         assert word not in text
@@ -191,9 +191,9 @@ def test_the_headline_page_shows_the_ladder_of_its_width_overlays(hasfl_cli, tmp
     rows = [ln for ln in section.splitlines() if ln.startswith("| F1a |")]
     assert [ln.split(" | ")[2] for ln in rows] == ["8", "16", "32", "64", "64"]
     assert "measured (`medium-headline-w8`)" in rows[0] and "measured (`medium-headline`)" in rows[2]
-    assert "![width ladder](medium-headline/width_ladder_fashion_mnist.png)" in section
+    assert "![base width ladder](medium-headline/width_ladder_fashion_mnist.png)" in section
     assert (out.parent / "medium-headline" / "width_ladder_fashion_mnist.png").stat().st_size > 5000
-    assert "- **F1a** (r(H~, pmax), hasfl): -0.17 at width 8" in section
+    assert "- **F1a** (r(H~, pmax), hasfl): -0.17 at base width 8" in section
     # the protocol against the paper's, from the runs' config slices and config.yaml: 200 images a class over 20
     # clients at batch 64 is 2 local steps a round; the paper's CIFAR-10 clients take 40 a local epoch, 5 epochs
     assert "| base width | 8, 16, 32 | 64 | 64 |" in section
@@ -204,3 +204,57 @@ def test_the_headline_page_shows_the_ladder_of_its_width_overlays(hasfl_cli, tmp
     assert res.returncode == 0, res.stderr
     assert "Width ladder" not in out.read_text()
     assert not (out.parent / "medium-headline" / "width_ladder_fashion_mnist.png").exists()
+
+
+def _steps_rung(per_class: int, width: int = 32, folder: str | None = None) -> ladder.Rung:
+    cfg = {"dataset_params": {"model": {"channels": [width]}, "train_per_class": per_class,
+                              "optim": {"batch_size": 64, "local_epochs": 1}},
+           "federation": {"clients": 20, "clients_per_round": 10, "rounds": 100}}
+    setting = {**SETTING, "dataset_params.train_per_class": per_class}
+    return ladder.Rung(folder or f"c{per_class}", width, _findings(8 if per_class == 200 else 32), setting, SEEDS, cfg)
+
+
+def test_the_local_steps_axis_sets_one_width_at_two_image_counts_beside_the_papers_own_steps():
+    """200 and 500 train images a class over 20 clients at batch 64: 2 and 4 local steps a round; the paper's runs at
+    their own (config.yaml: CIFAR-10's 2,500 images a client over 5 epochs, 200; EMNIST's, 546)."""
+    from hasfl.analysis.provenance import REPO
+    from hasfl.config import load_config, run_config
+
+    paper_cfg = load_config([REPO / "config.yaml"])
+    paper = {d: run_config(paper_cfg, d, "hasfl", 42) for d in ladder.PAPER_DATASETS}
+    at = ladder.paper_positions(paper, ladder.STEPS)
+    assert at == {"cifar10": 200, "emnist": 546}
+    frame = ladder.ladder_frame([_steps_rung(500), _steps_rung(200)], "fashion_mnist", load_published(),
+                                axis=ladder.STEPS, paper_at=at)
+    f1a = frame[frame["finding"] == "F1a"]
+    assert f1a[f1a["source"] == "measured"]["position"].tolist() == [2, 4]
+    assert dict(zip(f1a[f1a["source"] == "published"]["dataset"], f1a[f1a["source"] == "published"]["position"],
+                    strict=True)) == at
+    assert ladder.table_lines(frame)[0].startswith("| Finding | Statistic | Local steps per round |")
+    reading = "\n".join(ladder.reading_lines(frame))
+    assert "-0.17 at local steps per round 2, -0.52 at local steps per round 4" in reading
+    assert "cifar10 at local steps per round 200" in reading
+    # another width is not a step along this axis
+    with pytest.raises(ladder.LadderError, match="base width"):
+        ladder.ladder_frame([_steps_rung(200), _steps_rung(500, width=16)], "fashion_mnist", load_published(),
+                            axis=ladder.STEPS)
+
+
+def test_the_headline_page_shows_the_local_steps_ladder_of_its_image_overlay(hasfl_cli, tmp_path):
+    """``--overlay results/medium-headline-data500``: the same width at 500 images a class, a local-steps section
+    (2 and 4 steps a round) and no width ladder."""
+    base = ("presets/medium.yaml", "presets/medium-headline.yaml")
+    root = tmp_path / "results"
+    page_folder = _folder(root, "medium-headline", base, _findings(8))
+    overlay = _folder(root, "medium-headline-data500", (*base, "presets/medium-headline-data500.yaml"),
+                      _findings(32))
+    out = tmp_path / "docs" / "medium-headline.md"
+    res = hasfl_cli("results-page", page_folder, out, "--overlay", overlay, "--configfile", *base)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "Width ladder" not in page
+    section = page.split("## Local-steps ladder at base width 32 (fashion_mnist)", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| F1a |")]
+    assert [ln.split(" | ")[2] for ln in rows] == ["2", "4", "200", "546"]
+    assert "| local steps per round | 2, 4 | 200 | 546 |" in section
+    assert (out.parent / "medium-headline" / "steps_ladder_fashion_mnist.png").stat().st_size > 5000

@@ -14,8 +14,10 @@ horizon); every published row is the paper's own (mean and sample sd over its 3 
 :func:`hasfl.analysis.published.load_published`), kept in its own rows with ``source = "published"`` and never
 averaged into a measured one. The folders must share the dataset's data setting and seeds (a different image count
 is another axis, not a width); a width a folder does not hold is refused, a finding a folder did not run is a
-``not run`` row, never a missing one. The reading (:func:`reading_lines`) states distances to the paper's values and
-whether they shrink with width, from the numbers; it carries no verdict word of its own.
+``not run`` row, never a missing one. A second axis, local steps per round (:data:`STEPS`), sets folders at one
+width that differ only in their train images per class side by side the same way, the paper's runs at their own
+steps. The reading (:func:`reading_lines`) states distances to the paper's values and whether they shrink along the
+axis, from the numbers; it carries no verdict word of its own.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["COLUMNS", "ESTIMANDS", "PAPER_DATASETS", "SETTING", "Estimand", "LadderError", "Rung", "figure",
-           "folder_rungs", "ladder_frame", "protocol_lines", "published_rows", "reading_lines", "table_lines"]
+__all__ = ["AXES", "COLUMNS", "ESTIMANDS", "PAPER_DATASETS", "SETTING", "STEPS", "WIDTH", "Axis", "Estimand",
+           "LadderError", "Rung", "figure", "folder_rungs", "ladder_frame", "paper_positions", "position",
+           "protocol_lines", "published_rows", "reading_lines", "table_lines"]
 
 
 class LadderError(ValueError):
@@ -55,8 +58,8 @@ ESTIMANDS: tuple[Estimand, ...] = (
     Estimand("F4", "final acc(fedavg) - final acc(hasfl), points", 6, "final_acc_pct", "fedavg", "hasfl"),
 )
 
-#: One row per (estimand, source, width, dataset).
-COLUMNS = ["finding", "statistic", "source", "width", "dataset", "estimate", "low", "high", "level", "n", "verdict",
+#: One row per (estimand, source, position on the axis, dataset).
+COLUMNS = ["finding", "statistic", "source", "position", "dataset", "estimate", "low", "high", "level", "n", "verdict",
            "folder", "note"]
 
 
@@ -77,6 +80,27 @@ class Rung:
 #: training; only the model differs along the ladder.
 SETTING = ("dataset_params.train_per_class", "dataset_params.subsample_seed", "dataset_params.optim",
            "federation", "capacity")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """What a ladder varies: ``name`` (the table's column and the reading's words), the setting keys allowed to
+    differ between its rungs (:data:`SETTING`'s; the model always may only on the width axis), and where the paper
+    stands on it (its base width, or its own local steps per round: :func:`paper_positions`)."""
+
+    key: str
+    name: str
+    free: tuple[str, ...]
+
+
+WIDTH = Axis("width", "base width", ())
+STEPS = Axis("steps", "local steps per round", ("dataset_params.train_per_class",))
+AXES = {a.key: a for a in (WIDTH, STEPS)}
+
+
+def position(rung: Rung, dataset: str, axis: Axis) -> int:
+    """Where ``rung`` stands on ``axis``: its base width, or its local steps per round (:func:`_protocol`)."""
+    return rung.width if axis is WIDTH else int(_protocol(rung.config, dataset)["local steps per round"])
 
 
 def _dotted(cfg: Mapping[str, Any], key: str) -> Any:
@@ -134,36 +158,42 @@ def _interval(u: Mapping[str, Any]) -> tuple[float, float, float]:
     return (float(u.get("low", math.nan)), float(u.get("high", math.nan)), float(u.get("interval_level", math.nan)))
 
 
-def _check(rungs: Sequence[Rung], dataset: str) -> None:
-    widths = [r.width for r in rungs]
+def _check(rungs: Sequence[Rung], dataset: str, axis: Axis) -> None:
+    at = [position(r, dataset, axis) for r in rungs]
     if len(rungs) < 2:
-        raise LadderError(f"a width ladder needs folders at two or more base widths; got {len(rungs)} "
+        raise LadderError(f"a ladder over {axis.name} needs folders at two or more of its values; got {len(rungs)} "
                           f"({', '.join(r.folder for r in rungs) or 'none'})")
-    doubled = sorted({w for w in widths if widths.count(w) > 1})
+    doubled = sorted({w for w in at if at.count(w) > 1})
     if doubled:
-        raise LadderError(f"two folders at base width {doubled[0]}: "
-                          f"{', '.join(r.folder for r in rungs if r.width == doubled[0])}; give one folder per width")
+        raise LadderError(f"two folders at {axis.name} {doubled[0]}: "
+                          f"{', '.join(r.folder for r, w in zip(rungs, at, strict=True) if w == doubled[0])}; give "
+                          f"one folder per {axis.name}")
     first = rungs[0]
     for r in rungs[1:]:
-        differs = [k for k in SETTING if r.setting.get(k) != first.setting.get(k)]
-        for what, mine, theirs in (("setting", {k: r.setting.get(k) for k in differs},
-                                    {k: first.setting.get(k) for k in differs}), ("seeds", r.seeds, first.seeds)):
+        differs = [k for k in SETTING if k not in axis.free and r.setting.get(k) != first.setting.get(k)]
+        if axis is not WIDTH and r.width != first.width:
+            differs.append("base width")
+        for what, mine, theirs in (("setting", {k: r.setting.get(k, r.width) for k in differs},
+                                    {k: first.setting.get(k, first.width) for k in differs}),
+                                   ("seeds", r.seeds, first.seeds)):
             if mine != theirs:
                 raise LadderError(f"folder '{r.folder}' (width {r.width}) runs {dataset} with {what} {mine}, "
-                                  f"folder '{first.folder}' (width {first.width}) with {theirs}: a width ladder "
-                                  "compares widths at one setting (data, federation, local training) and one seed "
-                                  "set")
+                                  f"folder '{first.folder}' (width {first.width}) with {theirs}: a ladder over "
+                                  f"{axis.name} compares at one setting otherwise (data, federation, local training"
+                                  f"{', width' if axis is not WIDTH else ''}) and one seed set")
 
 
-def published_rows(dataset_label: str, published: pd.DataFrame) -> list[dict[str, Any]]:
+def published_rows(dataset_label: str, published: pd.DataFrame,
+                   at: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """The paper's values of :data:`ESTIMANDS` at its base width (64), one row per estimand and published dataset
     (``source = "published"``; ``low``/``high`` the mean -+ the sample sd over its seeds, ``level`` NaN: not an
     interval), and a row saying so for an estimand the paper does not publish. ``dataset_label``: the measured
-    dataset the rows stand beside (named in ``note``)."""
+    dataset the rows stand beside (named in ``note``); ``at``: each published dataset's position on the ladder's
+    axis (default its base width, 64)."""
     rows: list[dict[str, Any]] = []
     for e in ESTIMANDS:
         if e.table is None:
-            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "published", "width": 64,
+            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "published", "position": 64,
                          "dataset": "", "estimate": math.nan, "low": math.nan, "high": math.nan, "level": math.nan,
                          "n": 0, "verdict": "", "folder": "", "note": "not published by the paper"})
             continue
@@ -180,29 +210,34 @@ def published_rows(dataset_label: str, published: pd.DataFrame) -> list[dict[str
                     continue
                 mean, sd = mean - float(b["mean"].iloc[0]), math.nan
                 note = f"Table {e.table}: {e.method} minus {e.minus} published means (no sd of the difference)"
-            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "published", "width": 64,
-                         "dataset": str(dataset), "estimate": mean,
+            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "published",
+                         "position": int((at or {}).get(str(dataset), 64)), "dataset": str(dataset), "estimate": mean,
                          "low": mean - sd if math.isfinite(sd) else math.nan,
                          "high": mean + sd if math.isfinite(sd) else math.nan, "level": math.nan, "n": n,
                          "verdict": "", "folder": "", "note": f"{note}; beside our {dataset_label}"})
     return rows
 
 
-def ladder_frame(rungs: Sequence[Rung], dataset: str, published: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every estimand of :data:`ESTIMANDS` at every rung's width on ``dataset`` (``source = "measured"``, sorted by
-    width; a finding a folder did not run is a ``not run`` row), then the paper's values (:func:`published_rows`).
+def ladder_frame(rungs: Sequence[Rung], dataset: str, published: pd.DataFrame | None = None, axis: Axis = WIDTH,
+                 paper_at: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Every estimand of :data:`ESTIMANDS` at every rung's position on ``axis`` (base width by default) on ``dataset``
+    (``source = "measured"``, sorted by position; a finding a folder did not run is a ``not run`` row), then the
+    paper's values (:func:`published_rows`, at ``paper_at``: each paper dataset's position on the axis, default its
+    width 64). ``frame.attrs["axis"]``: the axis's name.
 
     Raises:
-        LadderError: fewer than two folders, two at one width, or folders whose data setting or seeds differ.
+        LadderError: fewer than two folders, two at one position, or folders whose setting (other than the axis's)
+            or seeds differ.
     """
-    rungs = sorted(rungs, key=lambda r: r.width)
-    _check(rungs, dataset)
+    rungs = sorted(rungs, key=lambda r: position(r, dataset, axis))
+    _check(rungs, dataset, axis)
     rows: list[dict[str, Any]] = []
     for e in ESTIMANDS:
         for r in rungs:
             u, verdict = _unit(r.findings, e.finding, dataset)
             low, high, level = _interval(u) if u is not None else (math.nan, math.nan, math.nan)
-            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "measured", "width": r.width,
+            rows.append({"finding": e.finding, "statistic": e.statistic, "source": "measured",
+                         "position": position(r, dataset, axis),
                          "dataset": dataset, "estimate": float(u["estimate"]) if u is not None else math.nan,
                          "low": low, "high": high, "level": level, "n": int(u.get("n", 0)) if u is not None else 0,
                          "verdict": verdict, "folder": r.folder, "note": ""})
@@ -210,8 +245,10 @@ def ladder_frame(rungs: Sequence[Rung], dataset: str, published: pd.DataFrame | 
         from hasfl.analysis.published import load_published
 
         published = load_published()
-    rows += published_rows(dataset, published)
-    return pd.DataFrame.from_records(rows, columns=COLUMNS)
+    rows += published_rows(dataset, published, paper_at)
+    frame = pd.DataFrame.from_records(rows, columns=COLUMNS)
+    frame.attrs["axis"] = axis.name
+    return frame
 
 
 def _num(x: float) -> str:
@@ -221,7 +258,9 @@ def _num(x: float) -> str:
 def table_lines(frame: pd.DataFrame) -> list[str]:
     """The ladder as one Markdown table: per estimand, the measured widths in order, then the paper's rows, each
     marked **published** (its range is the seeds' sd, not an interval)."""
-    out = ["| Finding | Statistic | Width | Source | Estimate | Interval | n | Verdict at the folder's horizon |",
+    axis = str(frame.attrs.get("axis", WIDTH.name))
+    out = [f"| Finding | Statistic | {axis[0].upper() + axis[1:]} | Source | Estimate | Interval | n | Verdict at the "
+           "folder's horizon |",
            "|---|---|---:|---|---:|---|---:|---|"]
     for e in ESTIMANDS:
         part = frame[frame["finding"] == e.finding]
@@ -229,32 +268,33 @@ def table_lines(frame: pd.DataFrame) -> list[str]:
         for r in part[part["source"] == "measured"].to_dict("records"):
             level = f" ({100 * r['level']:.0f}%)" if math.isfinite(r["level"]) else ""
             span = f"[{_num(r['low'])}, {_num(r['high'])}]{level}" if math.isfinite(r["estimate"]) else "--"
-            out.append(f"| {e.finding} | {stat} | {r['width']} | measured (`{r['folder']}`) | "
+            out.append(f"| {e.finding} | {stat} | {r['position']} | measured (`{r['folder']}`) | "
                        f"{_num(r['estimate'])} | {span} | {r['n']} | {r['verdict']} |")
         for r in part[part["source"] == "published"].to_dict("records"):
             if not math.isfinite(r["estimate"]):
-                out.append(f"| {e.finding} | {stat} | {r['width']} | **published** | -- | {r['note']} | -- | "
+                out.append(f"| {e.finding} | {stat} | {r['position']} | **published** | -- | {r['note']} | -- | "
                            "-- |")
                 continue
             span = (f"+- sd [{_num(r['low'])}, {_num(r['high'])}]" if math.isfinite(r["low"]) else "no sd")
-            out.append(f"| {e.finding} | {stat} | {r['width']} | **published** ({r['dataset']}; "
+            out.append(f"| {e.finding} | {stat} | {r['position']} | **published** ({r['dataset']}; "
                        f"{r['note'].split(';')[0]}) | {_num(r['estimate'])} | {span} | {r['n']} | -- |")
     return out
 
 
 def reading_lines(frame: pd.DataFrame) -> list[str]:
-    """Per estimand, from the numbers: the measured estimate at each width, its distance to the paper's published
-    mean (the mean over its datasets), and whether that distance shrinks, grows or neither as the width grows. No
-    verdict word: the folders' own verdicts are in the table."""
+    """Per estimand, from the numbers: the measured estimate at each position on the axis, its distance to the paper's
+    published mean (the mean over its datasets), and whether that distance shrinks, grows or neither as the position
+    grows. No verdict word: the folders' own verdicts are in the table."""
+    axis = str(frame.attrs.get("axis", WIDTH.name))
     out = []
     for e in ESTIMANDS:
         part = frame[frame["finding"] == e.finding]
-        meas = part[(part["source"] == "measured") & part["estimate"].notna()].sort_values("width")
+        meas = part[(part["source"] == "measured") & part["estimate"].notna()].sort_values("position")
         pub = part[(part["source"] == "published") & part["estimate"].notna()]
         if meas.empty:
-            out.append(f"- **{e.finding}**: not run at any width of the ladder.")
+            out.append(f"- **{e.finding}**: not run at any {axis} of the ladder.")
             continue
-        at = ", ".join(f"{_num(v)} at width {w}" for w, v in zip(meas["width"], meas["estimate"], strict=True))
+        at = ", ".join(f"{_num(v)} at {axis} {w}" for w, v in zip(meas["position"], meas["estimate"], strict=True))
         if pub.empty:
             out.append(f"- **{e.finding}** ({e.statistic}): {at}; the paper publishes no value to compare with.")
             continue
@@ -262,15 +302,16 @@ def reading_lines(frame: pd.DataFrame) -> list[str]:
         dist = [abs(float(v) - target) for v in meas["estimate"]]
         steps = [b - a for a, b in zip(dist, dist[1:], strict=False)]
         if len(steps) and all(s < 0 for s in steps):
-            trend = "shrinks at every step up in width"
+            trend = f"shrinks at every step up in {axis}"
         elif len(steps) and all(s > 0 for s in steps):
-            trend = "grows at every step up in width"
+            trend = f"grows at every step up in {axis}"
         else:
-            trend = "does not change in one direction with width"
-        widths = ", ".join(str(w) for w in meas["width"])
+            trend = f"does not change in one direction with {axis}"
+        where = ", ".join(f"{d} at {axis} {w}" for d, w in sorted(zip(pub["dataset"], pub["position"], strict=True)))
+        positions = ", ".join(str(w) for w in meas["position"])
         out.append(f"- **{e.finding}** ({e.statistic}): {at}; the paper's published mean "
-                   f"{_num(target)} (width 64, {', '.join(sorted(set(pub['dataset'])))}). The distance to it, "
-                   f"{', '.join(_num(d) for d in dist)} at widths {widths}, {trend}; whether a step is more than "
+                   f"{_num(target)} ({where}). The distance to it, "
+                   f"{', '.join(_num(d) for d in dist)} at {axis} {positions}, {trend}; whether a step is more than "
                    "seed noise is for the intervals in the table to say.")
     return out
 
@@ -298,49 +339,57 @@ def _protocol(cfg: Mapping[str, Any], dataset: str) -> dict[str, Any]:
             "rounds": fed.get("rounds"), "clients per round": f"{fed.get('clients_per_round')} of {fed.get('clients')}"}
 
 
+def paper_positions(paper: Mapping[str, Mapping[str, Any]], axis: Axis) -> dict[str, int]:
+    """Where each of the paper's runs of Table 5 (``paper``: dataset -> its config slice) stands on ``axis``."""
+    key = "base width" if axis is WIDTH else "local steps per round"
+    return {d: int(_protocol(cfg, d)[key]) for d, cfg in paper.items()}
+
+
 def protocol_lines(rungs: Sequence[Rung], dataset: str, paper: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """How far the ladder's protocol is from the paper's, parameter by parameter: the rungs' (their widths, and the
-    setting they share) beside the paper's runs of Table 5 (``paper``: dataset -> the run config slice config.yaml
+    """How far the ladder's protocol is from the paper's, parameter by parameter: the rungs' values (each value the
+    rungs take, in order) beside the paper's runs of Table 5 (``paper``: dataset -> the run config slice config.yaml
     gives, :data:`PAPER_DATASETS`), images and steps at an equal split (clients differ under the Dirichlet
     partition)."""
-    ours = _protocol(sorted(rungs, key=lambda r: r.width)[0].config, dataset)
-    widths = ", ".join(str(r.width) for r in sorted(rungs, key=lambda r: r.width))
+    ours = sorted((_protocol(r.config, dataset) for r in rungs),
+                  key=lambda o: (o["base width"], o["local steps per round"]))
     theirs = {d: _protocol(cfg, d) for d, cfg in paper.items()}
     head = f"| Parameter | this ladder ({dataset}) | " + " | ".join(f"the paper ({d})" for d in theirs) + " |"
     out = [head, "|---|---:|" + "---:|" * len(theirs)]
-    for key in ours:
-        mine = widths if key == "base width" else ours[key]
+    for key in ours[0]:
+        mine = ", ".join(str(v) for v in dict.fromkeys(o[key] for o in ours))
         out.append(f"| {key} | {mine} | " + " | ".join(str(t[key]) for t in theirs.values()) + " |")
     return out
 
 
 def figure(frame: pd.DataFrame) -> Any:
-    """One panel per estimand: the measured estimate and its interval against the base width (log2 axis), the
-    paper's published values at width 64 as hollow markers, a star and a diamond per published dataset (their bars the
-    seeds' sd), labelled published."""
+    """One panel per estimand: the measured estimate and its interval against the ladder's axis (log2), the paper's
+    published values at its own position (width 64, or its local steps per round) as hollow markers, a star and a
+    diamond per published dataset (their bars the seeds' sd), labelled published."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     from hasfl.analysis.figures.style import set_style
 
+    axis = str(frame.attrs.get("axis", WIDTH.name))
     set_style()
     fig, axes = plt.subplots(1, len(ESTIMANDS), figsize=(3.6 * len(ESTIMANDS), 3.6), squeeze=False)
+    ticks = sorted({int(v) for v in frame["position"].dropna()})
     for ax, e in zip(axes[0], ESTIMANDS, strict=True):
         part = frame[frame["finding"] == e.finding]
-        meas = part[(part["source"] == "measured") & part["estimate"].notna()].sort_values("width")
+        meas = part[(part["source"] == "measured") & part["estimate"].notna()].sort_values("position")
         if len(meas):
             y = meas["estimate"].to_numpy(float)
             err = np.vstack([y - meas["low"].to_numpy(float), meas["high"].to_numpy(float) - y])
-            ax.errorbar(meas["width"], y, yerr=np.nan_to_num(err), fmt="o-", color="#1f5f8b", capsize=3,
+            ax.errorbar(meas["position"], y, yerr=np.nan_to_num(err), fmt="o-", color="#1f5f8b", capsize=3,
                         label="measured (interval)")
         for i, r in enumerate(part[(part["source"] == "published") & part["estimate"].notna()].to_dict("records")):
             yerr = ([[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]] if math.isfinite(r["low"]) else None)
-            ax.errorbar([64 * (1.06 if i else 1.0)], [r["estimate"]], yerr=yerr, fmt="*D"[i % 2], ms=11 - 4 * (i % 2),
-                        mfc="white",
-                        color="#b03a2e", capsize=3, label=f"published, {r['dataset']} (paper)")
+            ax.errorbar([r["position"] * (1.06 if i else 1.0)], [r["estimate"]], yerr=yerr, fmt="*D"[i % 2],
+                        ms=11 - 4 * (i % 2), mfc="white", color="#b03a2e", capsize=3,
+                        label=f"published, {r['dataset']} (paper)")
         ax.set_xscale("log", base=2)
-        ax.set_xticks([8, 16, 32, 64], ["8", "16", "32", "64"])
-        ax.set_xlabel("base width (channels of the first layer)")
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel(axis + (" (channels of the first layer)" if axis == WIDTH.name else ""))
         ax.set_title(f"{e.finding}: {e.statistic}", fontsize=9)
         if e.finding != "F4":
             ax.axhline(0, color="0.6", lw=0.8)

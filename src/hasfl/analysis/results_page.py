@@ -316,13 +316,13 @@ def longer_horizons(base: Mapping[str, Any], overlays: Mapping[Path, tuple[dict[
 
 
 LADDER_LEAD = (
-    "The estimands of the paper's capacity confound at each base width (channels of the first layer) that this "
-    "page's folder and its overlays ran on {dataset}, at one setting (data, federation, local training) and one seed "
-    "set, beside the paper's values at its width 64. A measured row is that folder's unit of the finding: its "
-    "estimate, its two-sided interval where the unit has one (else the interval its test reads, level given) and its "
-    "verdict at that folder's horizon. A **published** row is the paper's: the mean over its 3 seeds with +- their "
-    "sample sd (a spread, not an interval), F4's the difference of two published means; it is never pooled with a "
-    "measured row. The reading below the figure states distances from the numbers and carries no verdict.")
+    "The estimands of the paper's capacity confound at each {axis} that this page's folder and its overlays ran on "
+    "{dataset}, at one setting otherwise (data, federation, local training, model) and one seed set, beside the "
+    "paper's values at its {paper}. A measured row is that folder's unit of the finding: its estimate, its two-sided "
+    "interval where the unit has one (else the interval its test reads, level given) and its verdict at that folder's "
+    "horizon. A **published** row is the paper's: the mean over its 3 seeds with +- their sample sd (a spread, not an "
+    "interval), F4's the difference of two published means; it is never pooled with a measured row. The reading "
+    "below the figure states distances from the numbers and carries no verdict.")
 
 
 def _paper_slices() -> dict[str, Any]:
@@ -334,12 +334,25 @@ def _paper_slices() -> dict[str, Any]:
     return {d: run_config(paper, d, "hasfl", int(paper["seeds"][0])) for d in PAPER_DATASETS}
 
 
+def _on_axis(rung: Any, own: Any, axis: Any) -> bool:
+    """Whether ``rung`` (an overlay folder's) steps from the page's folder (``own``) along ``axis`` alone: another
+    width (the width ladder, whose own check refuses any other difference), or the same width with only the train
+    images per class changed (the local-steps ladder; an overlay of another horizon or method set is neither)."""
+    from hasfl.analysis import ladder
+
+    if axis is ladder.WIDTH:
+        return rung.width != own.width
+    changed = {k for k in ladder.SETTING if rung.setting.get(k) != own.setting.get(k)}
+    return rung.width == own.width and bool(changed) and changed <= set(axis.free)
+
+
 def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, Any],
                  verified: Mapping[Path, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[list[str], dict[str, Any]]:
-    """The width-ladder section (:mod:`hasfl.analysis.ladder`) where an overlay folder runs a dataset at another
-    base width than the page's folder: per such dataset its table, its figure (returned by file name, drawn into the
-    page's figure folder) and its reading. Each run's width and setting are read from its manifest's recorded config
-    slice. Nothing where no overlay changes the width."""
+    """The ladder sections (:mod:`hasfl.analysis.ladder`) where overlay folders run a dataset at another base width
+    than the page's folder (the width ladder) or at its width with other train images per class (the local-steps
+    ladder): per dataset and axis its table, its figure (returned by file name, drawn into the page's figure folder)
+    and its reading. Each run's width and setting are read from its manifest's recorded config slice. Nothing where
+    no overlay steps along an axis."""
     from hasfl.analysis import ladder
 
     def configs(folder: Path, runs: Mapping[str, Any]) -> dict[str, Any]:
@@ -352,24 +365,31 @@ def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, A
         rungs = ladder.folder_rungs(folders)
         lines: list[str] = []
         figures: dict[str, Any] = {}
+        paper = _paper_slices()
         for dataset, found in sorted(rungs.items()):
-            base = next((r.width for r in found if r.folder == results.name), None)
-            steps = [r for r in found if r.folder == results.name or r.width != base]
-            if base is None or len({r.width for r in steps}) < 2:
+            own = next((r for r in found if r.folder == results.name), None)
+            if own is None:
                 continue
-            frame = ladder.ladder_frame(steps, dataset)
-            name = f"width_ladder_{dataset}.png"
-            figures[name] = ladder.figure(frame)
-            lines += [f"## Width ladder ({dataset})", "", LADDER_LEAD.format(dataset=dataset), "",
-                      *ladder.table_lines(frame), "",
-                      "Where the ladder's protocol stands against the paper's runs of Table 5 (its config slices, "
-                      "config.yaml; images and local steps at an equal split of the training set over the clients):",
-                      "", *ladder.protocol_lines(steps, dataset, _paper_slices()), "",
-                      f"![width ladder]({{fig_dir}}/{name})", "",
-                      "*Width ladder.* Measured estimates with their intervals against the base width (log scale), "
-                      "the paper's published values at width 64 as hollow markers, one per published dataset "
-                      "(bars: +- the sd over its seeds).",
-                      "", *ladder.reading_lines(frame), ""]
+            for axis in (ladder.WIDTH, ladder.STEPS):
+                steps = [own, *(r for r in found if r is not own and _on_axis(r, own, axis))]
+                if len(steps) < 2:
+                    continue
+                frame = ladder.ladder_frame(steps, dataset, axis=axis, paper_at=ladder.paper_positions(paper, axis))
+                name = f"{axis.key}_ladder_{dataset}.png"
+                figures[name] = ladder.figure(frame)
+                title = ("Width ladder" if axis is ladder.WIDTH else f"Local-steps ladder at base width {own.width}")
+                lines += [f"## {title} ({dataset})", "",
+                          LADDER_LEAD.format(dataset=dataset, axis=axis.name,
+                                             paper="width 64" if axis is ladder.WIDTH else "own local steps"), "",
+                          *ladder.table_lines(frame), "",
+                          "Where the ladder's protocol stands against the paper's runs of Table 5 (its config slices, "
+                          "config.yaml; images and local steps at an equal split of the training set over the "
+                          "clients):", "", *ladder.protocol_lines(steps, dataset, paper), "",
+                          f"![{axis.name} ladder]({{fig_dir}}/{name})", "",
+                          f"*{title}.* Measured estimates with their intervals against the {axis.name} (log scale), "
+                          "the paper's published values at its own as hollow markers, one per published dataset "
+                          "(bars: +- the sd over its seeds).",
+                          "", *ladder.reading_lines(frame), ""]
     except ladder.LadderError as exc:
         raise ResultsPageError(str(exc)) from None
     return lines, figures
@@ -655,7 +675,7 @@ def write_results_page(results: str | Path, out_md: str | Path, *, title: str | 
     # the figures and the page replace the old ones together: staged beside them, renamed into place only when
     # every file is written (a full disk leaves the old page and its figures, never half of each)
     with staged_folder(fig_dir, keep=lambda f: not (f.suffix == ".png" and (f.stem in ARTIFACT_FIGURES
-                                                                      or f.stem.startswith("width_ladder_"))),
+                                                                      or "_ladder_" in f.stem)),
                        make_empty=False) as staging:
         for slug, fallback in FIGURES:
             for s in (slug, fallback):
