@@ -85,7 +85,8 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
             fid, claim=claim, source="Section 4.7", scope=ALL, statistic=statistic, test=test,
             margin_key="f10_equiv_r_e_pmax", st=st, units=units, files=files,
             mde_meaning="minimum detectable |r| of the two-sided test",
-            not_run=f"no completed run of a {population} method (or no {T10} table)"))
+            not_run=f"no completed run of {'a sub-model' if population == SUB_MODEL else 'an equal-width'} method "
+                    f"(or no {T10} table)"))
     return out
 
 
