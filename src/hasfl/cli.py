@@ -222,6 +222,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     against its manifest, and a run that fails makes the command exit non-zero (after the report)."""
     from hasfl.analysis.compare import compare, plot, render, verification_error
 
+    if len(args.folders) < 2:
+        raise ConfigError("hasfl compare: give two results folders (or more, with --metric, for a sweep)")
+    if len(args.folders) > 2 or args.metric is not None:
+        from hasfl.analysis import sweep
+
+        swept = sweep.sweep(args.folders, args.metric or "final_acc_pct")
+        if args.plot is not None:
+            swept["plotted"] = sweep.plot(swept, args.plot)
+        print(json.dumps(swept, indent=2, default=str) if args.json else sweep.render(swept))
+        return 0
+    args.a, args.b = args.folders
     result = compare(args.a, args.b)
     if args.plot is not None:
         result["plotted"] = plot(result, args.plot)
@@ -492,12 +503,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_diagnose)
 
     p = sub.add_parser("compare", help="what differs between two results folders: runs (identity, bytes), table "
-                                       "cells, verdicts")
-    p.add_argument("a", type=Path, help="results folder A, e.g. results/quick")
-    p.add_argument("b", type=Path, help="results folder B, e.g. results/quick-mu05")
+                                       "cells, verdicts; with more folders (or --metric), a sweep: one row per folder")
+    p.add_argument("folders", type=Path, nargs="+",
+                   help="results folders: A and B (e.g. results/quick results/quick-mu05), or the points of a sweep")
+    p.add_argument("--metric", default=None, metavar="COLUMN",
+                   help="a sweep's metric, a column of the per-seed tables (default final_acc_pct): mean +- sd per "
+                        "point and (dataset, method)")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG",
-                   help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed)")
+                   help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed); for a "
+                        "sweep, the metric against the swept value")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("export", help="a finished results folder for an experiment tracker (TensorBoard) or as a "
