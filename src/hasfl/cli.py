@@ -244,6 +244,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    """One command over a config key's values: each value's variant built by the preset's DAG in turn (sharing the
+    run store), then the points compared (hasfl.sweep_run, hasfl.analysis.sweep)."""
+    from hasfl import sweep_run
+
+    root = args.directory.resolve()
+    points = sweep_run.run(args.spec, args.configfile, root, args.cores, dry_run=args.dry_run)
+    if args.dry_run:
+        return 0
+    from hasfl.analysis import sweep
+
+    results = root / points[0]["config"]["results_dir"]
+    swept = sweep.sweep(sweep_run.folders(points, results), args.metric)
+    if args.plot is not None:
+        swept["plotted"] = sweep.plot(swept, args.plot)
+    print(sweep.render(swept))
+    return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     """A finished results folder as TensorBoard event files, or as a Workflow Run RO-Crate."""
     if args.format == "rocrate":
@@ -514,6 +533,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also overlay the accuracy curves of the methods whose runs differ (A solid, B dashed); for a "
                         "sweep, the metric against the swept value")
     p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("sweep", help="one command over a config key's values: each value's variant folder built by "
+                                     "the preset's DAG in turn (one run store: shared runs trained once), then compared")
+    p.add_argument("spec", help="KEY=V1,V2[,...], e.g. method_params.fedprox.mu=0.01,0.1,1.0")
+    p.add_argument("--configfile", nargs="+", required=True, help="the preset's config files, as given to snakemake")
+    p.add_argument("--cores", type=int, default=2, help="snakemake --cores for each point (default 2)")
+    p.add_argument("--dry-run", action="store_true", help="write the points' config files and plan each (snakemake -n)")
+    p.add_argument("--metric", default="final_acc_pct", help="the comparison's metric (a per-seed table column)")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="the metric against the swept value")
+    p.add_argument("--directory", type=Path, default=Path("."), help="the workflow's folder (default: here)")
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("export", help="a finished results folder for an experiment tracker (TensorBoard) or as a "
                                       "Workflow Run RO-Crate (WorkflowHub, Zenodo)")
