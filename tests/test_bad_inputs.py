@@ -149,15 +149,15 @@ def test_compare_names_a_malformed_findings_json_and_diagnose_a_plot_into_a_miss
     import numpy as np
     import pandas as pd
 
-    from hasfl.analysis.compare import CompareError, _verdicts
+    from hasfl.analysis.compare import CompareError, folder_verdicts
     from hasfl.analysis.diagnose import DiagnoseError, plot
 
     (tmp_path / "findings.json").write_text(json.dumps({"findings": [{"id": "F1a"}]}))
     with pytest.raises(CompareError, match="not a findings.json"):
-        _verdicts(tmp_path)
+        folder_verdicts(tmp_path)
     (tmp_path / "findings.json").write_text(json.dumps({"thresholds": {}}))
     with pytest.raises(CompareError, match="not a findings.json"):
-        _verdicts(tmp_path)
+        folder_verdicts(tmp_path)
     df = pd.DataFrame({"e": np.arange(8.0), "p": [0.5, 1.0] * 4, "tv": np.linspace(0, 1, 8)})
     with pytest.raises(DiagnoseError, match="does not exist"):
         plot(df, "e", "p", "tv", tmp_path / "missing" / "x.png")

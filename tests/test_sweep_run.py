@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_points_are_validated_and_named_before_any_job() -> None:
     points = sweep_run.plan("method_params.fedprox.mu=0.01,0.1,1.0", ["presets/quick.yaml"], REPO)
-    assert [p["name"] for p in points] == ["quick-mu0.01", "quick-mu0.1", "quick-mu1.0"]
-    assert [p["config"]["method_params"]["fedprox"]["mu"] for p in points] == [0.01, 0.1, 1.0]
-    assert points[0]["overlay"] == REPO / "sweeps" / "quick-mu" / "quick-mu0.01.yaml"
+    assert [p.name for p in points] == ["quick-mu0.01", "quick-mu0.1", "quick-mu1.0"]
+    assert [p.config["method_params"]["fedprox"]["mu"] for p in points] == [0.01, 0.1, 1.0]
+    assert points[0].overlay == REPO / "sweeps" / "quick-mu" / "quick-mu0.01.yaml"
     with pytest.raises(ConfigError, match=r"the point method_params.fedprox.mu=-1"):
         sweep_run.plan("method_params.fedprox.mu=0.1,-1", ["presets/quick.yaml"], REPO)
     with pytest.raises(ConfigError, match="expected KEY=V1,V2"):

@@ -255,8 +255,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from hasfl.analysis import sweep
 
-    results = root / points[0]["config"]["results_dir"]
-    swept = sweep.sweep(sweep_run.folders(points, results), args.metric)
+    results = root / points[0].config["results_dir"]
+    swept = sweep.sweep([results / p.name for p in points], args.metric)
     if args.plot is not None:
         swept["plotted"] = sweep.plot(swept, args.plot)
     print(sweep.render(swept))

@@ -15,20 +15,33 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hasfl.config import ConfigError, load_config, parse_override
 
-__all__ = ["Point", "plan", "run"]
+__all__ = ["Point", "SweepError", "plan", "run"]
 
 #: The characters a point's name keeps (a results folder's name); every other one becomes ``_``.
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-class Point(dict):
-    """One point: ``name``, ``value``, ``overlay`` (its file), ``config`` (validated)."""
+@dataclass(frozen=True)
+class Point:
+    """One point: its folder's ``name``, the swept ``value`` as given, its ``overlay`` file and what it holds
+    (``data``), and the point's validated ``config``."""
+
+    name: str
+    value: str
+    overlay: Path
+    data: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+
+class SweepError(ConfigError):
+    """A point's build failed (the message names it)."""
 
 
 def _values(spec: str) -> tuple[str, list[str]]:
@@ -55,9 +68,8 @@ def plan(spec: str, configfiles: Sequence[str | Path], root: Path) -> list[Point
             config = load_config(files, root / "config.yaml", [f"{key}={value}", f"name={name}"])
         except ConfigError as exc:
             raise ConfigError(f"hasfl sweep: the point {key}={value}: {exc}") from None
-        points.append(Point(name=name, value=value, overlay=root / "sweeps" / tag / f"{name}.yaml", data=overlay,
-                            config=config))
-    names = [p["name"] for p in points]
+        points.append(Point(name, value, root / "sweeps" / tag / f"{name}.yaml", overlay, config))
+    names = [p.name for p in points]
     if len(set(names)) != len(names):
         raise ConfigError(f"hasfl sweep {spec!r}: two values give one folder name ({', '.join(names)})")
     return points
@@ -69,26 +81,20 @@ def run(spec: str, configfiles: Sequence[str | Path], root: Path, cores: int, ex
     point whose build fails, naming it (the points before it are finished and stay)."""
     import yaml
 
+    from hasfl.io import atomic_path
+
     points = plan(spec, configfiles, root)
     for p in points:
-        p["overlay"].parent.mkdir(parents=True, exist_ok=True)
-        p["overlay"].write_text(f"# written by hasfl sweep {spec}\n" + yaml.safe_dump(p["data"], sort_keys=False))
+        p.overlay.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(p.overlay) as tmp:
+            tmp.write_text(f"# written by hasfl sweep {spec}\n" + yaml.safe_dump(dict(p.data), sort_keys=False))
     for i, p in enumerate(points, 1):
         cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "all", *(["-n"] if dry_run else []),
-               *extra, "--configfile", *map(str, configfiles), str(p["overlay"].relative_to(root))]
-        print(f"hasfl sweep: point {i} of {len(points)}, {p['name']} ({spec.partition('=')[0]}={p['value']}): "
+               *extra, "--configfile", *map(str, configfiles), str(p.overlay.relative_to(root))]
+        print(f"hasfl sweep: point {i} of {len(points)}, {p.name} ({spec.partition('=')[0]}={p.value}): "
               + " ".join(cmd[1:]), flush=True)
         done = subprocess.run(cmd, cwd=root, check=False)
         if done.returncode != 0:
-            raise SweepError(f"hasfl sweep: the build of point {p['name']} failed (exit {done.returncode}); the "
+            raise SweepError(f"hasfl sweep: the build of point {p.name} failed (exit {done.returncode}); the "
                              f"points before it are finished; run the same command again to resume")
     return points
-
-
-class SweepError(ConfigError):
-    """A point's build failed (the message names it)."""
-
-
-def folders(points: Sequence[Any], results_dir: str | Path) -> list[Path]:
-    """The results folders of ``points`` under ``results_dir`` (a config's ``results_dir``)."""
-    return [Path(results_dir) / p["name"] for p in points]

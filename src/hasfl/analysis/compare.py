@@ -38,7 +38,8 @@ from hasfl.errors import HasflError
 from hasfl.integrity import STORE_NAME, folder_problems, identity_difference
 from hasfl.layout import finished_folders, kind_root, parse_folder, run_folder
 
-__all__ = ["CompareError", "FAILED", "RTOL", "compare", "config_difference", "plot", "render", "verification_error"]
+__all__ = ["CompareError", "FAILED", "RTOL", "compare", "config_difference", "finished_runs", "flatten",
+           "folder_verdicts", "plot", "render", "verification_error"]
 
 #: Two floats are the same cell when |a - b| <= RTOL * max(1, |a|, |b|) (or both NaN).
 RTOL = 1e-9
@@ -54,25 +55,27 @@ class CompareError(HasflError, ValueError):
     """A folder that cannot be compared; the message names it."""
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{dotted key: leaf value}``."""
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: value}
 
 
 def config_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """The dotted keys whose values differ between two config slices (a key of one only included)."""
-    fa, fb = _flatten(a), _flatten(b)
+    fa, fb = flatten(a), flatten(b)
     return sorted(k for k in set(fa) | set(fb) if fa.get(k, _MISSING) != fb.get(k, _MISSING))
 
 
 _MISSING = object()
 
 
-def _runs(folder: Path) -> dict[tuple[str, str, int], Path]:
+def finished_runs(folder: Path) -> dict[tuple[str, str, int], Path]:
+    """The finished run folders of a results folder by (dataset, method, seed), from the layout's walk."""
     out = {}
     for run in finished_folders(folder, "runs"):
         named = parse_folder(run.relative_to(folder))
@@ -207,7 +210,7 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
         if not kind_root(f, "runs").is_dir() and not (f / "tables").is_dir():
             raise CompareError(f"hasfl compare: '{f}' has neither runs/ nor tables/ (not a results folder)")
         _refuse_copy_without_store(f)
-    runs_a, runs_b = _runs(fa), _runs(fb)
+    runs_a, runs_b = finished_runs(fa), finished_runs(fb)
     runs, failed = [], []
     for key in sorted(set(runs_a) | set(runs_b)):
         d, m, s = key
@@ -234,7 +237,7 @@ def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
             continue
         tables.append({"table": name, **_compare_table(pd.read_parquet(pa), pd.read_parquet(pb))})
     findings = []
-    va, vb = _verdicts(fa), _verdicts(fb)
+    va, vb = folder_verdicts(fa), folder_verdicts(fb)
     for fid in list(dict.fromkeys([*va, *vb])):
         findings.append({"id": fid, "a": va.get(fid), "b": vb.get(fid), "moved": va.get(fid) != vb.get(fid)})
     return {"a": str(fa), "b": str(fb), "verification_failed": failed, "runs": runs, "tables": tables,
@@ -256,7 +259,8 @@ def verification_error(result: Mapping[str, Any]) -> CompareError | None:
                         "preset's DAG to train it again)")
 
 
-def _verdicts(folder: Path) -> dict[str, str]:
+def folder_verdicts(folder: Path) -> dict[str, str]:
+    """Each finding's verdict in ``folder``'s findings.json ({} without one); a malformed file is refused, named."""
     path = folder / "findings.json"
     if not path.is_file():
         return {}

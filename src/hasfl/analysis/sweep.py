@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis.compare import CompareError, _flatten
+from hasfl.analysis.compare import CompareError, config_difference, finished_runs, flatten, folder_verdicts
+from hasfl.integrity import read_manifest
 from hasfl.layout import kind_root
 
 __all__ = ["SEED_KEYS", "metric_rows", "plot", "points", "render", "sweep"]
@@ -28,36 +29,30 @@ SEED_KEYS = ("seed", "method", "dataset")
 
 
 def _configs(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(dataset, method) -> the flattened config slice of one of its runs (the first seed's), without its run keys."""
+    """(dataset, method) -> the config slice one of its runs records (its first seed's), without its run keys."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for manifest in sorted(kind_root(folder, "runs").glob("*/*/seed*/manifest.json")):
-        dataset, method = manifest.parent.parent.parent.name, manifest.parent.parent.name
-        if (dataset, method) in out:
-            continue
-        cfg = (json.loads(manifest.read_text()).get("identity") or {}).get("config") or {}
-        out[dataset, method] = {k: v for k, v in _flatten(cfg).items() if k.split(".")[0] not in SEED_KEYS}
+    for (dataset, method, _seed), run in sorted(finished_runs(folder).items()):
+        if (dataset, method) not in out:
+            cfg = ((read_manifest(run) or {}).get("identity") or {}).get("config") or {}
+            out[dataset, method] = {k: v for k, v in cfg.items() if k not in SEED_KEYS}
     return out
 
 
 def points(folders: Sequence[Path]) -> tuple[list[str], list[dict[str, Any]]]:
     """(the swept keys: dotted config keys whose value differs between folders for a (dataset, method) they share,
-    in order; per folder, those keys' values). A key is read from the runs' recorded config slices."""
+    in order; per folder, those keys' values). A key is read from the runs' recorded config slices
+    (:func:`hasfl.analysis.compare.config_difference` against the first folder's)."""
     configs = [_configs(Path(f)) for f in folders]
     keys: list[str] = []
-    for pair in configs[0]:
-        values = [c.get(pair) for c in configs]
-        if any(v is None for v in values):
+    for pair, first in configs[0].items():
+        if any(pair not in c for c in configs[1:]):
             continue
-        for key in sorted({k for v in values for k in v}):
-            if len({json.dumps(v.get(key), sort_keys=True) for v in values}) > 1 and key not in keys:
-                keys.append(key)
+        differ = sorted({k for c in configs[1:] for k in config_difference(first, c[pair])})
+        keys += [k for k in differ if k not in keys]
     coords = []
     for c in configs:
-        point: dict[str, Any] = {}
-        for key in keys:
-            found = [v[key] for v in c.values() if key in v]
-            point[key] = found[0] if found else None
-        coords.append(point)
+        flat = [flatten(cfg) for cfg in c.values()]
+        coords.append({key: next((f[key] for f in flat if key in f), None) for key in keys})
     return keys, coords
 
 
@@ -78,13 +73,6 @@ def metric_rows(folder: Path, metric: str) -> pd.DataFrame:
     return pd.DataFrame({"mean": grouped.mean(), "sd": grouped.std(ddof=1), "n": grouped.count()}).reset_index()
 
 
-def _verdicts(folder: Path) -> dict[str, str]:
-    path = Path(folder) / "findings.json"
-    if not path.is_file():
-        return {}
-    return {str(f["id"]): str(f.get("verdict")) for f in json.loads(path.read_text()).get("findings", [])}
-
-
 def sweep(folders: Sequence[str | Path], metric: str) -> dict[str, Any]:
     """The N folders as a sweep (module doc): swept keys, each point's coordinates, metric rows and verdicts.
 
@@ -100,7 +88,7 @@ def sweep(folders: Sequence[str | Path], metric: str) -> dict[str, Any]:
     if all(r.empty for r in rows.values()):
         raise CompareError(f"hasfl compare: no per-seed table (tables/*_seeds.parquet) of {', '.join(map(str, paths))} "
                            f"has the column '{metric}' (e.g. final_acc_pct, best_acc_pct, avg_p_trained)")
-    verdicts = {str(f): _verdicts(f) for f in paths}
+    verdicts = {str(f): folder_verdicts(f) for f in paths}
     ids = list(dict.fromkeys(i for v in verdicts.values() for i in v))
     moved = [i for i in ids if len({verdicts[str(f)].get(i) for f in paths}) > 1]
     return {"folders": [str(f) for f in paths], "keys": keys, "points": coords, "metric": metric,
