@@ -38,8 +38,8 @@ from hasfl.integrity import result_folders
 from hasfl.layout import kind_dir, run_folder
 
 __all__ = ["CodeCheck", "ProvenanceError", "check_configfiles", "code_sentence", "dag_command", "provenance",
-           "provenance_lines", "reproduce_lines", "reproduce_rows", "summary_block", "report_lines",
-           "total_cpu_hours", "training_code_check"]
+           "provenance_lines", "reproduce_lines", "reproduce_rows", "run_identities", "summary_block",
+           "report_lines", "total_cpu_hours", "training_code_check"]
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -129,7 +129,7 @@ def _run_parts(rel: str, identity: Mapping[str, Any]) -> tuple[str, str, int | N
     return str(cfg.get("dataset", dataset)), str(cfg.get("method", method)), seed
 
 
-def _identities(results: Path, folders: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+def run_identities(results: Path, folders: Sequence[str]) -> dict[str, Mapping[str, Any]]:
     """Each run folder's recorded identity (its manifest's ``identity``; ``{}`` when it has none)."""
     from hasfl.integrity import read_manifest
 
@@ -152,7 +152,7 @@ def training_code_check(results: Path, folders: Sequence[str], root: Path | None
     digests: set[str] = set()
     differing = []
     unrecorded = 0
-    identities = _identities(results, folders)
+    identities = run_identities(results, folders)
     for rel, identity in identities.items():
         recorded = identity.get("code")
         if not recorded:
@@ -208,7 +208,7 @@ def check_configfiles(results: Path, folders: Sequence[str], files: Sequence[Pat
     shown = " ".join(names if names is not None else [Path(f).as_posix() for f in files])
     config = merged_config(files, base)
     checked = 0
-    for rel, identity in _identities(results, folders).items():
+    for rel, identity in run_identities(results, folders).items():
         recorded = identity.get("config")
         if not isinstance(recorded, Mapping):
             continue

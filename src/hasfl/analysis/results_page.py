@@ -45,11 +45,11 @@ from hasfl.analysis.provenance import (
     provenance_lines,
     reproduce_lines,
     reproduce_rows,
+    run_identities,
     summary_block,
     total_cpu_hours,
 )
 from hasfl.errors import HasflError
-from hasfl.integrity import read_manifest
 from hasfl.io import atomic_path
 from hasfl.staging import staged_folder
 
@@ -356,7 +356,7 @@ def ladder_lines(results: Path, manifest: Mapping[str, Any], doc: Mapping[str, A
     from hasfl.analysis import ladder
 
     def configs(folder: Path, runs: Mapping[str, Any]) -> dict[str, Any]:
-        return {rel: ((read_manifest(folder / rel) or {}).get("identity") or {}).get("config") for rel in runs}
+        return {rel: ident.get("config") for rel, ident in run_identities(folder, list(runs)).items()}
 
     folders = {results.name: (manifest["runs"], doc, configs(results, manifest["runs"]))}
     for path, (m, d) in verified.items():
