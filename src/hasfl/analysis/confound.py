@@ -25,10 +25,24 @@ import pandas as pd
 
 from hasfl.analysis.stats import partial_corr, pearson, permutation_corr_p, variance_decomposition
 
-__all__ = ["CONFOUND_METHODS", "confound_row", "prior_weight", "table5_confound"]
+__all__ = ["CONFOUND_METHODS", "EQUAL_WIDTHS", "SUB_MODEL", "confound_row", "population", "prior_weight",
+           "table5_confound"]
 
 #: Methods Table 5 covers: hasfl (the paper's table) and fedavg (the equal-width control).
 CONFOUND_METHODS = ("hasfl", "fedavg")
+
+#: Section 4.7's two populations of a run (Table 10, F10a / F10b, Figure 10).
+SUB_MODEL, EQUAL_WIDTHS = "sub-model", "equal widths"
+
+
+def population(run_clients: pd.DataFrame) -> str:
+    """Section 4.7's population of a run from its clients table: equal widths when every client's final width
+    ``p_final`` is the full model's (1; FedAvg, SCAFFOLD, FedProx), sub-model otherwise. Read from the run, not the
+    registry's cost rule: FIARSE trains the whole model under a magnitude mask of its allocated share, so its cost is
+    the full model's while its sub-models (the masks) follow capacity, the "magnitude-based sub-model composition"
+    Section 4.7 names."""
+    return EQUAL_WIDTHS if bool((run_clients["p_final"].to_numpy(float) >= 1.0 - 1e-9).all()) else SUB_MODEL
+
 
 _DECOMP = ("r2_tier", "r2_tv", "r2_joint", "adj_r2_tier", "adj_r2_tv", "adj_r2_joint", "r2_tv_given_tier",
            "r2_tier_given_tv")

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from hasfl.analysis.artifacts import FIGURES
+from hasfl.analysis.confound import EQUAL_WIDTHS, SUB_MODEL
 from hasfl.analysis.figures.reading import datasets_of, read_table
 from hasfl.analysis.figures.style import GREY, empty_panel, save_figure, set_style
 from hasfl.analysis.labels import dataset_label, method_label
@@ -29,7 +30,7 @@ __all__ = ["SLUG", "TABLES", "compute", "figure"]
 SLUG = "fig10_inheritance"
 #: The tables this figure reads (its registry entry's): Table 10, one row per run.
 TABLES: tuple[str, ...] = FIGURES[SLUG].tables
-COLORS = {"sub-model": "#b03a2e", "equal widths": "#1f5f8b"}
+COLORS = {SUB_MODEL: "#b03a2e", EQUAL_WIDTHS: "#1f5f8b"}
 PANELS = (("r_h_pmax", "r(E0, pmax): coupling to capacity"), ("pr_h_tv_pmax", "r(E0, TV | pmax): data signal"))
 
 

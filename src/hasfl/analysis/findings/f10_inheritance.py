@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from hasfl.analysis.confound import EQUAL_WIDTHS, SUB_MODEL
 from hasfl.analysis.findings.correlation import corr_coupled_unit, corr_equivalence_unit, corr_unit
 from hasfl.analysis.findings.f1_confound import POOLING
 from hasfl.analysis.findings.kernel import ALL, COMPLETED, FindingSpec, Settings, finding, fmt
@@ -34,7 +35,6 @@ from hasfl.analysis.findings.kernel import ALL, COMPLETED, FindingSpec, Settings
 F10A, F10B = "F10a", "F10b"
 #: The table both read (per run of every method: E0's correlations, the method's population).
 T10 = "table10_inheritance"
-SUB_MODEL, EQUAL_WIDTHS = "sub-model", "equal widths"
 
 
 def _rows(t10: pd.DataFrame | None, population: str) -> dict[tuple[str, str], pd.DataFrame]:
@@ -70,7 +70,7 @@ def evaluate(t: Mapping[str, pd.DataFrame], datasets: Sequence[str], st: Setting
          + "); one unit per dataset and method",
          "supported if the two-sided interval excludes 0 (coupled); contradicted if it covers 0 and the TOST "
          "interval (1 - 2 alpha) lies inside +-margin (shown uncoupled); the pooled r(E0, TV | pmax) reported beside"),
-        (F10B, EQUAL_WIDTHS, lambda name, rows, col, m, s: corr_equivalence_unit(name, rows, col, m, s),
+        (F10B, EQUAL_WIDTHS, corr_equivalence_unit,
          "Methods that hold model size fixed are unaffected: at equal widths E0 is not coupled to capacity, "
          "r(E0, pmax) ~ 0",
          "r(E0, pmax) over the clients of each run of an equal-width method, pooled over seeds (Fisher z; " + POOLING

@@ -6,7 +6,7 @@ method trained it, so Table 5's statistics (:func:`hasfl.analysis.confound.confo
 a folder ran: per run, over the clients, r(E0, pmax), r(E0, TV) and the partial r(E0, TV | pmax). ``population``
 says which of Section 4.7's two populations a method is in: ``sub-model`` (its clients' widths follow their
 capacity) or ``equal widths`` (every client's final width is the full model's, the paper's "holding model size
-fixed": :func:`population`). No run is trained or evaluated for it: the table reads the runs' clients tables.
+fixed": :func:`hasfl.analysis.confound.population`). No run is trained or evaluated for it: the table reads the runs' clients tables.
 """
 
 from __future__ import annotations
@@ -19,26 +19,19 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis import confound
+from hasfl.analysis.confound import EQUAL_WIDTHS, SUB_MODEL, population
 from hasfl.analysis.inputs import run_status
 from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import group_data_files, group_run_files
 from hasfl.analysis.tables.base import table_markdown
 from hasfl.io import write_parquet
 
+__all__ = ["COLUMNS", "EQUAL_WIDTHS", "STATS", "SUB_MODEL", "compute", "display", "job", "population"]
+
 PathLike = str | Path
-SUB_MODEL, EQUAL_WIDTHS = "sub-model", "equal widths"
 #: Table 5's per-run statistics this table keeps (E0 is Table 5's H~).
 STATS = ("n_clients", "n_tiers", "r_h_tv", "r_h_pmax", "pr_h_tv_pmax")
 COLUMNS = ["dataset", "method", "population", "seed", "status", *STATS]
-
-
-def population(run_clients: pd.DataFrame) -> str:
-    """Section 4.7's population of a run from its clients table: equal widths when every client's final width
-    ``p_final`` is the full model's (1; FedAvg, SCAFFOLD, FedProx), sub-model otherwise. Read from the run, not the
-    registry's cost rule: FIARSE trains the whole model under a magnitude mask of its allocated share, so its cost is
-    the full model's while its sub-models (the masks) follow capacity, the "magnitude-based sub-model composition"
-    Section 4.7 names."""
-    return EQUAL_WIDTHS if bool((run_clients["p_final"].to_numpy(float) >= 1.0 - 1e-9).all()) else SUB_MODEL
 
 
 def job(data_clients: Sequence[PathLike], run_files: Sequence[PathLike], datasets: Sequence[str],
