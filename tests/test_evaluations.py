@@ -9,6 +9,7 @@ clients; Uniform: capped at width 0.5) trained by the store's own job functions 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -61,9 +62,9 @@ def _params(world, art) -> dict:
     return {k: values[k] for k in art.params if k in PER_RUN_PARAMS}
 
 
-def _spec(world, name: str, **params) -> dict:
+def _spec(world, name: str, method: str = "uniform", **params) -> dict:
     art = PER_RUN[name]
-    return {"function": art.per_run, "code": evaluation_code_digest(art.per_run, REPO),
+    return {"function": art.per_run, "code": evaluation_code_digest(art.per_run, REPO, method, "digits"),
             "run_files": list(art.run_files),
             "data_files": ["manifest.json"] + (["partition.parquet", "clients.parquet"] if art.data_tables else []),
             "params": {**_params(world, art), **params}}
@@ -76,7 +77,7 @@ def _methods(name: str) -> list[str]:
 
 def _evaluate(world, results: Path, names=tuple(PER_RUN), **params) -> None:
     for m in METHODS:
-        tables = {n: _spec(world, n, **params) for n in names if m in _methods(n)}
+        tables = {n: _spec(world, n, m, **params) for n in names if m in _methods(n)}
         jobs.evaluate_run(tables, run_dir=world["results"] / "runs" / "digits" / m / "seed42",
                            data_dir=world["stage"], out_dir=eval_dir(results, "digits", m, 42), results=results)
 
@@ -220,21 +221,73 @@ def test_gc_keeps_linked_evaluations_and_lists_them_once_no_folder_links_them(ev
     assert _entries(world)  # the results folder's own evaluations are kept
 
 
+#: A statement appended to a module: a change of what its code is (a comment is not, :func:`code_text`)
+EDIT = "\n_AN_EDIT = 1\n"
+
+
 def test_only_code_an_evaluation_imports_is_part_of_its_digest(tmp_path):
     """Table 4c's evaluation imports the coverage replay and the models, not the findings: an edit of a finding
     keeps its digest (nothing re-evaluates), an edit of the slicing code moves it."""
     shutil.copytree(REPO / "src" / "hasfl", tmp_path / "src" / "hasfl", ignore=shutil.ignore_patterns("__pycache__"))
     fn = PER_RUN["table4c_coverage_over_time"].per_run
-    before = evaluation_code_digest(fn, tmp_path)
-    assert before == evaluation_code_digest(fn, REPO)
+    before = evaluation_code_digest(fn, tmp_path, "uniform", "digits")
+    assert before == evaluation_code_digest(fn, REPO, "uniform", "digits")
     kernel = tmp_path / "src" / "hasfl" / "analysis" / "findings" / "kernel.py"
-    kernel.write_text(kernel.read_text() + "\n# an edit\n")
-    assert evaluation_code_digest(fn, tmp_path) == before
+    kernel.write_text(kernel.read_text() + EDIT)
+    assert evaluation_code_digest(fn, tmp_path, "uniform", "digits") == before
     slicing = tmp_path / "src" / "hasfl" / "models" / "slicing.py"
-    slicing.write_text(slicing.read_text() + "\n# an edit\n")
-    assert evaluation_code_digest(fn, tmp_path) != before
+    slicing.write_text(slicing.read_text() + EDIT)
+    assert evaluation_code_digest(fn, tmp_path, "uniform", "digits") != before
     with pytest.raises(HasflError, match="no source file"):
-        evaluation_code_digest("hasfl.analysis.no_such_module:f", tmp_path)
+        evaluation_code_digest("hasfl.analysis.no_such_module:f", tmp_path, "uniform", "digits")
+    with pytest.raises(HasflError, match="unknown method 'nope'"):
+        evaluation_code_digest(fn, tmp_path, "nope", "digits")
+
+
+def test_comments_and_other_methods_entries_keep_an_evaluations_key(tmp_path):
+    """A comment (a reworded one, a tracker number removed) in any module an evaluation runs, and a new or edited entry
+    of another method in the registry, keep its key; a change of its own method's entry moves it, and only its."""
+    package = tmp_path / "src" / "hasfl"
+    shutil.copytree(REPO / "src" / "hasfl", package, ignore=shutil.ignore_patterns("__pycache__"))
+    fn = PER_RUN["table4c_coverage_over_time"].per_run
+    module = package / "models" / "slicing.py"
+    registry = package / "registry.py"
+    before = {m: evaluation_code_digest(fn, tmp_path, m, "digits") for m in ("uniform", "fedrolex")}
+    text = module.read_text()
+    anchor = "from __future__ import annotations\n"
+    assert anchor in text
+    module.write_text("# a new first comment\n" + text.replace(anchor, anchor.strip() + "  # a trailing one\n\n")
+                      + "\n\n# the end\n")
+    source = registry.read_text()
+    new_entry = ('    "some_new_method": MethodInfo(f"{_M}.uniform:uniform", "New", "fixed", '
+                 'color="#000000", marker="x"),  # issue 99\n')
+    table = "METHODS: dict[str, MethodInfo] = {\n"
+    assert table in source
+    registry.write_text(source.replace(table, table + new_entry))
+    assert {m: evaluation_code_digest(fn, tmp_path, m, "digits") for m in before} == before
+    module.write_text(text + EDIT)
+    assert all(evaluation_code_digest(fn, tmp_path, m, "digits") != before[m] for m in before)
+    module.write_text(text)
+
+    # the registry's entries come from the imported registry (as the training digest's facts do)
+    from hasfl import registry as reg
+
+    changed = dataclasses.replace(reg.METHODS["fedrolex"], nested=not reg.METHODS["fedrolex"].nested)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(reg.METHODS, "fedrolex", changed)
+        assert evaluation_code_digest(fn, tmp_path, "fedrolex", "digits") != before["fedrolex"]
+        assert evaluation_code_digest(fn, tmp_path, "uniform", "digits") == before["uniform"]
+
+
+def test_code_text_drops_comments_and_nothing_else(tmp_path):
+    """What is left after the comments is the code: a ``#`` inside a string stays, a changed string moves it."""
+    from hasfl.dag.identity import code_text
+
+    f = tmp_path / "m.py"
+    f.write_text('x = "a # not a comment"  # a comment\n\n# only a comment\ny = 2\n')
+    assert code_text(f) == b'x = "a # not a comment"\ny = 2'
+    f.write_text('x = "a # not a comment!"\ny = 2\n')
+    assert code_text(f) == b'x = "a # not a comment!"\ny = 2'
 
 
 #: Analysis code no evaluation runs: verdict rules, the report, the page notes and titles of the artifact entries, the
@@ -263,14 +316,14 @@ def test_an_evaluations_key_moves_only_with_the_code_it_runs(name, tmp_path):
     assert not closure & set(NOT_EVALUATION_CODE), sorted(closure & set(NOT_EVALUATION_CODE))
     assert not [f for f in closure if f.startswith(("analysis/tables/", "analysis/findings/", "analysis/artifacts/",
                                                     "analysis/figures/", "fl/"))], sorted(closure)
-    before = evaluation_code_digest(fn, tmp_path)
+    before = evaluation_code_digest(fn, tmp_path, "uniform", "digits")
     for rel in NOT_EVALUATION_CODE:
-        (package / rel).write_text((package / rel).read_text() + "\n# an edit\n")
-    assert evaluation_code_digest(fn, tmp_path) == before
+        (package / rel).write_text((package / rel).read_text() + EDIT)
+    assert evaluation_code_digest(fn, tmp_path, "uniform", "digits") == before
     for rel in (module.replace("hasfl.", "", 1).replace(".", "/") + ".py", "analysis/per_run/base.py"):
         edited = (package / rel).read_text()
-        (package / rel).write_text(edited + "\n# an edit\n")
-        assert evaluation_code_digest(fn, tmp_path) != before, rel
+        (package / rel).write_text(edited + EDIT)
+        assert evaluation_code_digest(fn, tmp_path, "uniform", "digits") != before, rel
         (package / rel).write_text(edited)
 
 
@@ -449,8 +502,8 @@ def test_a_cpu_evaluation_counts_in_the_cpu_batches_on_the_cpu(world):
 
 
 # --- evaluations audited like runs: read from the files, without Snakemake's metadata ------------------------------
-def _code_of(function: str) -> str:
-    return evaluation_code_digest(function, REPO)
+def _code_of(function: str, method: str, dataset: str) -> str:
+    return evaluation_code_digest(function, REPO, method, dataset)
 
 
 @pytest.fixture()
@@ -495,7 +548,7 @@ def test_the_audit_names_the_evaluations_finished_by_this_code(audited):
     cfg, folder = audited
     found = audit(cfg, folder, data_code=data_code_digest(), eval_code=_code_of)
     assert sorted(found.evaluated) == sorted(f"evals/digits/{m}/seed42/{n}" for n in PER_RUN for m in _methods(n))
-    other = audit(cfg, folder, data_code=data_code_digest(), eval_code=lambda f: "another")
+    other = audit(cfg, folder, data_code=data_code_digest(), eval_code=lambda f, m, d: "another")
     assert other.evaluated == []
     assert sorted(k for k in other.rerun if k.startswith("evals/")) == sorted(
         {f"evals/digits/{m}/seed42" for n in PER_RUN for m in _methods(n)})
@@ -506,7 +559,7 @@ def test_an_edit_of_an_evaluations_code_reruns_the_runs_that_evaluate_it(audited
     whose evaluations include the edited function's table is rerun, naming the table and the code."""
     cfg, folder = audited
     edited = PER_RUN["table4c_coverage_over_time"].per_run
-    reruns, _ = _eval_reruns(cfg, folder, lambda f: "edited" if f == edited else _code_of(f))
+    reruns, _ = _eval_reruns(cfg, folder, lambda f, m, d: "edited" if f == edited else _code_of(f, m, d))
     assert sorted(reruns) == sorted(f"evals/digits/{m}/seed42" for m in _methods("table4c_coverage_over_time"))
     assert all(why == "table4c_coverage_over_time: evaluation code" for why in reruns.values()), reruns
 
@@ -528,7 +581,8 @@ def test_another_runs_evaluation_under_a_run_is_rerun_and_another_tables_is_an_e
     shutil.copytree(there / "bn_sensitivity", here / "bn_sensitivity", symlinks=True)
     reruns, errors = _eval_reruns(cfg, folder)
     assert list(reruns) == ["evals/digits/uniform/seed42"] and not errors
-    assert reruns["evals/digits/uniform/seed42"].startswith("bn_sensitivity: run files"), reruns
+    # heterofl's evaluation: its code (its own registry entry, hasfl.dag.identity.registry_facts) and its run differ
+    assert reruns["evals/digits/uniform/seed42"].startswith("bn_sensitivity: evaluation code; run files"), reruns
     shutil.rmtree(there / "bn_sensitivity")
     shutil.copytree(there / "table4c_coverage_over_time", there / "bn_sensitivity", symlinks=True)
     _, errors = _eval_reruns(cfg, folder)

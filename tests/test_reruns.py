@@ -93,7 +93,8 @@ def _evaluating(config: dict, tables: set[str]) -> tuple[list[str], int, int]:
     from hasfl.analysis.evaluations import evaluation_specs
     from hasfl.dag.outputs import preset_jobs
 
-    specs = {f"evals/{d}/{m}/seed{s}": set(evaluation_specs(config, d, m, str)) for d, m, s in preset_jobs(config)[1]}
+    specs = {f"evals/{d}/{m}/seed{s}": set(evaluation_specs(config, d, m, lambda f, *_: f))
+             for d, m, s in preset_jobs(config)[1]}
     jobs = {j: t for j, t in specs.items() if t & tables}
     return sorted(jobs), sum(len(t & tables) for t in jobs.values()), sum(len(t) for t in jobs.values())
 
@@ -114,12 +115,12 @@ def test_evaluations_are_recomputed_from_their_identity_without_snakemakes_metad
     from hasfl.dag.identity import evaluation_code_digest
 
     per_run = {n: a.per_run for n, a in ARTIFACTS.items() if a.per_run}
-    before = {n: evaluation_code_digest(f, finished) for n, f in per_run.items()}
+    before = {n: evaluation_code_digest(f, finished, "uniform", "digits") for n, f in per_run.items()}
     base = walk(finished, "tiny.yaml")
     assert not base.status.rerun
     target = finished / "src/hasfl/analysis/per_run/coverage_over_time.py"
-    target.write_text(target.read_text() + "\n# content change\n")
-    changed = {n for n, f in per_run.items() if evaluation_code_digest(f, finished) != before[n]}
+    target.write_text(target.read_text() + "\n_CONTENT_CHANGE = 1\n")  # a comment would not be one
+    changed = {n for n, f in per_run.items() if evaluation_code_digest(f, finished, "uniform", "digits") != before[n]}
     jobs, computed, tables = _evaluating(base.config, changed)
     assert "table4c_coverage_over_time" in changed and len(changed) < len(per_run) and jobs
     walked = walk(finished, "tiny.yaml")

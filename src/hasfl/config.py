@@ -145,6 +145,7 @@ def load_config(preset: str | Path | Sequence[str | Path] | None = None, base: s
         config = deep_merge(config, read_yaml(path))
     for item in overrides or []:
         config = deep_merge(config, parse_override(item))
+    config = with_method_defaults(config)
     validate_config(config)
     return canonical_numbers(config)
 
@@ -204,7 +205,30 @@ def canonical_numbers(config: Mapping[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text())
+    """The config schema, with the ``method_params`` block of every method an installed package registers
+    (:attr:`hasfl.registry.MethodInfo.schema`)."""
+    schema = json.loads(SCHEMA_PATH.read_text())
+    blocks = schema["properties"]["method_params"].setdefault("properties", {})
+    for name, info in METHODS.items():
+        if info.schema is not None and name not in blocks:
+            blocks[name] = dict(info.schema)
+    return schema
+
+
+def with_method_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with each method's :attr:`hasfl.registry.MethodInfo.defaults` under ``method_params.<name>`` where
+    the config leaves a key out (an installed method's defaults; a built-in method's are in ``config.yaml``)."""
+    out = dict(config)
+    given = config.get("method_params")
+    if not isinstance(given, Mapping):
+        return out
+    params = dict(given)
+    for name, info in METHODS.items():
+        if info.defaults:
+            block = params.get(name)
+            params[name] = {**copy.deepcopy(dict(info.defaults)), **(dict(block) if isinstance(block, Mapping) else {})}
+    out["method_params"] = params
+    return out
 
 
 def _key(path: Any) -> str:

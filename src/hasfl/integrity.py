@@ -96,12 +96,25 @@ def method_module(method: str, root: Path = PACKAGE) -> Path:
     return _module_file(METHODS[method].training_fields()["build"].partition(":")[0], root)
 
 
+def package_files(module_file: Path) -> dict[str, Path]:
+    """The Python files of the top-level package ``module_file`` belongs to (the module alone when it is a top-level
+    module), by path relative to the folder holding that package, sorted: the code an installed method's builder can
+    import from its own package."""
+    top = module_file.parent
+    if not (top / "__init__.py").is_file():
+        return {module_file.name: module_file}
+    while (top.parent / "__init__.py").is_file():
+        top = top.parent
+    return {f.relative_to(top.parent).as_posix(): f for f in sorted(top.rglob("*.py"))}
+
+
 def training_code_digest(method: str, dataset: str, root: Path = PACKAGE) -> str:
     """The training-code identity of a run of ``method`` on ``dataset``: the engine code
     (:data:`TRAINING_CODE` without the other methods' modules), the method's own module and the
     registry's facts its bytes depend on (its method and dataset entries, precisions, file names).
 
-    Adding a method, or editing one method's module or label, changes no other method's digest.
+    Adding a method, or editing one method's module or label, changes no other method's digest. A method an installed
+    package registers (:func:`hasfl.registry.installed_methods`) has every file of that package as its own module.
     ``root``: the ``hasfl`` package folder whose files are read (the installed one by default; the
     Snakefile passes its own checkout's).
     """
@@ -120,8 +133,13 @@ def training_code_digest(method: str, dataset: str, root: Path = PACKAGE) -> str
                 continue  # another method's module (its own is added below)
             h.update(f.relative_to(root).as_posix().encode())
             h.update(f.read_bytes())
-    h.update(own.name.encode())
-    h.update(own.read_bytes())
+    if own.is_relative_to(root):
+        h.update(own.name.encode())
+        h.update(own.read_bytes())
+    else:  # an installed package's method (hasfl.registry.installed_methods): every file of that package
+        for rel, f in package_files(own).items():
+            h.update(rel.encode())
+            h.update(f.read_bytes())
     facts = {"method": METHODS[method].training_fields(), "dataset": DATASETS[dataset].training_fields(),
              "precisions": list(PRECISIONS), "run_files": list(RUN_FILES), "data_files": list(DATA_FILES)}
     h.update(json.dumps(facts, sort_keys=True).encode())

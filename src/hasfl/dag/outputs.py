@@ -381,8 +381,9 @@ def audit(config: Mapping[str, Any] | None, results: Path, *, data_code: str | N
     uses; ``train_code(method, dataset)``: the training-code digest a run must carry (default: the
     engine's of ``root``, without glue); ``analysis_code``: the analysis code digest (with it, a finished
     analysis -- ``analysis.manifest.json`` -- of another config or code is rerun too: ``rerun["analysis"]``);
-    ``eval_code(function)``: the per-run evaluation code digest (with it, each finished run evaluation is compared
-    with the identity this checkout, the preset and its run folder give it: :func:`_audit_evaluations`);
+    ``eval_code(function, method, dataset)``: the per-run evaluation code digest (with it, each finished run
+    evaluation is compared with the identity this checkout, the preset and its run folder give it:
+    :func:`_audit_evaluations`);
     ``device_class``: the class a build here computes on (:func:`cpu_class`; None: not known, kernels not compared);
     ``visit``: called at each folder of the preset (:class:`Visitor`; with a preset only); ``read``: the walk's
     manifests (:class:`Manifests`, shared with ``visit``; a new one by default)."""

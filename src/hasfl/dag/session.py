@@ -42,7 +42,8 @@ from typing import Any, NoReturn
 from hasfl.dag import gpu as hasfl_gpu
 from hasfl.dag import preflight
 from hasfl.dag import worker as hasfl_worker
-from hasfl.config import ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config
+from hasfl.config import (ConfigError, canonical_numbers, deep_merge, read_yaml, typed_command_line, validate_config,
+                          with_method_defaults)
 from hasfl.dag import status as walk
 from hasfl.dag import store
 from hasfl.dag.identity import Checkout, checkout_root, run_slice, writable_results
@@ -141,10 +142,10 @@ class Session:
         run's identity, its store key, the gate and the audit share."""
         return self.code.train(method, dataset)
 
-    def eval_code(self, function: str) -> str:
-        """The code of a per-run evaluation (``"module:function"``) in this checkout (:class:`Checkout`): part of the
-        evaluation's store key, and its rule's param."""
-        return self.code.evaluation(function)
+    def eval_code(self, function: str, method: str, dataset: str) -> str:
+        """The code of a per-run evaluation (``"module:function"``) of a run of ``method`` on ``dataset`` in this
+        checkout (:class:`Checkout`): part of the evaluation's store key, and its rule's param."""
+        return self.code.evaluation(function, method, dataset)
 
     # ------------------------------------------------------------------------------------------- what rules read
     def rerun_input(self, folder: str) -> dict[str, str]:
@@ -195,7 +196,8 @@ class Session:
             os.environ[ENV_CONFIGFILES] = json.dumps(
                 [os.path.relpath(f, self.basedir) if os.path.abspath(f).startswith(base) else f for f in files])
             cli = getattr(settings, "config", None) or {}
-            validate_config(deep_merge(ours, typed_command_line(cli, cli)))
+            validate_config(with_method_defaults(deep_merge(ours, typed_command_line(cli, cli))))
+            self.config.update(with_method_defaults(self.config))
             validate_config(self.config)
         except ConfigError as exc:
             stop(exc)
