@@ -1,0 +1,156 @@
+"""FedLPS's ratio choice against a transcription of the official rule (sunnyxuejj/FedLPS-main @b499bbb:
+``Hetero_Client.py:84-89`` the arms, ``:117-151`` P_UCBV; ``FedLPS.py:30-31`` U, ``:192-194`` the capped rate,
+``:207-226`` the reward and the arm it is credited to), on the same random draws.
+
+The transcription keeps the official data structures (numpy arrays that ``np.insert`` returns, a dict of reward
+lists keyed by lower bound, the exploration flag from ``random.random``, the arm from ``random.randint``, the action
+from ``random.uniform``) and is written here, not imported: the module under test must agree with it draw by draw."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from hasfl.fl.methods.fedlps import ARMS, RatioBandit, arm_of_rate, reward, utility
+
+
+class OfficialRandom:
+    """Python's ``random`` API over a numpy generator, so the transcription draws what the module draws."""
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self.gen = gen
+
+    def random(self) -> float:
+        return float(self.gen.random())
+
+    def randint(self, a: int, b: int) -> int:  # inclusive, as random.randint
+        return int(self.gen.integers(a, b + 1))
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * float(self.gen.random())
+
+
+class OfficialClient:
+    """``Hetero_Client``'s bandit state and ``P_UCBV``, line by line."""
+
+    def __init__(self, rounds: int, nusers: int, frac: float, rnd: OfficialRandom) -> None:
+        self.rounds, self.nusers, self.frac, self.random = rounds, nusers, frac, rnd
+        self.selected_times = 0
+        a = np.linspace(0.5, 1, 6)
+        self.mab_arms = [[a[i], a[i + 1]] for i in range(len(a) - 1)]
+        self.arms_reward = {}
+        for i in range(len(self.mab_arms)):
+            self.arms_reward[self.mab_arms[i][0]] = [0.0]
+        self.pull_times = np.ones(len(self.mab_arms))
+        self.acc_record = [0]
+
+    def P_UCBV(self):  # noqa: N802 (the official name)
+        T = self.rounds / (self.nusers * self.frac)
+        phi = T / math.pow(len(self.mab_arms), 2)
+        if self.selected_times == 0:
+            self.es_0 = 1
+            self.m = 0
+            self.ep = 1
+        score_list = []
+        for j, (key, record) in enumerate(self.arms_reward.items()):
+            r_ = np.mean(np.array(record))
+            v_ = np.var(np.array(record))
+            if math.log(phi * T * self.es_0) > 0:
+                score = r_ + math.sqrt(0.5 * (abs(v_) + 2) * math.log(phi * T * self.es_0) / (4 * self.pull_times[j]))
+            else:
+                score = r_
+            score_list.append(score)
+        flag = self.random.random()
+        if flag < self.ep:
+            max_index = self.random.randint(0, len(self.mab_arms) - 1)
+        else:
+            max_index = np.argmax(np.array(score_list))
+        action = self.random.uniform(self.mab_arms[max_index][0], self.mab_arms[max_index][1])
+        bound = self.mab_arms[max_index][1]
+        self.mab_arms[max_index][1] = action
+        self.mab_arms = np.insert(self.mab_arms, max_index + 1, [action, bound], axis=0)
+        self.arms_reward[action] = copy.deepcopy(self.arms_reward[self.mab_arms[max_index][0]])
+        pulltime_copy = self.pull_times[max_index]
+        self.pull_times = np.insert(self.pull_times, max_index, pulltime_copy)
+        self.pull_times[max_index + 1] += 1
+        self.es_0 = self.es_0 / 2
+        self.m += 1
+        self.ep = 1 / self.m
+        return action, max_index + 1
+
+    def credit(self, mask_rate: float, value: float) -> None:
+        """``FedLPS.py:222-226``."""
+        action_index = 0
+        for i, n in enumerate(self.mab_arms):
+            if n[0] > mask_rate:
+                action_index = i - 1
+                break
+        self.arms_reward[self.mab_arms[action_index][0]].append(value)
+
+
+def official_U(x):  # noqa: N802
+    return 10 - 20 / (1 + math.exp(0.35 * x))
+
+
+def official_reward(acc_record, train_flops, ul_cost, capacity_rate):
+    """The cifar branch of ``FedLPS.py:211-215``."""
+    return (official_U(acc_record[-1]) - official_U(max(acc_record[:-1]))) \
+        / (3 * train_flops / 1e6 / 672000 / capacity_rate + ul_cost / 8 / 1024 / 1024 / 14.9)
+
+
+@pytest.mark.parametrize("capacity", [1.0, 0.5, 0.25])
+def test_the_bandit_agrees_with_the_official_rule_draw_by_draw(capacity):
+    """40 selections of one client (the official default horizon: 100 rounds, 100 clients, fraction 0.1) with rewards
+    from a drifting accuracy: the same actions, arms, reward lists (keys, insertion order, values) and pull counts."""
+    ours, theirs = RatioBandit.new(100, 100, 10), OfficialClient(100, 100, 0.1, OfficialRandom(np.random.default_rng(7)))
+    draws = np.random.default_rng(7)
+    acc = [0.0]
+    for step in range(40):
+        action = ours.choose(draws)
+        official_action, _ = theirs.P_UCBV()
+        theirs.selected_times += 1
+        assert action == official_action, step
+        rate = min(capacity, action)
+        acc.append(min(1.0, 0.1 + 0.02 * step + 0.05 * math.sin(step)))
+        flops, bits = 1e9 * rate, 32 * 60_000 * rate
+        value = reward(acc, flops, bits, capacity, (672000.0, 14.9))
+        assert value == pytest.approx(official_reward(acc, flops, bits, capacity), rel=1e-12)
+        ours.record(rate, value)
+        theirs.credit(rate, value)
+        assert [list(map(float, a)) for a in theirs.mab_arms] == ours.arms
+        assert list(theirs.arms_reward) == list(ours.rewards)
+        assert [list(v) for v in theirs.arms_reward.values()] == list(ours.rewards.values())
+        assert list(theirs.pull_times) == ours.pulls
+
+
+def test_the_credit_scan_keeps_the_official_edge_cases():
+    arms = [[ARMS[i], ARMS[i + 1]] for i in range(5)]
+    assert arm_of_rate(arms, 0.25) == -1  # below every arm: the official i - 1 at i = 0, the last arm
+    assert arm_of_rate(arms, 0.95) == 0  # in the last arm: no lower bound exceeds it, the default 0
+    assert arm_of_rate(arms, 0.65) == 1
+    assert utility(0.0) == 0.0 and utility(1.0) == pytest.approx(official_U(1.0))
+
+
+def test_a_resumed_bandit_draws_what_an_uninterrupted_one_draws():
+    a, draws_a = RatioBandit.new(30, 20, 10), np.random.default_rng(3)
+    b, draws_b = RatioBandit.new(30, 20, 10), np.random.default_rng(3)
+    for _ in range(5):
+        for bandit, draws in ((a, draws_a), (b, draws_b)):
+            rate = bandit.choose(draws)
+            bandit.record(rate, rate / 3)
+    import json
+
+    b = RatioBandit.from_state(json.loads(json.dumps(b.state())))
+    state = draws_b.bit_generator.state
+    draws_b = np.random.default_rng()
+    draws_b.bit_generator.state = state
+    assert [a.choose(draws_a) for _ in range(6)] == [b.choose(draws_b) for _ in range(6)]
+    assert a.state() == b.state()
+
+
+def test_a_reward_needs_a_record():
+    with pytest.raises(ValueError, match="initial 0"):
+        reward([0.5], 1.0, 1.0, 1.0, (1.0, 1.0))
