@@ -154,3 +154,61 @@ def test_a_resumed_bandit_draws_what_an_uninterrupted_one_draws():
 def test_a_reward_needs_a_record():
     with pytest.raises(ValueError, match="initial 0"):
         reward([0.5], 1.0, 1.0, 1.0, (1.0, 1.0))
+
+
+# --------------------------------------------------------------------------- the method in the engine
+def test_the_server_mean_is_over_every_participant_as_the_official_avg():
+    """``agg/avg.py:9-24`` without its noise: (1/|S|) sum_i (delta_i + w), a coordinate a participant does not hold
+    entering as w (delta 0), against the mean of the engine's aggregator of the method."""
+    import torch
+
+    from hasfl.fl.methods.fedlps import FedLPSServer
+    from hasfl.models.slicing import SliceRule
+
+    w = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    server = FedLPSServer(10, 4, 2, 42, noise=0.0)
+    agg = server.aggregator(w, ["a"])
+    full, prefix = SliceRule(None, (slice(0, 2), slice(0, 3))), SliceRule(None, (slice(0, 1), slice(0, 2)))
+    d1, d2 = torch.ones(2, 3), torch.full((1, 2), 4.0)
+    agg.add({"a": d1}, {"a": full}, server.client_weight(100))
+    agg.add({"a": d2}, {"a": prefix}, server.client_weight(7))
+    new = {"a": w["a"].clone()}
+    server.step(new, agg.mean(), ["a"])
+    official = ((d1 + w["a"]) + (torch.nn.functional.pad(d2, (0, 1, 0, 1)) + w["a"])) / 2
+    assert torch.equal(new["a"], official)
+
+
+def test_a_run_learns_ratios_within_capacity_and_resumes_to_the_same_result(engine_cfg, federate, tmp_path, one_thread):
+    """A 12-round run on digits: every participant's allocated p is min(pmax, an action in [0.5, 1]), a full-capacity
+    client's p moves between rounds (the bandit), and a run stopped after a checkpoint resumes to the same tables and
+    final state, its server state (bandits, accuracy records, noise generator) in the checkpoint."""
+    import torch
+
+    from hasfl.fl.checkpoint import Checkpointer
+
+    cfg = engine_cfg(rounds=12, warmup=2)
+    full = federate(cfg, "fedlps")
+    led = full.participation
+    pmax = full.clients.set_index("client_id")["pmax"]
+    capped = led["p"] <= led["client_id"].map(pmax) + 1e-12
+    floor = led["p"] >= led["client_id"].map(pmax).clip(upper=0.5) - 1e-12
+    assert capped.all() and floor.all()
+    top = led[led["client_id"].map(pmax) == 1.0]
+    assert top.groupby("client_id")["p"].nunique().max() > 1
+
+    class Stop(Exception):
+        pass
+
+    def stop(rnd, row):
+        if rnd == 7:
+            raise Stop
+
+    ckpt = tmp_path / "checkpoint.pt"
+    with pytest.raises(Stop):
+        federate(cfg, "fedlps", checkpointer=Checkpointer(ckpt, 3, {"digest": "fedlps"}), progress=stop)
+    saved = torch.load(ckpt, weights_only=False)
+    assert set(saved["server"]) == {"bandits", "accuracies", "generator"} and saved["server"]["bandits"]
+    resumed = federate(cfg, "fedlps", checkpointer=Checkpointer(ckpt, 3, {"digest": "fedlps"}))
+    assert resumed.rounds.equals(full.rounds) and resumed.participation.equals(full.participation)
+    for k, v in full.final_state.items():
+        assert torch.equal(resumed.final_state[k], v), k

@@ -89,9 +89,10 @@ def _run_killed(cmd: list[str], out: Path, when) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-# uniform_rolling: wrapped windows; fedecover: sampled units (its pools are checkpointed)
+# uniform_rolling: wrapped windows; fedecover: sampled units (its pools are checkpointed); fedlps: its bandits, its
+# accuracy records and its noise generator (the server state)
 @pytest.mark.processes
-@pytest.mark.parametrize("method", ["scaffold", "hasfl", "uniform_rolling", "fedecover"])
+@pytest.mark.parametrize("method", ["scaffold", "hasfl", "uniform_rolling", "fedecover", "fedlps"])
 def test_sigkill_mid_run_resumes_to_identical_bytes(preset, tmp_path, method):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_cmd(preset, ref, method), env=_env(), check=True, capture_output=True)

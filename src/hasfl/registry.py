@@ -191,6 +191,10 @@ METHODS: dict[str, MethodInfo] = {
     # batch statistics; its sub-models are masks of the final model at each participant's share (submodel_accuracy)
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
                          color="#6b8e23", marker="d", shown_in=("table4_coverage",), eval_bn="batch"),
+    # FedLPS (Xue et al. 2025; sunnyxuejj/FedLPS-main @b499bbb): each client's ratio learned by a bandit, capped at its
+    # capacity; prefix sub-models in this protocol; its official BN keeps no running statistics (test batches)
+    "fedlps": MethodInfo(f"{_M}.fedlps:fedlps", "FedLPS", "capacity", plain_local_sgd=False, color="#e377c2",
+                         marker="P", shown_in=("table4_coverage",), eval_bn="batch"),
 }
 
 #: The entry-point group through which an installed package registers a method: ``name = "module:OBJECT"``, the

@@ -1,9 +1,24 @@
 """FedLPS's learned pruning ratio (Xue et al. 2025; official code ``sunnyxuejj/FedLPS-main`` @b499bbb, read in
 docs/peers/fedlps-official.md): each client's bandit over ratio intervals ("P-UCBV") and the reward it learns from.
 
-This module holds the ratio choice only, the part of FedLPS whose output Section 4.7 asks about (does a learned
-ratio track capacity, data, or both); the method's builder and its registry entry come with its client (the channel
-masks, the personal layers) and server (the unweighted mean with noise), docs/peers/fedlps-official.md sections 4-6.
+The ratio choice is the part of FedLPS whose output Section 4.7 asks about (does a learned ratio track capacity,
+data, or both): the participation ledger's ``p`` is each participant's ``min(capacity, action)`` per round. Around it
+the method runs in this project's protocol (docs/decisions.md "Who inherits the confound"):
+
+* the sub-model of rate p is the prefix slice of width p (Algorithm 2), where the official code masks the output
+  channels of a full-width model by learned scores, which in practice keep its first k - 1 channels
+  (docs/peers/fedlps-official.md section 4, verified there); no personal layers (the official "personal" classifier
+  is averaged with the rest, section 5);
+* the server (:class:`FedLPSServer`) takes the official unweighted mean over every participant, a coordinate a
+  participant does not hold counting as its unchanged global value (``agg/avg.py:9-24``), plus ``noise`` x N(0, 1)
+  per coordinate (``--dp``, 0.001); it holds each client's bandit and accuracy record across rounds, as the official
+  client objects do, so they are checkpointed with it;
+* the client (:class:`FedLPSClient`) counts its training accuracy over its local batches
+  (``Hetero_Client.py:249-256, 286-287``) and credits its reward after training, with train FLOPs = batches x 3 x
+  2 x the sub-model's per-sample MACs (``count_training_flops``: 3 x multiply-add FLOPs, biases and the mask's
+  FLOPs left out) and its float32 parameters as the upload;
+* capacities are the data stage's pmax for the whole run (the official code redraws a level every round, its
+  ``dynamic`` split mode); the reward's constants follow the dataset's family (:data:`DATASET_FAMILY`).
 
 The rule, as the official code runs it (``Hetero_Client.py:84-89, 117-151``; ``FedLPS.py:30-31, 192-194, 207-227``):
 
@@ -22,20 +37,33 @@ The rule, as the official code runs it (``Hetero_Client.py:84-89, 117-151``; ``F
 * it is appended to the arm found by the official scan: the arm before the first whose lower bound exceeds the
   trained rate, the first arm when none does, and the last one (index -1) when the first already does.
 
-Randomness: the official draws from Python's unseeded ``random``; here from a seeded numpy generator per client,
-``random()`` for the exploration flag and the action, ``integers`` for the random arm, in the official order.
+Randomness: the official draws from Python's unseeded ``random``, one stream for every client; here from the run's
+policy generator (checkpointed by the engine), in the order of S(t): ``random()`` for the exploration flag and the
+action, ``integers`` for the random arm, in the official order. The server's noise has its own torch generator.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
 
-__all__ = ["ARMS", "DATASET_CONSTANTS", "Draws", "RatioBandit", "arm_of_rate", "reward", "utility"]
+from hasfl.fl.aggregation import CoordinateAggregator
+from hasfl.fl.client import LocalSGD, OptimConfig
+from hasfl.fl.methods import Method, MethodContext
+from hasfl.fl.policies import AllocationPolicy
+from hasfl.fl.server import ServerStep
+from hasfl.models.family import ModelFamily
+from hasfl.models.slicing import SliceRule, scatter_add_
+
+__all__ = ["ARMS", "DATASET_CONSTANTS", "DATASET_FAMILY", "Draws", "FedLPSClient", "FedLPSServer", "LearnedRatioPolicy",
+           "RatioBandit", "arm_of_rate", "fedlps", "reward", "utility"]
 
 #: The initial arms' bounds (``np.linspace(0.5, 1, 6)``, ``Hetero_Client.py:84-85``).
 ARMS = tuple(float(a) for a in np.linspace(0.5, 1, 6))
@@ -43,6 +71,15 @@ ARMS = tuple(float(a) for a in np.linspace(0.5, 1, 6))
 #: The reward's (C, B) per official dataset family (``FedLPS.py:207-220``): compute and upload capacities.
 DATASET_CONSTANTS: Mapping[str, tuple[float, float]] = {"cifar": (672000.0, 14.9), "reddit": (67200.0, 14.9),
                                                       "mnist": (2788.128, 1.0)}
+
+
+#: Which official constants a dataset of this project takes: the MNIST family's for the small image sets, CIFAR's for
+#: CIFAR-10, Reddit's (next-word prediction) for Shakespeare's next character.
+DATASET_FAMILY: Mapping[str, str] = {"digits": "mnist", "fashion_mnist": "mnist", "emnist": "mnist",
+                                     "cifar10": "cifar", "shakespeare": "reddit"}
+
+#: The numpy stream of a run seed the server's noise is drawn from (beside hasfl.fl.sampling's and cyclic's)
+STREAM_NOISE = 9
 
 
 def utility(x: float) -> float:
@@ -145,3 +182,121 @@ class RatioBandit:
                    rewards={float(k): [float(x) for x in v] for k, v in state["rewards"]},
                    pulls=[float(p) for p in state["pulls"]], calls=int(state["calls"]), es0=float(state["es0"]),
                    ep=float(state["ep"]))
+
+
+class AllParticipants(CoordinateAggregator):
+    """The official mean (``agg/avg.py:9-24``): every participant weighs 1 at every coordinate, one it does not hold
+    adding a zero update (its unchanged global value)."""
+
+    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, SliceRule], n_samples: float,
+            skip: Iterable[str] = ()) -> None:
+        left_out = set(skip)
+        for k in self.keys:
+            if k in left_out:
+                continue
+            scatter_add_(self._sum[k], rules[k], delta[k], alpha=1.0)
+            self._weight[k].add_(1.0)
+
+
+class FedLPSServer(ServerStep):
+    """The unweighted mean over every participant plus ``noise`` x N(0, 1) per coordinate, and every client's bandit
+    and accuracy record across rounds (module docstring)."""
+
+    def __init__(self, rounds: int, clients: int, per_round: int, seed: int, noise: float) -> None:
+        self.rounds, self.clients, self.per_round, self.noise = int(rounds), int(clients), int(per_round), float(noise)
+        self.bandits: dict[int, RatioBandit] = {}
+        self.accuracies: dict[int, list[float]] = {}
+        self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence([int(seed), STREAM_NOISE])
+                                                           .generate_state(1)[0]))
+
+    def bandit(self, client: int) -> RatioBandit:
+        if client not in self.bandits:
+            self.bandits[client] = RatioBandit.new(self.rounds, self.clients, self.per_round)
+        return self.bandits[client]
+
+    def accuracy_record(self, client: int) -> list[float]:
+        """The client's training accuracies, starting with the official record's 0 (``Hetero_Client.py:95``)."""
+        return self.accuracies.setdefault(client, [0.0])
+
+    def aggregator(self, global_state: Mapping[str, Tensor], keys: list[str]) -> CoordinateAggregator:
+        return AllParticipants(global_state, keys)
+
+    def client_weight(self, n_samples: int) -> float:
+        return 1.0
+
+    def step(self, global_state: dict[str, Tensor], delta_bar: Mapping[str, Tensor], keys: list[str]) -> None:
+        super().step(global_state, delta_bar, keys)
+        if self.noise:
+            with torch.no_grad():
+                for k in keys:
+                    draw = torch.randn(global_state[k].shape, generator=self.generator, dtype=torch.float32)
+                    global_state[k].add_(draw.to(global_state[k].device, global_state[k].dtype), alpha=self.noise)
+
+    def state(self) -> dict[str, Any]:
+        return {"bandits": {str(i): b.state() for i, b in sorted(self.bandits.items())},
+                "accuracies": {str(i): list(a) for i, a in sorted(self.accuracies.items())},
+                "generator": self.generator.get_state().clone()}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.bandits = {int(i): RatioBandit.from_state(b) for i, b in state["bandits"].items()}
+        self.accuracies = {int(i): [float(x) for x in a] for i, a in state["accuracies"].items()}
+        self.generator.set_state(state["generator"])
+
+
+class LearnedRatioPolicy(AllocationPolicy):
+    """p_i(t) = min(pmax_i, the client's bandit action) (``FedLPS.py:192-194``), drawn in the order of S(t)."""
+
+    def __init__(self, pmax: np.ndarray, server: FedLPSServer) -> None:
+        self.server = server
+        super().__init__(pmax)
+
+    def widths(self, t: int, participants: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.array([min(float(self.pmax[i]), self.server.bandit(int(i)).choose(rng)) for i in participants],
+                        dtype=np.float64)
+
+
+class FedLPSClient(LocalSGD):
+    """Local SGD that counts its training accuracy and credits the client's bandit with the reward after training
+    (module docstring)."""
+
+    def __init__(self, optim: OptimConfig, inputs_fn: Any, server: FedLPSServer, pmax: np.ndarray,
+                 family: ModelFamily, constants: tuple[float, float]) -> None:
+        super().__init__(optim, inputs_fn)
+        self.server, self.pmax, self.family, self.constants = server, pmax, family, constants
+        self._correct = self._total = 0
+        self._rates = (1.0, 1.0)
+
+    def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        self._correct = self._total = 0
+        self._rates = (float(p), float(p_trained))
+
+    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        out = model(x)
+        with torch.no_grad():
+            self._correct += int((out.argmax(1) == y).sum())
+            self._total += int(y.numel())
+        return F.cross_entropy(out, y)
+
+    def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
+        p, p_trained = self._rates
+        record = self.server.accuracy_record(client)
+        record.append(self._correct / self._total if self._total else 0.0)
+        cost = self.family.cost(p_trained)
+        value = reward(record, steps * 3.0 * 2.0 * float(cost.macs), 32.0 * float(cost.params),
+                       float(self.pmax[client]), self.constants)
+        self.server.bandit(client).record(p, value)
+
+
+def fedlps(ctx: MethodContext) -> Method:
+    """FedLPS in this project's protocol (module docstring): the learned ratio, prefix sub-models, the official mean
+    with ``method_params.fedlps.noise``."""
+    fed = ctx.run_cfg["federation"]
+    dataset = str(ctx.run_cfg["dataset"])
+    if dataset not in DATASET_FAMILY:
+        raise ValueError(f"fedlps: no reward constants for dataset '{dataset}'; expected one of "
+                         f"{', '.join(DATASET_FAMILY)}")
+    server = FedLPSServer(int(fed["rounds"]), int(fed["clients"]), int(fed["clients_per_round"]),
+                          int(ctx.run_cfg["seed"]), float(ctx.params["noise"]))
+    client = FedLPSClient(ctx.optim, ctx.inputs, server, ctx.pmax, ctx.family,
+                          DATASET_CONSTANTS[DATASET_FAMILY[dataset]])
+    return Method(LearnedRatioPolicy(ctx.pmax, server), client, server=server)
