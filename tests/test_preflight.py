@@ -296,3 +296,8 @@ def test_the_preflight_says_when_other_work_loads_the_machine() -> None:
     assert "load average is 3.4 on 2 cores" in line and "delete" not in line
     (line,) = load_lines(2, {"source": "measured now, cached in /c/throughput-x.json"}, load=3.4)
     assert "delete /c/throughput-x.json and build on an idle machine" in line
+    # corrected for the load: 2 jobs at a time and 1.3 other runnable processes share 2 cores, x1.65
+    (line,) = load_lines(2, {"source": "/c/throughput.json"}, load=1.3, wall_hours=1.6, slots=2)
+    assert "x1.65), about 2.6 h, if the load stays" in line
+    (line,) = load_lines(16, {"source": "/c/throughput.json"}, load=9.0, wall_hours=1.0, slots=2)
+    assert "2 jobs at a time and that load fit the cores: the estimate stands" in line

@@ -427,12 +427,15 @@ def forward_speeds(config: Mapping[str, Any], device: str, threads: int, hw: Map
 LOADED_SHARE = 0.5
 
 
-def load_lines(cores: int, rates: Mapping[str, Any], load: float | None = None) -> list[str]:
+def load_lines(cores: int, rates: Mapping[str, Any], load: float | None = None, wall_hours: float | None = None,
+               slots: int | None = None) -> list[str]:
     """The pre-flight's line on other work sharing this machine's CPUs (``load``: the 1-minute load average, default
     the machine's now): the estimate assumes the cores are free, so a loaded machine's wall time runs past it (a new
-    user's quick preset took 3.5x its estimate under a shared load). A throughput measured now under that load is
-    itself too low: the line names the cache file to delete on an idle machine. None when the load is below
-    :data:`LOADED_SHARE` of the cores or unknown."""
+    user's quick preset took 3.5x its estimate under a shared load). With ``wall_hours`` (the free-core estimate) and
+    ``slots`` (the build's jobs at a time) it also gives the estimate corrected for that load: the cores shared by
+    the build's ``slots`` jobs and ``load`` other runnable ones, ``wall x max(1, (slots + load) / cores)``. A
+    throughput measured now under that load is itself too low: the line names the cache file to delete on an idle
+    machine. None when the load is below :data:`LOADED_SHARE` of the cores or unknown."""
     if load is None:
         try:
             load = os.getloadavg()[0]
@@ -440,8 +443,16 @@ def load_lines(cores: int, rates: Mapping[str, Any], load: float | None = None) 
             return []
     if load <= LOADED_SHARE * max(1, int(cores)):
         return []
-    line = (f"  load: the 1-minute load average is {load:.1f} on {cores} cores: other work shares the CPUs, so the "
-            "wall time may run well past the estimate, which assumes the cores are free")
+    line = f"  load: the 1-minute load average is {load:.1f} on {cores} cores: other work shares the CPUs"
+    factor = max(1.0, (int(slots or cores) + load) / max(1, int(cores)))
+    if wall_hours is None:
+        line += ", so the wall time may run well past the estimate, which assumes the cores are free"
+    elif factor > 1.0:
+        line += (f", so the wall time runs past the estimate, which assumes the cores are free: shared with that load "
+                 f"(wall x (jobs at a time + load) / cores = x{factor:.2f}), about {_hours(wall_hours * factor)}, if "
+                 "the load stays")
+    else:
+        line += f"; the build's {int(slots or cores)} jobs at a time and that load fit the cores: the estimate stands"
     source = str(rates.get("source", ""))
     if source.startswith("measured now, cached in "):
         line += (f"; the throughput was measured now, under that load: delete {source.split(' cached in ', 1)[1]} "
@@ -480,7 +491,7 @@ def render(config: Mapping[str, Any], est: Mapping[str, Any], rates: Mapping[str
         f"  estimated wall time: {_hours(est['wall_hours'])} (cost model x throughput "
         f"{rates['cnn_gmacs']:.1f} / {rates['lstm_gmacs']:.1f} GMAC/s CNN / LSTM, "
         f"{rates['step_overhead_s'] * 1e3:.1f} ms per step, {rates.get('source', '')}; right to about 2x)",
-        *load_lines(hw["cores"], rates),
+        *load_lines(hw["cores"], rates, wall_hours=est["wall_hours"], slots=est["slots"]),
     ]
     if packing is not None:
         lines += packing.lines()
