@@ -195,6 +195,10 @@ def test_a_run_learns_ratios_within_capacity_and_resumes_to_the_same_result(engi
     assert capped.all() and floor.all()
     top = led[led["client_id"].map(pmax) == 1.0]
     assert top.groupby("client_id")["p"].nunique().max() > 1
+    # the final allocation is each client's latest learned ratio (Table 10 reads it)
+    last = led.sort_values("round").groupby("client_id")["p"].last()
+    final = full.clients.set_index("client_id")["p_final"]
+    assert np.allclose(final[last.index], last) and (final.drop(last.index) == pmax.drop(last.index)).all()
 
     class Stop(Exception):
         pass

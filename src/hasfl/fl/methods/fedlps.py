@@ -244,15 +244,19 @@ class FedLPSServer(ServerStep):
 
 
 class LearnedRatioPolicy(AllocationPolicy):
-    """p_i(t) = min(pmax_i, the client's bandit action) (``FedLPS.py:192-194``), drawn in the order of S(t)."""
+    """p_i(t) = min(pmax_i, the client's bandit action) (``FedLPS.py:192-194``), drawn in the order of S(t); ``p``
+    keeps each client's latest learned ratio (its capacity until it is first sampled), so a run's final allocation
+    (``p_final``, Table 10's r(p, TV | pmax)) is what the bandits learned."""
 
     def __init__(self, pmax: np.ndarray, server: FedLPSServer) -> None:
         self.server = server
         super().__init__(pmax)
 
     def widths(self, t: int, participants: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.array([min(float(self.pmax[i]), self.server.bandit(int(i)).choose(rng)) for i in participants],
-                        dtype=np.float64)
+        out = np.array([min(float(self.pmax[i]), self.server.bandit(int(i)).choose(rng)) for i in participants],
+                       dtype=np.float64)
+        self.p[participants] = out
+        return out.copy()
 
 
 class FedLPSClient(LocalSGD):
