@@ -16,7 +16,10 @@ curves show the same work learning, not equal numbers. Flower is never a depende
 installed in an environment of its own (docs/performance.md, "Against Flower's simulation") and imported here
 only by :func:`run_flower`.
 
-``python -m hasfl.bench.flower --out bench-flower.json [--doc docs/performance.md]``
+``python -m hasfl.bench.flower --out docs/bench/flower.json --figure docs/bench/flower.png``, then the performance page
+with it: ``hasfl bench --from-json docs/bench/cpu.json docs/bench/cpu-bf16.json docs/bench/flower.json --doc
+docs/performance.md`` (:func:`hasfl.bench.report.render_markdown` renders a report of ``"kind": "flower"`` with
+:func:`section`).
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DOC_END", "DOC_START", "main", "render_markdown", "run_flower", "run_ours", "write_doc"]
+__all__ = ["KIND", "main", "run_flower", "run_ours", "section"]
 
 REPO = Path(__file__).resolve().parents[3]
 PRESET = REPO / "presets" / "quick.yaml"
 DATASET, METHOD, SEED = "digits", "fedavg", 42
-DOC_START = "<!-- flower comparison: written by python -m hasfl.bench.flower -->"
-DOC_END = "<!-- end flower comparison -->"
+#: The ``kind`` of this module's report, by which the performance page's renderer tells it from a ``hasfl bench`` one.
+KIND = "flower"
 
 
 def _config() -> dict[str, Any]:
@@ -183,12 +186,13 @@ def run_flower(work: Path, cores: int) -> dict[str, Any]:
             "rounds": done, "test_acc": [accuracy[r] for r in done]}
 
 
-def render_markdown(report: Mapping[str, Any], figure: str | None = None) -> str:
-    """The docs/performance.md section of a report of :func:`main`."""
+def section(report: Mapping[str, Any], source: str | None = None, page_dir: str = "docs") -> list[str]:
+    """The performance page's section of a report of :func:`main` (``source``: its JSON file; the figure the report
+    names is linked relative to ``page_dir``, the page's folder)."""
     first = report["ours"][0]
-    lines = [DOC_START, "",
-             f"Measured {report['date']} on {report['machine']} ({report['cores']} cores, load average "
-             f"{report['load']:.1f} at the start), `python -m hasfl.bench.flower` (Flower {report['flwr']}, Ray "
+    lines = ["## Against Flower's simulation", "",
+             f"`{source or 'the report'}`: measured {report['date']} on {report['machine']} ({report['cores']} cores, "
+             f"load average {report['load']:.1f} at the start), `python -m hasfl.bench.flower` (Flower {report['flwr']}, Ray "
              f"{report['ray']}): the quick preset's FedAvg on digits, {report['clients']} clients, "
              f"{report['per_round']} a round, {report['rounds']} rounds, the same model and local optimiser, the test "
              "set evaluated every round. Ours is one training job as the DAG runs it (`hasfl train`: it also "
@@ -207,20 +211,9 @@ def render_markdown(report: Mapping[str, Any], figure: str | None = None) -> str
     lines += ["", "\"vs ours on the same cores\": Flower's wall over ours on as many cores (above 1: Flower slower). The "
               "clients each samples differ (each engine its own random stream), so the curves differ round by round; "
               "both learn the same task."]
-    if figure:
-        lines += ["", f"![Test accuracy per round, both engines]({figure})"]
-    return "\n".join([*lines, "", DOC_END])
-
-
-def write_doc(doc: Path, section: str) -> None:
-    """Replace the section between :data:`DOC_START` and :data:`DOC_END` of ``doc`` (append it when absent)."""
-    text = doc.read_text()
-    if DOC_START in text and DOC_END in text:
-        head, rest = text.split(DOC_START, 1)
-        text = head + section + rest.split(DOC_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Against Flower's simulation\n\n" + section + "\n"
-    doc.write_text(text)
+    if report.get("figure"):
+        lines += ["", f"![Test accuracy per round, both engines]({os.path.relpath(report['figure'], page_dir)})"]
+    return [*lines, ""]
 
 
 def _plot(report: Mapping[str, Any], path: Path) -> None:
@@ -246,8 +239,7 @@ def _plot(report: Mapping[str, Any], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hasfl.bench.flower", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="the report (JSON)")
-    ap.add_argument("--doc", type=Path, default=None, help="write its section into this Markdown file")
-    ap.add_argument("--figure", type=Path, default=None, help="the accuracy curves (PNG), linked from --doc")
+    ap.add_argument("--figure", type=Path, default=None, help="the accuracy curves (PNG), linked from the page")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
 
@@ -260,18 +252,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         ours = [run_ours(work / f"ours{n}", threads=n) for n in counts]
         flower = [run_flower(work / f"ours{counts[0]}", cores=n) for n in counts]
-    report = {"date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "cores": args.cores, "load": load,
+    report = {"kind": KIND, "date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "cores": args.cores, "load": load,
               "flwr": flower[0]["flwr"], "ray": flower[0]["ray"],
               "clients": int(fed["clients"]), "per_round": int(fed["clients_per_round"]),
               "rounds": int(fed["rounds"]), "ours": ours, "flower": flower,
               "ratio": flower[-1]["wall_s"] / ours[-1]["wall_s"]}
-    args.out.write_text(json.dumps(report, indent=2))
-    if args.doc is not None:
-        figure = None
-        if args.figure is not None:
-            _plot(report, args.figure)
-            figure = os.path.relpath(args.figure, args.doc.parent)
-        write_doc(args.doc, render_markdown(report, figure))
+    if args.figure is not None:
+        _plot(report, args.figure)
+        report["figure"] = os.path.relpath(args.figure, REPO) if args.figure.resolve().is_relative_to(REPO) \
+            else str(args.figure)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"ratio": report["ratio"], "ours_s": [r["wall_s"] for r in ours],
                       "flower_s": [r["wall_s"] for r in flower]}))
     return 0

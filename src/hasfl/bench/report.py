@@ -308,8 +308,17 @@ def render_markdown(reports: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     """The page of one machine class: the first report in full, each further one as its own section
     (``sources``: the JSON files the reports came from, named in the "how measured" paragraphs;
     ``command``: the command that generates the page)."""
-    reps = [reports] if isinstance(reports, Mapping) else list(reports)
-    srcs = list(sources or [None] * len(reps))
+    from hasfl.bench import flower
+
+    every = [reports] if isinstance(reports, Mapping) else list(reports)
+    given = list(sources or [None] * len(every))
+
+    def is_flower(r: Any) -> bool:  # a Flower comparison (hasfl.bench.flower): a section of its own, at the end
+        return isinstance(r, Mapping) and r.get("kind") == flower.KIND
+
+    extra = [(r, s) for r, s in zip(every, given, strict=True) if is_flower(r)]
+    reps = [r for r in every if not is_flower(r)]
+    srcs = [s for r, s in zip(every, given, strict=True) if not is_flower(r)]
     for r, s in zip(reps, srcs, strict=True):
         check_report(r, s or "report")
     first = reps[0]
@@ -320,6 +329,8 @@ def render_markdown(reports: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     for r, s in zip(reps[1:], srcs[1:], strict=True):
         heading = r.get("label") or f"precision {r['precision']}"
         L += [f"## {heading}", "", *_how_measured(r, s), *_body(r, "###", first)]
+    for r, s in extra:
+        L += flower.section(r, s)
     return "\n".join(L).rstrip() + "\n"
 
 
