@@ -192,7 +192,8 @@ METHODS: dict[str, MethodInfo] = {
     "fiarse": MethodInfo(f"{_M}.fiarse:fiarse", "FIARSE", "full", nested=False, plain_local_sgd=False,
                          color="#6b8e23", marker="d", shown_in=("table4_coverage",), eval_bn="batch"),
     # FedLPS (Xue et al. 2025; sunnyxuejj/FedLPS-main @b499bbb): each client's ratio learned by a bandit, capped at its
-    # capacity; prefix sub-models in this protocol; its official BN keeps no running statistics (test batches)
+    # capacity; prefix sub-models in this protocol; its official BN keeps no running statistics (test batches:
+    # Models.py@27b236b:569, 573)
     "fedlps": MethodInfo(f"{_M}.fedlps:fedlps", "FedLPS", "capacity", plain_local_sgd=False, color="#e377c2",
                          marker="P", shown_in=("table4_coverage",), eval_bn="batch"),
 }

@@ -13,8 +13,8 @@ The work is the quick preset's FedAvg on digits (``presets/quick.yaml``: its CNN
 
 Both sides use the cores the machine has; the clients each samples differ (each its own random stream), so the
 curves show the same work learning, not equal numbers. Flower is never a dependency of the pipeline: it is
-installed in an environment of its own (docs/performance.md, "Against Flower's simulation") and imported here
-only by :func:`run_flower`.
+installed in an environment of its own (the ``flower`` extra of pyproject.toml) and imported here only by
+:func:`run_flower`.
 
 ``python -m hasfl.bench.flower --out docs/bench/flower.json --figure docs/bench/flower.png``, then the performance page
 with it: ``hasfl bench --from-json docs/bench/cpu.json docs/bench/cpu-bf16.json docs/bench/flower.json --doc
