@@ -49,7 +49,6 @@ def test_the_same_federation_runs_in_flower(tmp_path):
     pytest.importorskip("flwr")
     from hasfl.bench import flower
 
-    flower._hasfl("data", "--config", str(flower.PRESET), "--dataset", "digits", "--seed", "42", "--out",
-                  str(tmp_path / "data"), threads=1)
+    flower.make_data(tmp_path)
     out = flower.run_flower(tmp_path, cores=1)
     assert len(out["test_acc"]) == 30 and max(out["test_acc"]) > 0.5, json.dumps(out)[:500]

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KIND", "main", "run_flower", "run_ours", "section"]
+__all__ = ["KIND", "main", "make_data", "run_flower", "run_ours", "section"]
 
 REPO = Path(__file__).resolve().parents[3]
 PRESET = REPO / "presets" / "quick.yaml"
@@ -50,7 +50,7 @@ def _config() -> dict[str, Any]:
     return load_config(PRESET)
 
 
-def _hasfl(*args: str, threads: int) -> float:
+def _hasfl(*args: str) -> float:
     """Run ``hasfl ARGS`` (this interpreter) and return its wall seconds."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     start = time.perf_counter()
@@ -58,15 +58,21 @@ def _hasfl(*args: str, threads: int) -> float:
     return time.perf_counter() - start
 
 
+def make_data(work: Path) -> Path:
+    """The data stage both engines read (``hasfl data``), in ``work/data``."""
+    data = work / "data"
+    _hasfl("data", "--config", str(PRESET), "--dataset", DATASET, "--seed", str(SEED), "--out", str(data))
+    return data
+
+
 def run_ours(work: Path, threads: int) -> dict[str, Any]:
-    """The data stage, then the FedAvg run, as ``hasfl`` commands; the run's wall and its test accuracy per round."""
+    """The FedAvg run on ``work/data`` (:func:`make_data`) as a ``hasfl train`` command, in ``work/ours<threads>``;
+    the run's wall and its test accuracy per round."""
     import pandas as pd
 
-    data, run = work / "data", work / "run"
-    _hasfl("data", "--config", str(PRESET), "--dataset", DATASET, "--seed", str(SEED), "--out", str(data),
-           threads=threads)
+    data, run = work / "data", work / f"ours{threads}"
     wall = _hasfl("train", "--config", str(PRESET), "--dataset", DATASET, "--method", METHOD, "--seed", str(SEED),
-                  "--data", str(data), "--out", str(run), "--threads", str(threads), threads=threads)
+                  "--data", str(data), "--out", str(run), "--threads", str(threads))
     rounds = pd.read_parquet(run / "rounds.parquet")
     rows = rounds.dropna(subset=["test_acc"])
     return {"wall_s": wall, "threads": threads, "rounds": [int(r) for r in rows["round"]],
@@ -250,8 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = loadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hasfl-flower-") as tmp:
         work = Path(tmp)
-        ours = [run_ours(work / f"ours{n}", threads=n) for n in counts]
-        flower = [run_flower(work / f"ours{counts[0]}", cores=n) for n in counts]
+        make_data(work)
+        ours = [run_ours(work, threads=n) for n in counts]
+        flower = [run_flower(work, cores=n) for n in counts]
     report = {"kind": KIND, "date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "cores": args.cores, "load": load,
               "flwr": flower[0]["flwr"], "ray": flower[0]["ray"],
               "clients": int(fed["clients"]), "per_round": int(fed["clients_per_round"]),
