@@ -44,7 +44,7 @@ from hasfl.registry import DATA_FILES, DATASETS, raw_files
 
 __all__ = ["ANALYSIS_CODE", "CHECKOUT", "NOT_ANALYSIS_CODE", "REGISTRY_TABLES", "Checkout", "CodeRootError",
            "analysis_code_digest", "analysis_identity", "canonical", "checkout_root", "code_text", "data_code_digest",
-           "data_identity", "data_slice", "digest", "evaluation_code_digest", "evaluation_files_hash", "imported_modules", "module_closure",
+           "data_identity", "data_slice", "digest", "evaluation_code_digest", "imported_modules", "module_closure",
            "raw_digests", "registry_facts", "run_slice", "source_digest", "writable_results", "write_rerun_token"]
 
 #: The data-stage code, relative to the ``hasfl`` package (the glue script is added by the DAG).
@@ -354,16 +354,16 @@ def evaluation_code_digest(function: str, base: Path, method: str, dataset: str)
     count), the registry without its method and dataset tables, and the run's own entries of those
     (:func:`registry_facts`). An edit of analysis code neither imports -- a finding, a page, a table's gather step, the
     artifact entries -- and adding or editing another method leave every evaluation's key as it was."""
-    return _with_registry_facts(evaluation_files_hash(function, base), method, dataset)
+    return _with_registry_facts(_evaluation_files_hash(function, base), method, dataset)
 
 
 def _with_registry_facts(h: Any, method: str, dataset: str) -> str:
-    """The digest of the files' hash ``h`` (:func:`evaluation_files_hash`) extended by the run's registry facts."""
+    """The digest of the files' hash ``h`` (:func:`_evaluation_files_hash`) extended by the run's registry facts."""
     h.update(json.dumps(registry_facts(method, dataset), sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 
-def evaluation_files_hash(function: str, base: Path) -> Any:
+def _evaluation_files_hash(function: str, base: Path) -> Any:
     """The part of :func:`evaluation_code_digest` that does not depend on the run: a ``hashlib`` sha256 fed the
     files of the closure, which the run's registry facts then extend (:class:`Checkout` keeps one per function and
     extends a copy per method and dataset)."""
@@ -435,7 +435,7 @@ class Checkout:
         (:func:`evaluation_code_digest`)."""
         if (function, method, dataset) not in self._eval:
             if function not in self._eval_files:
-                self._eval_files[function] = evaluation_files_hash(function, self.root)
+                self._eval_files[function] = _evaluation_files_hash(function, self.root)
             self._eval[function, method, dataset] = _with_registry_facts(self._eval_files[function].copy(), method,
                                                                           dataset)
         return self._eval[function, method, dataset]
