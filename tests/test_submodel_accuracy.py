@@ -190,7 +190,7 @@ def test_the_registry_entry_reads_the_methods_of_table_4_and_uniform():
     from hasfl.analysis.artifacts import FINDING_TABLES, TABLES
 
     art = TABLES["submodel_accuracy"]
-    assert {"hasfl", "hasfl_nocov", "heterofl", "fedrolex", "uniform_rolling", "fedecover", "fiarse", "fedlps",
+    assert {"hasfl", "hasfl_nocov", "heterofl", "fedrolex", "uniform_rolling", "fedecover", "fiarse", "fedlps", "shuffled",
             "uniform"} == set(art.methods)
     assert {"participation.parquet", "final.pt", "run.json"} == set(art.run_files) and art.heavy and art.data_tables
     assert "submodel_accuracy" in FINDING_TABLES and "submodel_accuracy" in F.OPTIONAL_TABLES

@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "COST_RULES",
     "MASKED_WINDOW",
+    "PARTITION_WINDOW",
     "DATASETS",
     "EVAL_BN_MODES",
     "DATA_FILES",
@@ -196,6 +197,12 @@ METHODS: dict[str, MethodInfo] = {
     # Models.py@27b236b:569, 573)
     "fedlps": MethodInfo(f"{_M}.fedlps:fedlps", "FedLPS", "capacity", plain_local_sgd=False, color="#e377c2",
                          marker="P", shown_in=("table4_coverage",), eval_bn="batch"),
+    # shuffled sub-model partitions (Deng, Qiao and Mahdavi 2025, arXiv 2511.06132): K coordinate blocks fixed in
+    # advance, dealt by a fresh shuffle each round; dense forward MACs ("full"); test-batch statistics, as the other
+    # methods whose participants' networks differ from the global one
+    "shuffled": MethodInfo(f"{_M}.shuffled:shuffled", "Shuffled partitions", "full", nested=False,
+                           plain_local_sgd=False, color="#4b0082", marker="H", shown_in=("table4_coverage",),
+                           eval_bn="batch"),
 }
 
 #: The entry-point group through which an installed package registers a method: ``name = "module:OBJECT"``, the
@@ -325,6 +332,10 @@ DATA_FILES: tuple[str, ...] = ("partition.parquet", "clients.parquet", "manifest
 #: its ``window_shift`` the number of ranked coordinates the mask kept at the round's start: read by the engine's
 #: method and the analysis alike.
 MASKED_WINDOW = "masked"
+#: The participation ledger's window of a shuffled-partition participant (hasfl.fl.methods.shuffled): its sub-model is
+#: one block of a partition of the coordinates into K, the window ``partition/K``, ``window_shift`` the block: written
+#: by the method and read by the analysis alike.
+PARTITION_WINDOW = "partition"
 RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
                               "timings.json", "manifest.json")
 

@@ -45,6 +45,10 @@ Two spreads of coverage per run, over every round of the ledger:
 A FIARSE run (ledger window ``masked``: a magnitude mask, not units) has one ``all`` row from its kept counts
 (:func:`masked_row`): the uncovered fraction and the minimum coverage index per round; what a mask held cannot be
 replayed, so the unions over rounds and the unit counts are empty.
+
+A shuffled-partition run (ledger window ``partition/K``: each participant holds one block of a partition of the
+coordinates into K, :mod:`hasfl.fl.methods.shuffled`) has every row exact from its ledger and K
+(:func:`partition_rows`); its unit columns are empty (a block holds coordinates, not units).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ import pandas as pd
 
 from hasfl.analysis.per_run.base import RunInputs
 from hasfl.analysis.per_run.files import read_json
-from hasfl.registry import MASKED_WINDOW
+from hasfl.registry import MASKED_WINDOW, PARTITION_WINDOW
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -70,8 +74,8 @@ if TYPE_CHECKING:
 
 
 __all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "block_of", "coverage_counts", "coverage_union",
-           "evaluate_run", "masked_row", "min_coverage", "parameter_shapes", "read_ledger", "round_coverage",
-           "row_windows", "run_rows", "unit_counts"]
+           "evaluate_run", "masked_row", "min_coverage", "parameter_shapes", "partition_rows", "partition_sizes",
+           "partitions_of", "read_ledger", "round_coverage", "row_windows", "run_rows", "unit_counts"]
 
 PathLike = str | Path
 #: The ``block`` of a run's row over every parameter coordinate (the overall fraction).
@@ -140,9 +144,15 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
                              f"{int((~ok).sum())} row(s); expected {expected}")
     kinds = set(map(str, led["window"].unique()))
     allowed = (*Window.KINDS, MASKED_WINDOW)
-    if not kinds <= set(allowed) or (MASKED_WINDOW in kinds and kinds != {MASKED_WINDOW}):
+    partitions = {partitions_of(k) for k in kinds} - {None}
+    alone = MASKED_WINDOW in kinds or bool(partitions)
+    if not (kinds <= set(allowed) or len(partitions) == 1) or (alone and len(kinds) != 1):
         raise ValueError(f"table4c: {where} column 'window' holds {sorted(kinds)}; expected {' or '.join(allowed)} "
-                         f"({MASKED_WINDOW} rows alone: a FIARSE run)")
+                         f"or {PARTITION_WINDOW}/K ({MASKED_WINDOW} rows alone: a FIARSE run; {PARTITION_WINDOW}/K "
+                         "rows alone, one K: a shuffled-partition run)")
+    if partitions and not bool(((shifts >= 0) & (shifts < min(partitions))).all()):
+        raise ValueError(f"table4c: {where} column 'window_shift' of a {PARTITION_WINDOW}/{min(partitions)} run holds "
+                         f"blocks outside 0 .. {min(partitions) - 1}")
     out = pd.DataFrame({"round": rounds.astype("int64"), "p_trained": p.astype("float64"),
                         "window": led["window"].astype(str), "window_shift": shifts.astype("int64")})
     if MASKED_WINDOW in kinds:  # a FIARSE run: its allocated widths give each mask's budget share
@@ -152,6 +162,16 @@ def read_ledger(path: PathLike) -> pd.DataFrame:
                              "missing or holds values outside (0, 1]")
         out["p"] = alloc.astype("float64")
     return out
+
+
+def partitions_of(window: str) -> int | None:
+    """K of a shuffled-partition ledger window ``partition/K`` (:data:`hasfl.registry.PARTITION_WINDOW`), else None."""
+    kind, slash, k = str(window).partition("/")
+    if kind != PARTITION_WINDOW or not slash:
+        return None
+    if not k.isdigit() or int(k) < 1:
+        raise ValueError(f"table4c: ledger window {window!r}; expected {PARTITION_WINDOW}/K with an integer K >= 1")
+    return int(k)
 
 
 def row_windows(family: ModelFamily, ledger: pd.DataFrame, seed: int) -> list[Window]:
@@ -306,6 +326,9 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
             "last_round": last, "t0": t0}
     if set(ledger["window"]) == {MASKED_WINDOW}:
         return [masked_row(base, ledger, family, shapes, used)]
+    partitions = partitions_of(str(ledger["window"].iloc[0]))
+    if partitions is not None:
+        return partition_rows(base, ledger, shapes, partitions, used, t0)
     windows = row_windows(family, ledger, seed)
     is_recent = (ledger["round"] > last - used).to_numpy()
     is_after = (ledger["round"] - 1 > t0).to_numpy()
@@ -338,6 +361,55 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
                      "unit_count_min": float(pooled.min()) if whole else math.nan,
                      "unit_count_max": float(pooled.max()) if whole else math.nan,
                      "unit_count_cv": cv if whole else math.nan})
+    return rows
+
+
+def partition_sizes(numel: int, partitions: int) -> np.ndarray:
+    """How many of a tensor's ``numel`` coordinates each of the K blocks of a shuffled partition holds: its
+    coordinates are handed out in turn (:func:`hasfl.fl.methods.shuffled.partition`), so ``numel // K`` each and one
+    more for the first ``numel mod K``."""
+    return np.array([numel // partitions + (k < numel % partitions) for k in range(partitions)], dtype=np.int64)
+
+
+def partition_rows(base: Mapping[str, Any], ledger: pd.DataFrame, shapes: Mapping[str, tuple[int, ...]],
+                   partitions: int, used: int, t0: int) -> list[dict[str, Any]]:
+    """A shuffled-partition run's rows (ledger window ``partition/K``, ``window_shift`` a participant's block): its
+    ``all`` row and one per block, as :func:`run_rows`. Each participant holds every coordinate of its block, and the
+    blocks' sizes per tensor follow from K (:func:`partition_sizes`), so every count is exact from the ledger: a round
+    leaves a coordinate untrained iff no participant held its block, and the fewest holders of a block's coordinates
+    are the participants dealt the least-dealt block it has coordinates of. Which units a block holds is not a
+    question (a block is coordinates, not units): the unit columns are empty."""
+    sizes = {k: partition_sizes(int(np.prod(s, dtype=np.int64)), partitions) for k, s in shapes.items()}
+    blocks: dict[str, list[str]] = {ALL_BLOCKS: list(shapes)}
+    for k in shapes:
+        blocks.setdefault(block_of(k), []).append(k)
+    last = int(ledger["round"].max())
+    dealt = {int(r): np.bincount(g["window_shift"].to_numpy(dtype=np.int64), minlength=partitions)
+             for r, g in ledger.groupby("round", sort=True)}
+
+    def trained(rounds: list[int], keys: Sequence[str]) -> int:
+        held = np.zeros(partitions, dtype=bool)
+        for r in rounds:
+            held |= dealt[r] > 0
+        return int(sum(sizes[k][held].sum() for k in keys))
+
+    recent = [r for r in dealt if r > last - used]
+    after = [r for r in dealt if r - 1 > t0]
+    rows = []
+    nan = math.nan
+    for block, keys in blocks.items():
+        n = int(sum(sizes[k].sum() for k in keys))
+        present = np.zeros(partitions, dtype=bool)
+        for k in keys:
+            present |= sizes[k] > 0
+        low = {r: int(c[present].min()) for r, c in dealt.items()}
+        uncovered = [float(sum(sizes[k][c == 0].sum() for k in keys)) / n for c in dealt.values()]
+        n_recent, n_after = trained(recent, keys), trained(after, keys)
+        rows.append({**base, "block": block, "coordinates": n, "trained_last_k": n_recent, "frac_last_k": n_recent / n,
+                     "trained_after_t0": n_after, "frac_after_t0": n_after / n,
+                     "gamma_min": min(low.values()), "gamma_min_last_k": min(low[r] for r in recent),
+                     "unit_gamma_min": nan, "uncovered_frac_mean": float(np.mean(uncovered)), "unit_count_min": nan,
+                     "unit_count_max": nan, "unit_count_cv": nan})
     return rows
 
 

@@ -238,6 +238,10 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
     """One run's row (:data:`COLUMNS`): its last round's sub-models evaluated on ``device`` (``state`` None: not
     completed, accuracies NaN). A sub-model held by several participants is evaluated once and counted once per
     holder."""
+    from hasfl.analysis.per_run.coverage_over_time import partitions_of
+
+    if partitions_of(str(ledger["window"].iloc[0])) is not None:
+        return _partition_row(dataset, method, seed, status, ledger, rule)
     last, subs = last_round_submodels(family, ledger, seed)
     row: dict[str, Any] = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
                            "last_round": last, "n_participants": len(subs),
@@ -258,6 +262,21 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
                submodel_acc_pct=float(sum(accs) / len(accs)), min_submodel_acc_pct=float(min(accs)),
                max_submodel_acc_pct=float(max(accs)))
     return row
+
+
+def _partition_row(dataset: str, method: str, seed: int, status: str, ledger: pd.DataFrame, rule: str
+                   ) -> dict[str, Any]:
+    """A shuffled-partition run's row, its accuracies empty: its sub-models are blocks of a partition of the
+    coordinates drawn from the seed by the training code (:mod:`hasfl.fl.methods.shuffled`), which the analysis does
+    not import, so they are not evaluated here; the ledger gives how many were held."""
+    last = int(ledger["round"].max())
+    held = ledger[ledger["round"] == last]
+    return {"dataset": dataset, "method": method, "seed": int(seed), "status": status, "last_round": last,
+            "n_participants": int(len(held)), "n_submodels": int(held["window_shift"].nunique()),
+            "mean_p_trained": float(held["p_trained"].mean()), "windows": "/".join(sorted(set(held["window"]))),
+            "bn_rule": rule, "bn_used": "", "bn_note": "sub-models are blocks of a coordinate partition drawn by the "
+            "training code: not evaluated", "submodel_acc_pct": math.nan, "min_submodel_acc_pct": math.nan,
+            "max_submodel_acc_pct": math.nan}
 
 
 def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
