@@ -137,3 +137,38 @@ def test_f5_counts_no_nan_as_moved_and_reads_the_status():
     f = evaluate(t)[F.F5]
     assert f["verdict"] == F.INCONCLUSIVE and f["n_units"] == 0
     assert {u["reason"] for u in f["left_out"]} == {"never passed t0 = 10 (no client trained after it)"}
+
+
+def test_a_run_whose_server_noise_moves_every_coordinate_is_left_out_of_f5(tmp_path):
+    """FedLPS's server adds 0.001 x N(0, 1) to every coordinate each round (method_params.fedlps.noise): its
+    untrained coordinates move by construction. Before the fix F5 counted them as moved and read its units
+    contradicted; now the Proposition 3 table names the noise and F5 leaves the run out. Without the noise (scale 0
+    or a method without any) the same moved coordinates still contradict F5."""
+    write_run(tmp_path, "fedlps", p_all=0.5, p_after=0.5)
+    d = run_dir(tmp_path, "fedlps")
+    final = torch.load(d / "final.pt", weights_only=True)
+    torch.save({k: v + 1e-3 if v.is_floating_point() else v for k, v in final.items()}, d / "final.pt")
+    out = tmp_path / "tables"
+    base = tables(tmp_path, ["fedlps"])
+    assert f5(base)["verdict"] == F.CONTRADICTED  # no noise: a moved coordinate is a fault
+    p3 = P3.job(files(tmp_path, ["fedlps"], P3_FILES), write_manifest(tmp_path), {"digits": MODEL}, 0.0,
+                out / "prop3_coverage.parquet", out / "prop3_coverage.md", {"fedlps": 0.001})
+    reason = "its server adds noise to every coordinate each round (method_params.fedlps.noise = 0.001)"
+    assert p3.iloc[0]["status"].startswith(reason)
+    f = f5({**base, F.P3: p3})
+    assert f["verdict"] == F.INCONCLUSIVE and f["n_units"] == 0
+    assert f["left_out"][0]["unit"] == "digits/fedlps/seed1" and f["left_out"][0]["reason"].startswith(reason)
+    assert "1 of 1 runs left out" in (out / "prop3_coverage.md").read_text()
+
+
+def test_the_noise_of_a_preset_is_its_methods_positive_scales():
+    from hasfl.config import load_config, server_noise
+
+    cfg = load_config()
+    cfg["methods"] = ["fedlps", "heterofl"]
+    assert server_noise(cfg) == {"fedlps": cfg["method_params"]["fedlps"]["noise"]} and cfg["method_params"]["fedlps"]["noise"] > 0
+    cfg["method_params"]["fedlps"]["noise"] = 0.0
+    assert server_noise(cfg) == {}
+    cfg["method_params"]["fedlps"]["noise"] = 0.001
+    cfg["methods"] = ["heterofl"]
+    assert server_noise(cfg) == {}

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from hasfl.errors import HasflError
-from hasfl.registry import DATASETS, METHODS
+from hasfl.registry import DATASETS, METHODS, SERVER_NOISE
 from hasfl.removed_keys import ANALYSIS as REMOVED_ANALYSIS_KEYS
 from hasfl.removed_keys import TOP_LEVEL as REMOVED_TOP_LEVEL
 
@@ -504,3 +504,14 @@ def data_config(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
         "partition": dict(config["partition"]),
         "dataset_params": params,
     }
+
+
+def server_noise(config: Mapping[str, Any]) -> dict[str, float]:
+    """The methods of ``config`` whose server adds noise to every coordinate each round
+    (:data:`hasfl.registry.SERVER_NOISE`), with its positive scale from ``method_params``; a scale of 0 is no noise."""
+    out = {}
+    for method, key in SERVER_NOISE.items():
+        scale = float(config.get("method_params", {}).get(method, {}).get(key, 0.0))
+        if method in config.get("methods", ()) and scale > 0.0:
+            out[method] = scale
+    return out

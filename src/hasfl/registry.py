@@ -28,6 +28,7 @@ __all__ = [
     "COST_RULES",
     "MASKED_WINDOW",
     "PARTITION_WINDOW",
+    "SERVER_NOISE",
     "DATASETS",
     "EVAL_BN_MODES",
     "DATA_FILES",
@@ -336,6 +337,12 @@ MASKED_WINDOW = "masked"
 #: one block of a partition of the coordinates into K, the window ``partition/K``, ``window_shift`` the block: written
 #: by the method and read by the analysis alike.
 PARTITION_WINDOW = "partition"
+#: Methods whose server adds noise to every coordinate each round, by the key of ``method_params.<method>`` that sets
+#: its scale (FedLPS's official ``--dp``): under a positive scale no coordinate keeps its value, trained or not, so
+#: Proposition 3 cannot hold on their runs and its table leaves them out (F5). A table of its own, not a
+#: :class:`MethodInfo` field: every field of an entry is part of the evaluation identity of its method's runs, and
+#: this fact is read by one analysis table alone.
+SERVER_NOISE: dict[str, str] = {"fedlps": "noise"}
 RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
                               "timings.json", "manifest.json")
 

@@ -23,7 +23,7 @@ from hasfl.analysis.specs import (
     resolve_table_settings,
     resolve_thresholds,
 )
-from hasfl.config import load_config
+from hasfl.config import load_config, server_noise
 from hasfl.dag import preflight
 from hasfl.dag.identity import analysis_identity, canonical
 import os
@@ -111,6 +111,8 @@ PARAMS = {
     "k_std": ANALYSIS_THRESHOLDS["comparison_k_std"],
     # Table 4c: coverage over each run's last k rounds
     "last_rounds": TABLE_SETTINGS["table4c_last_rounds"],
+    # Proposition 3: the methods of the preset whose server adds noise to every coordinate, with its scale
+    "server_noise": server_noise(config),
     **{
         k: config["hasfl"][k] for k in ("p_min", "gamma", "warmup", "t_adapt", "t_norm")
     },

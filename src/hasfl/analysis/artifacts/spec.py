@@ -13,7 +13,7 @@ __all__ = ["PARAM_KEYS", "Artifact", "figure_entry", "method_table_entry", "tabl
 #: :data:`hasfl.analysis.specs.TABLE_SETTINGS`).
 PARAM_KEYS = ("datasets", "methods", "seeds", "models", "data", "ci_level", "atol", "thresholds", "tolerance",
               "tolerances", "permutations", "permutation_seed", "comparable", "k_std", "p_min", "gamma", "warmup",
-              "t_adapt", "t_norm", "attenuation", "last_rounds")
+              "t_adapt", "t_norm", "attenuation", "last_rounds", "server_noise")
 
 
 @dataclass(frozen=True)

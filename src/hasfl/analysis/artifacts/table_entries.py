@@ -106,11 +106,13 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         note=('Only runs capped below full width are shown: p_hi = largest width any client trained '
               '(clients.parquet p_max_trained) < 1. Coordinates outside the width-p_hi mask were trained by no '
               'client; prop3_holds: all of them equal init.pt. A run with p_hi = 1 has no such coordinate and '
-              'nothing to check (counted below the table; every run is in the Parquet file). ' + nested_scope_note()),
+              'nothing to check (counted below the table; every run is in the Parquet file). A run whose server '
+              'adds noise to every coordinate each round (FedLPS with method_params.fedlps.noise > 0) cannot show '
+              'it and is left out, named below the table. ' + nested_scope_note()),
         all_methods=True,
         run_files=("clients.parquet", "init.pt", "final.pt", "run.json"),
         manifests="first",
-        params=("models", "atol"),
+        params=("models", "atol", "server_noise"),
         heavy=True,
         nested_only=True,
         label="Proposition 3",

@@ -14,6 +14,7 @@ from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.runs import group_run_files, read_json
 from hasfl.analysis.tables.base import capped_only, refuse_unnested, table_markdown, without_left_out
 from hasfl.io import write_parquet
+from hasfl.registry import SERVER_NOISE
 
 PathLike = str | Path
 
@@ -23,14 +24,24 @@ AFTER = "p_max_trained_after_warmup"
 
 
 def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Mapping[str, Mapping[str, Any]],
-              atol: float, out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
+        atol: float, out_parquet: PathLike, out_md: PathLike,
+        server_noise: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Proposition 3 check of every run (needs clients.parquet, init.pt, final.pt, run.json); a run that
     diverged or never passed t0 keeps its row with the reason as ``status``
-    (:func:`hasfl.analysis.coverage.left_out_reason`) and is left out of the display and of F5."""
+    (:func:`hasfl.analysis.coverage.left_out_reason`) and is left out of the display and of F5. So is a run of a
+    method whose server adds noise to every coordinate each round (``server_noise``: method -> its positive scale,
+    :data:`hasfl.registry.SERVER_NOISE`): no coordinate of it keeps its value, trained or not."""
     from hasfl.analysis import coverage
     from hasfl.models import family_from_config
 
     specs = preset_models(manifests, models)
+    noise = {str(m): float(s) for m, s in (server_noise or {}).items()}
+
+    def noisy(method: str) -> str:
+        if noise.get(method, 0.0) <= 0.0:
+            return ""
+        return (f"its server adds noise to every coordinate each round (method_params.{method}."
+                f"{SERVER_NOISE.get(method, 'noise')} = {noise[method]:g}): none keeps its value")
     families = {}
     rows = []
     runs = group_run_files(run_files)
@@ -48,7 +59,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
                  else None)
         why = coverage.left_out_reason(summary, bad_files=coverage.non_finite({"final.pt": final}),
                                        trained_after_t0=after)
-        status = why or str(summary.get("status", coverage.COMPLETED))  # a left-out run: the reason (F5 reads it)
+        status = why or noisy(method) or str(summary.get("status", coverage.COMPLETED))  # left out: the reason (F5)
         rows.append({"dataset": dataset, "method": method, "seed": int(seed), "status": status, **res})
     df = pd.DataFrame.from_records(rows, columns=coverage.COLUMNS)
     df = df.astype({"seed": "int64", "capped": "bool", "prop3_holds": "bool", "n_coords": "int64",
@@ -62,7 +73,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
 def compute(inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, str], params: Mapping[str, Any]) -> None:
     """The DAG's entry: every run's clients.parquet, init.pt, final.pt and run.json."""
     job(list(inputs["runs"]), list(inputs["manifests"]), params["models"], params["atol"], outputs["parquet"],
-        outputs["md"])
+        outputs["md"], params.get("server_noise"))
 
 
 def display(df: pd.DataFrame) -> list[tuple[str, Any]]:
