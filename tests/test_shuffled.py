@@ -163,3 +163,15 @@ def _parquet(frame, folder):
     folder.mkdir()
     frame.to_parquet(folder / "participation.parquet")
     return folder / "participation.parquet"
+
+
+def test_one_block_is_fedavg(engine_cfg, federate, one_thread):
+    """K = 1: the one sub-model is the whole model, dealt to every participant, and the holders' mean is Algorithm 1
+    line 18's over everyone: the run is FedAvg's, byte for byte (the masked forward pass keeps the parameters'
+    memory layout, so its convolutions run the same kernels)."""
+    cfg = engine_cfg(rounds=3, warmup=1)
+    cfg["method_params"]["shuffled"] = {"partitions": 1}
+    one, fedavg = federate(cfg, "shuffled"), federate(cfg, "fedavg")
+    for k, v in fedavg.final_state.items():
+        assert torch.equal(one.final_state[k], v), k
+    assert one.rounds.equals(fedavg.rounds)

@@ -162,8 +162,10 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
               "run. A FIARSE run (window masked: a magnitude mask per participant, recomputed from the weights) "
               "has its per-round columns from the kept counts in its ledger; which coordinates a mask held is not "
               "in the ledger and cannot be replayed, so its fractions over the last k rounds and after t0, its "
-              "blocks and its unit counts are shown as --. Per-run and per-block rows, with the counts, are in "
-              "the Parquet file."),
+              "blocks and its unit counts are shown as --. A shuffled-partition run (window partition/K: each "
+              "participant holds one of K blocks of coordinates fixed from the seed, Deng et al. 2025) has every "
+              "coverage column exact from its ledger and K; a block is coordinates, not units, so its unit counts "
+              "are shown as --. Per-run and per-block rows, with the counts, are in the Parquet file."),
         all_methods=True,
         run_files=("participation.parquet", "run.json", "init.pt"),
         manifests="first",

@@ -19,10 +19,10 @@ Here, with ``K = method_params.shuffled.partitions``:
   t) is dealt to the participants in the order of S(t), one sub-model each, and a further permutation follows when
   the round has more participants than sub-models. With at least K participants every sub-model goes out every
   round: every coordinate is trained every round, whatever the capacities.
-* **A participant** (:class:`ShuffledClient`) holds its sub-model only: the forward pass uses ``w * m_k`` (the other
-  blocks' coordinates are 0 in its network), so the gradient is the sub-network's; its step moves the block's
-  coordinates alone (weight decay and momentum too: the others keep their received values) and it uploads the
-  block's float32 values (the server knows the partition: no indices). Its forward pass is the dense full model's
+* **A participant** (:class:`ShuffledClient`) holds its sub-model only: its network is ``w * m_k`` (the other
+  blocks' coordinates set to 0 before its first step), so the gradient is the sub-network's; its step moves the
+  block's coordinates alone (their gradients alone enter clipping, weight decay and momentum) and it uploads the
+  block's float32 values (the server knows the partition: no indices); its update outside the block is 0. Its forward pass is the dense full model's
   (Table 1's MACs of width 1: a coordinate block saves none), as FIARSE's masks.
 * **The server** (:class:`HeldMean`) averages each coordinate over the participants whose sub-model holds it,
   weighted by n_i as Algorithm 1 line 18 does for every method (the abstract says "averages"); a coordinate no
@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hasfl.fl.aggregation import CoordinateAggregator
@@ -128,6 +127,7 @@ class ShuffledClient(LocalSGD):
         self._numel = sum(int(b.numel()) for b in self.blocks.values())
 
     def begin_client(self, client: int, model: nn.Module, p: float, p_trained: float) -> None:
+        """The participant receives its sub-model only: the other blocks' coordinates are 0 in its network."""
         if client not in self.assigned:
             raise ValueError(f"shuffled: client {client} trains without a dealt sub-model (the dealer runs first)")
         self.block = self.assigned[client]
@@ -135,22 +135,27 @@ class ShuffledClient(LocalSGD):
         if set(params) != set(self.blocks):
             raise ValueError("shuffled: the trained module is not the partitioned full model "
                              f"({sorted(set(params) ^ set(self.blocks))[:3]} differ)")
-        self.masks = {n: self.blocks[n].to(q.device) == self.block for n, q in params.items()}
-        self._received = {n: q.detach().clone() for n, q in params.items()}
+        with torch.no_grad():
+            self.masks = {n: torch.empty_like(q, dtype=torch.bool).copy_(self.blocks[n].to(q.device) == self.block)
+                          for n, q in params.items()}
+            self._received = {n: q.detach().clone() for n, q in params.items()}
+            for n, q in params.items():
+                q.mul_(self.masks[n])
 
-    def loss(self, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-        """The sub-network's forward pass: every parameter times its block's mask."""
-        params = dict(model.named_parameters())
-        held = {n: params[n] * self.masks[n] for n in self.masks}
-        return F.cross_entropy(torch.func.functional_call(model, held, (x,)), y)
+    def after_backward(self, model: nn.Module) -> None:
+        """The step moves the block alone: the other coordinates' gradients are dropped before clipping, so weight
+        decay and momentum (of a coordinate at 0 with no gradient) leave them at 0."""
+        with torch.no_grad():
+            for n, q in model.named_parameters():
+                if q.grad is not None:
+                    q.grad.mul_(self.masks[n])
 
-    def after_step(self, model: nn.Module) -> None:
-        """Weight decay and momentum move no coordinate outside the block."""
+    def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
+        """Back to the received values outside the block, so the participant's update there is 0 (the server's mean
+        ignores it, and the estimators see no update where it held nothing)."""
         with torch.no_grad():
             for n, q in model.named_parameters():
                 q.copy_(torch.where(self.masks[n], q, self._received[n]))
-
-    def end_client(self, client: int, model: nn.Module, steps: int, lr: float) -> None:
         self._received = {}
 
     def forward_macs(self, costs: Callable[[float], Cost], p: float, p_trained: float) -> float:
