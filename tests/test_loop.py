@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 CLIENTS_COLUMNS = ["client_id", "pmax", "p_final", "h_tilde_final", "times_sampled", "mean_p",
                    "p_max_allocated", "p_max_trained", "p_max_trained_after_warmup", "est_within_tier_final",
                    "est_probe_final", "est_reported"]
-FULL_MODEL = ("fedavg", "scaffold", "fedprox")
+FULL_MODEL = ("fedavg", "scaffold", "fedprox", "shuffled")  # shuffled: every client the whole network, one block trained
 BYTE_FILES = tuple(f for f in RUN_FILES if f != "timings.json")  # wall times are the one file that differs
 
 
