@@ -35,8 +35,10 @@ def test_eval_bn_modes_are_the_bn_modes_and_static():
 def test_declared_rules_of_the_official_codes():
     rules = bns.declared_rules()
     assert (rules["fjord"], rules["heterofl"], rules["fedrolex"], rules["uniform_rolling"], rules["fedecover"],
-            rules["fiarse"], rules["fedlps"]) == ("per_width", "static", "batch", "batch", "batch", "batch", "batch")
-    others = set(registry.METHODS) - {"heterofl", "fedrolex", "uniform_rolling", "fedecover", "fiarse", "fedlps"}
+            rules["fiarse"], rules["fedlps"], rules["shuffled"]) == ("per_width", "static", "batch", "batch", "batch",
+                                                                     "batch", "batch", "batch")
+    others = set(registry.METHODS) - {"heterofl", "fedrolex", "uniform_rolling", "fedecover", "fiarse", "fedlps",
+                                      "shuffled"}
     assert {rules[m] for m in others} == {"per_width"}  # issue 23's rule for the paper's methods
 
 

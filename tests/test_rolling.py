@@ -190,7 +190,8 @@ def test_registry_nested_flags_agree_with_what_each_method_trains(engine_cfg, fe
             continue  # a control needs its reference run's budget; same module as random_budget
         res = federate(cfg, name)
         kinds = set(res.participation["window"])
-        own = {"fedecover": "sampled", "fiarse": "masked"}.get(name, "rolling")  # FIARSE: a magnitude mask
+        # FIARSE: a magnitude mask; the shuffled partitions: a block of K = 4 (config.yaml)
+        own = {"fedecover": "sampled", "fiarse": "masked", "shuffled": "partition/4"}.get(name, "rolling")
         assert kinds == ({"prefix"} if info.nested else {own}), name
         assert res.summary["status"] == "completed", name
 
