@@ -211,8 +211,32 @@ def test_a_run_learns_ratios_within_capacity_and_resumes_to_the_same_result(engi
     with pytest.raises(Stop):
         federate(cfg, "fedlps", checkpointer=Checkpointer(ckpt, 3, {"digest": "fedlps"}), progress=stop)
     saved = torch.load(ckpt, weights_only=False)
-    assert set(saved["server"]) == {"bandits", "accuracies", "generator"} and saved["server"]["bandits"]
+    assert set(saved["server"]) == {"bandits", "accuracies", "kept", "generator"} and saved["server"]["bandits"]
     resumed = federate(cfg, "fedlps", checkpointer=Checkpointer(ckpt, 3, {"digest": "fedlps"}))
     assert resumed.rounds.equals(full.rounds) and resumed.participation.equals(full.participation)
     for k, v in full.final_state.items():
         assert torch.equal(resumed.final_state[k], v), k
+    assert resumed.kept_models.keys() == full.kept_models.keys()
+    for i, kept in full.kept_models.items():
+        assert resumed.kept_models[i]["p"] == kept["p"]
+        for k, v in kept["state"].items():
+            assert torch.equal(resumed.kept_models[i]["state"][k], v), (i, k)
+
+
+def test_each_client_keeps_its_last_local_model_above_a_quarter(engine_cfg, federate, one_thread):
+    """``Hetero_Client.py:258-267``: a client keeps the model of its last training at a rate above 0.25 (its
+    width's shapes), a client that never trained above it keeps none; every other method keeps none."""
+    from hasfl.fl.methods.fedlps import KEEP_ABOVE
+
+    cfg = engine_cfg(rounds=8, warmup=2)
+    run = federate(cfg, "fedlps")
+    led = run.participation
+    above = led[led["p_trained"] > KEEP_ABOVE].sort_values("round")
+    last = above.groupby("client_id")["p_trained"].last()
+    assert set(run.kept_models) == set(last.index) and 0 < len(last) < led["client_id"].nunique()
+    full = sum(v.numel() for v in run.final_state.values())
+    for i, kept in run.kept_models.items():
+        assert kept["p"] == pytest.approx(last[i])  # the last one above a quarter, not a later one below
+        size = sum(v.numel() for v in kept["state"].values())
+        assert (size < full) == (kept["p"] < 1.0), (i, kept["p"])
+    assert federate(cfg, "fedavg").kept_models == {}

@@ -343,8 +343,8 @@ PARTITION_WINDOW = "partition"
 #: :class:`MethodInfo` field: every field of an entry is part of the evaluation identity of its method's runs, and
 #: this fact is read by one analysis table alone.
 SERVER_NOISE: dict[str, str] = {"fedlps": "noise"}
-RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt", "run.json",
-                              "timings.json", "manifest.json")
+RUN_FILES: tuple[str, ...] = ("rounds.parquet", "clients.parquet", "participation.parquet", "init.pt", "warmup.pt", "final.pt",
+                              "local_models.pt", "run.json", "timings.json", "manifest.json")
 
 
 def raw_files(dataset: str, data_dir: str | Path, params: Mapping[str, Any]) -> list[str]:

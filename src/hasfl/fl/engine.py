@@ -229,8 +229,10 @@ def run_federation(
                "precision": numerics.precision, "channels_last": numerics.channels_last, "determinism": determinism,
                **cpu_kernels()}
     final_state = {**{k: v.detach().cpu().clone() for k, v in w.items()}, **bn.entries()}
-    return record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
-                         init_state, final_state, timings)
+    result = record.result(run_cfg, pmax, method.policy.p, estimates.values(), hasfl_avg_p, hasfl_diverged,
+                           init_state, final_state, timings)
+    result.kept_models = method.server.kept_models()
+    return result
 
 
 def _prepared(submodels: SubModels, bn: WidthStatistics, p: float, w: Mapping[str, torch.Tensor],

@@ -79,6 +79,7 @@ class RunResult:
     summary: dict[str, Any]
     timings: dict[str, Any] = field(default_factory=dict)
     warmup_state: dict[str, Tensor] | None = None
+    kept_models: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

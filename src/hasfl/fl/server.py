@@ -46,6 +46,12 @@ class ServerStep:
         """Step size of the server update (1 for Algorithm 1)."""
         return 1.0
 
+    def kept_models(self) -> dict[int, dict[str, Any]]:
+        """The local model each client keeps for its authors' evaluation (a personalized method's: client id ->
+        ``{"p": its trained width, "state": the module's state_dict}``), written to the run's ``local_models.pt``;
+        none here."""
+        return {}
+
     def state(self) -> dict[str, Any]:
         """Server-side method state carried across rounds (checkpointed); none here."""
         return {}

@@ -15,6 +15,8 @@ Files in the run folder (names in :data:`hasfl.registry.RUN_FILES`):
   :data:`hasfl.fl.records.PARTICIPATION_COLUMNS` (widths allocated and trained, window and its
   shift, samples, local steps and loss, upload MB, MACs, the round's estimates).
 * ``init.pt`` / ``final.pt`` -- the global state_dict at round 0 and at the end.
+* ``local_models.pt`` -- the local model each client keeps, by client id (``{"p": its trained width, "state":
+  its state_dict}``), for a method its authors evaluate client by client (FedLPS); empty for every other method.
 * ``warmup.pt``       -- the global state_dict at the end of round t0 = ``hasfl.warmup`` (the
   first adaptation round; Proposition 3 is checked from there on).
 * ``run.json``        -- status (completed / diverged), avg_p, avg_p_trained, t0, final accuracy.
@@ -54,7 +56,7 @@ CHECKPOINT = "checkpoint.pt"  # in the run folder, never a declared output; remo
 log = logging.getLogger("hasfl.train")
 
 
-def save_state(state: Mapping[str, torch.Tensor], path: str | Path) -> None:
+def save_state(state: Mapping[str, Any], path: str | Path) -> None:
     """torch.save through a buffer (the archive name stays fixed, so bytes are reproducible), atomically."""
     buf = io.BytesIO()
     torch.save(dict(state), buf)
@@ -198,6 +200,7 @@ def train_job(
     save_state(result.init_state, out / "init.pt")
     save_state(result.warmup_state if result.warmup_state is not None else result.final_state, out / "warmup.pt")
     save_state(result.final_state, out / "final.pt")
+    save_state({str(i): result.kept_models[i] for i in sorted(result.kept_models)}, out / "local_models.pt")
     write_json(out / "timings.json", result.timings)
     write_json(out / "run.json", result.summary)
     write_run_manifest(out, [f for f in RUN_FILES if f != MANIFEST], identity)

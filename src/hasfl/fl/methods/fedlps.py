@@ -17,6 +17,10 @@ the method runs in this project's protocol (docs/decisions.md "Who inherits the 
   (``Hetero_Client.py:249-256, 286-287``) and credits its reward after training, with train FLOPs = batches x 3 x
   2 x the sub-model's per-sample MACs (``count_training_flops``: 3 x multiply-add FLOPs, biases and the mask's
   FLOPs left out) and its float32 parameters as the upload;
+* each client keeps its last local model trained at a rate above 0.25 (``Hetero_Client.py:258-267``:
+  ``final_parameters`` after each local epoch while ``rate > mask_rate_list[2]``), the server holding it
+  (:meth:`FedLPSServer.kept_models`, the run's ``local_models.pt``) for the authors' evaluation of each client on
+  its own test split (``FedLPS.py:242-261``; :mod:`hasfl.analysis.per_run.personal_accuracy`);
 * capacities are the data stage's pmax for the whole run (the official code redraws a level every round, its
   ``dynamic`` split mode); the reward's constants follow the dataset's family (:data:`DATASET_FAMILY`).
 
@@ -62,8 +66,8 @@ from hasfl.fl.server import ServerStep
 from hasfl.models.family import ModelFamily
 from hasfl.models.slicing import SliceRule, scatter_add_
 
-__all__ = ["ARMS", "DATASET_CONSTANTS", "DATASET_FAMILY", "Draws", "FedLPSClient", "FedLPSServer", "LearnedRatioPolicy",
-           "RatioBandit", "arm_of_rate", "fedlps", "reward", "utility"]
+__all__ = ["ARMS", "DATASET_CONSTANTS", "DATASET_FAMILY", "KEEP_ABOVE", "Draws", "FedLPSClient", "FedLPSServer",
+           "LearnedRatioPolicy", "RatioBandit", "arm_of_rate", "fedlps", "reward", "utility"]
 
 #: The initial arms' bounds (``np.linspace(0.5, 1, 6)``, ``Hetero_Client.py:84-85``).
 ARMS = tuple(float(a) for a in np.linspace(0.5, 1, 6))
@@ -80,6 +84,10 @@ DATASET_FAMILY: Mapping[str, str] = {"digits": "mnist", "fashion_mnist": "mnist"
 
 #: The numpy stream of a run seed the server's noise is drawn from (beside hasfl.fl.sampling's and cyclic's)
 STREAM_NOISE = 9
+
+#: A client keeps its local model when it trained at a rate above this one (``Hetero_Client.py:258``: the official
+#: capacity levels' third, ``mask_rate_list[2]`` = 1/4).
+KEEP_ABOVE = 0.25
 
 
 def utility(x: float) -> float:
@@ -206,6 +214,7 @@ class FedLPSServer(ServerStep):
         self.rounds, self.clients, self.per_round, self.noise = int(rounds), int(clients), int(per_round), float(noise)
         self.bandits: dict[int, RatioBandit] = {}
         self.accuracies: dict[int, list[float]] = {}
+        self.kept: dict[int, dict[str, Any]] = {}
         self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence([int(seed), STREAM_NOISE])
                                                            .generate_state(1)[0]))
 
@@ -217,6 +226,14 @@ class FedLPSServer(ServerStep):
     def accuracy_record(self, client: int) -> list[float]:
         """The client's training accuracies, starting with the official record's 0 (``Hetero_Client.py:95``)."""
         return self.accuracies.setdefault(client, [0.0])
+
+    def keep(self, client: int, rate: float, model: nn.Module) -> None:
+        """The client's local model after training at ``rate`` replaces the one it kept (module docstring)."""
+        self.kept[client] = {"p": float(rate),
+                             "state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
+
+    def kept_models(self) -> dict[int, dict[str, Any]]:
+        return dict(self.kept)
 
     def aggregator(self, global_state: Mapping[str, Tensor], keys: list[str]) -> CoordinateAggregator:
         return AllParticipants(global_state, keys)
@@ -235,11 +252,13 @@ class FedLPSServer(ServerStep):
     def state(self) -> dict[str, Any]:
         return {"bandits": {str(i): b.state() for i, b in sorted(self.bandits.items())},
                 "accuracies": {str(i): list(a) for i, a in sorted(self.accuracies.items())},
+                "kept": {str(i): k for i, k in sorted(self.kept.items())},
                 "generator": self.generator.get_state().clone()}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         self.bandits = {int(i): RatioBandit.from_state(b) for i, b in state["bandits"].items()}
         self.accuracies = {int(i): [float(x) for x in a] for i, a in state["accuracies"].items()}
+        self.kept = {int(i): {"p": float(k["p"]), "state": dict(k["state"])} for i, k in state["kept"].items()}
         self.generator.set_state(state["generator"])
 
 
@@ -289,6 +308,8 @@ class FedLPSClient(LocalSGD):
         value = reward(record, steps * 3.0 * 2.0 * float(cost.macs), 32.0 * float(cost.params),
                        float(self.pmax[client]), self.constants)
         self.server.bandit(client).record(p, value)
+        if p_trained > KEEP_ABOVE:
+            self.server.keep(client, p_trained, model)
 
 
 def fedlps(ctx: MethodContext) -> Method:
