@@ -30,14 +30,14 @@ from hasfl.integrity import MANIFEST as MANIFEST_NAME
 from hasfl.integrity import IntegrityError
 from hasfl.registry import resolve
 
-METHODS = ("heterofl", "uniform")
+METHODS = ("heterofl", "uniform", "fedlps")  # fedlps: the one method with its own table (personal_accuracy)
 PER_RUN = {n: a for n, a in ARTIFACTS.items() if a.per_run}
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, _engine_base):
-    """``<tmp>/results/ev`` with data/digits/seed42 and runs/digits/{heterofl,uniform}/seed42 (3 rounds), linked
+    """``<tmp>/results/ev`` with data/digits/seed42 and runs/digits/{heterofl,uniform,fedlps}/seed42 (3 rounds), linked
     from the store."""
     cfg = copy.deepcopy(_engine_base)
     cfg["federation"]["rounds"] = 3

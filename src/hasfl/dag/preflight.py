@@ -196,6 +196,8 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
       when each holds units of its own, :attr:`hasfl.registry.MethodInfo.own_units`), and under the ``static`` rule
       a statistics pass per width;
     * ``table4b_stale_coordinates`` (a run capped below width 1): the full model twice and the sub-model once;
+    * ``personal_accuracy``: each client's split (about as many samples as the train set in all) through its local
+      model and through the global model;
     * ``table4c_coverage_over_time``: the coverage replay (:data:`REPLAY_S` per participant-round and parameter).
     """
     from hasfl.analysis.artifacts import run_tables
@@ -240,6 +242,8 @@ def evaluation_seconds(config: Mapping[str, Any], dataset: str, method: str, rat
         elif table == "table4b_stale_coordinates":
             top = max(widths)
             out[table] = 2 * forward(1.0, test) + forward(top, test) if top < 1.0 else 0.0
+        elif table == "personal_accuracy":  # every client's split (about the train set): its own model and the global
+            out[table] = forward(sum(pmax) / len(pmax), train) + forward(1.0, train)
         elif table == "table4c_coverage_over_time":
             out[table] = (int(fed["rounds"]) * int(fed["clients_per_round"]) * REPLAY_S
                           * parameter_count(model, facts["shape"], facts["classes"]))

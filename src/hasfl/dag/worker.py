@@ -56,7 +56,8 @@ TERM_GRACE_S = 10.0
 # is one per run: importing its tables' modules in each would cost more than most evaluations).
 PRELOAD: tuple[str, ...] = ("torch", "numpy", "pandas", "pyarrow.parquet", "hasfl.fl.train", "hasfl.data",
                             "hasfl.data.stage", "hasfl.dag.jobs", "hasfl.analysis.tables.bn_sensitivity",
-                            "hasfl.analysis.tables.submodel_accuracy", "hasfl.analysis.tables.table4b_stale_coordinates",
+                            "hasfl.analysis.tables.submodel_accuracy", "hasfl.analysis.tables.personal_accuracy",
+                            "hasfl.analysis.tables.table4b_stale_coordinates",
                             "hasfl.analysis.tables.table4c_coverage_over_time")
 
 

@@ -8,7 +8,7 @@ from hasfl.analysis.artifacts.spec import Artifact, method_table_entry, table_en
 from hasfl.analysis.specs import ESTIMATOR_PAIRS, FLOOR_TOL_PCT, TABLE8_METHODS, nested_scope_note
 from hasfl.registry import METHODS
 
-__all__ = ["FINDING_TABLES", "FLOOR_NOTE", "STD_NOTE", "SUBMODEL_METHODS", "TABLE_ENTRIES"]
+__all__ = ["FINDING_TABLES", "FLOOR_NOTE", "PERSONAL_METHODS", "STD_NOTE", "SUBMODEL_METHODS", "TABLE_ENTRIES"]
 
 #: The tables findings.json reads (hasfl.analysis.findings: each finding's tables); the batch-norm
 #: sensitivity recomputes the findings from the same files.
@@ -22,6 +22,10 @@ FINDING_TABLES = ("table5_confound", "prop3_coverage", "table4b_stale_coordinate
 SUBMODEL_METHODS = tuple(dict.fromkeys(("hasfl", "hasfl_nocov", "heterofl",
                                         *(m for m, i in METHODS.items() if "table4_coverage" in i.shown_in),
                                         "uniform")))
+
+#: The methods whose clients keep local models that their authors evaluate client by client on each client's own
+#: test split (FedLPS: :mod:`hasfl.analysis.per_run.personal_accuracy`).
+PERSONAL_METHODS = ("fedlps",)
 
 #: Titles and notes of the tables (report.md, the table .md files and Snakemake's HTML report).
 STD_NOTE = ("Mean +- sample standard deviation (ddof = 1) over the completed seeds; accuracies and the "
@@ -197,6 +201,32 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         heavy=True,
         label="Sub-model accuracy",
         per_run="hasfl.analysis.per_run.submodel_accuracy:evaluate_run",
+    ),
+    table_entry(
+        "personal_accuracy", "hasfl.analysis.tables.personal_accuracy:compute",
+        title="FedLPS's own evaluation -- each client's own model on its own test split (Xue et al. 2025)",
+        note=("Per run of a method whose clients keep local models (FedLPS): every client of the federation with "
+              "the local model it kept (its last local training at a rate above 1/4, local_models.pt), else the "
+              "final global model, on its own test split, with test-batch statistics in batches of the local batch "
+              "size, as FedLPS's official code evaluates (FedLPS.py:240-275, Hetero_Client.py:113-115, 258-267). A "
+              "client's split: its own test samples where the data stage has them (Shakespeare's roles); on an image "
+              "dataset, for each label of its train split as many test samples of that label as it has train "
+              "samples of it, drawn from the run's seed and its id (clients may share test samples, as in the "
+              "official split). Each run's number is the unweighted mean over its clients (the official report), "
+              "then mean +- sd over the completed seeds; beside it, the final global model on the same splits and "
+              "the difference. This is a personalized estimand: it is not compared with any method's global model "
+              "on the full test set (Tables 3-7, 4c and the findings compare global models only). Per-client rows "
+              "are in the Parquet file."),
+        methods=PERSONAL_METHODS,
+        run_files=("local_models.pt", "final.pt", "run.json"),
+        manifests="first",
+        data_tables=True,
+        raw=True,
+        params=("models", "data"),
+        heavy=True,
+        results_page=11,
+        label="FedLPS own evaluation",
+        per_run="hasfl.analysis.per_run.personal_accuracy:evaluate_run",
     ),
     table_entry(
         "table8_estimators", "hasfl.analysis.tables.table8_estimators:compute",
