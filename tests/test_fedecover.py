@@ -17,6 +17,7 @@ import torch
 
 from hasfl.analysis.tables import table4c_coverage_over_time as T4C
 from hasfl.models.cyclic import CyclicSampler, cycle_order, replay
+from hasfl.models.partition import parameter_shapes
 from hasfl.models.slicing import SliceRule, Window, gather, runs, scatter_add_, width
 from hasfl.registry import METHODS
 
@@ -234,7 +235,7 @@ def test_table4c_minimum_coverage_index_and_unit_counts_on_a_fabricated_ledger(s
     one full-width participant. Coordinates beyond the half prefix have nobody in round 1: Gamma_min = 0 for
     convs.0 and every block; the full model in round 2 alone: Gamma_min over round 2 (the last k = 1) = 1. Units:
     a leading half unit 4 times, the others once."""
-    shapes = T4C.parameter_shapes(small_cnn)
+    shapes = parameter_shapes(small_cnn)
     ledger = pd.DataFrame({"round": [1, 1, 2, 2], "p_trained": [0.5, 0.5, 0.5, 1.0],
                            "window": ["prefix"] * 4, "window_shift": [0] * 4})
     summary = {"t0": 0, "rounds_completed": 2, "status": "completed"}

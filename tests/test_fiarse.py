@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from hasfl.fl.methods import fiarse
+from hasfl.models.partition import parameter_shapes
 
 SHAPES = {  # three sizes of "masked layers" (weights, then a bias where the layer has one)
     "small": [(3,), (4, 5)],
@@ -447,7 +448,7 @@ def test_table4c_reads_a_fiarse_run_from_its_kept_counts(engine_cfg, federate, o
     cfg = engine_cfg(rounds=1, warmup=0)
     run = federate(cfg, "fiarse")
     led = run.participation
-    shapes = t4c.parameter_shapes(digits_family)
+    shapes = parameter_shapes(digits_family)
     rows = t4c.run_rows("digits", "fiarse", 42, led[list(t4c.LEDGER_COLUMNS)], {**run.summary, "t0": 0},
                         digits_family, shapes, 5)
     assert len(rows) == 1 and rows[0]["block"] == t4c.ALL_BLOCKS and rows[0]["window"] == "masked"

@@ -13,22 +13,23 @@ import numpy as np
 import pytest
 import torch
 
-from hasfl.fl.methods.shuffled import HeldMean, deal, partition
+from hasfl.fl.methods.shuffled import HeldMean, deal
+from hasfl.models import partition as P
 from hasfl.models.slicing import SliceRule
 
 
 def test_the_partition_is_fixed_disjoint_covering_and_balanced_per_tensor():
     shapes = {"conv.weight": (8, 3, 3, 3), "conv.bias": (8,), "fc.weight": (10, 7), "fc.bias": (10,)}
-    blocks = partition(shapes, 4, seed=42)
+    blocks = P.blocks(shapes, 4, seed=42)
     assert {k: tuple(v.shape) for k, v in blocks.items()} == shapes
     for name, b in blocks.items():
         n = b.numel()
         counts = torch.bincount(b.flatten(), minlength=4).tolist()
         # every coordinate in exactly one block; n // K or n // K + 1 each, the larger counts first
         assert sum(counts) == n and counts == [n // 4 + (k < n % 4) for k in range(4)], name
-    again = partition(shapes, 4, seed=42)
+    again = P.blocks(shapes, 4, seed=42)
     assert all(torch.equal(again[k], blocks[k]) for k in shapes)  # in advance: a function of the seed
-    other = partition(shapes, 4, seed=43)
+    other = P.blocks(shapes, 4, seed=43)
     assert not all(torch.equal(other[k], blocks[k]) for k in shapes)
 
 
@@ -90,7 +91,7 @@ def test_a_run_trains_each_block_by_its_holders_and_resumes_to_the_same_bytes(en
     one = federate(cfg16, "shuffled")
     dealt = set(deal(42, 0, per_round, 16))
     buffers = ("running_mean", "running_var", "num_batches_tracked")
-    blocks = partition({k: tuple(v.shape) for k, v in one.init_state.items() if not k.endswith(buffers)}, 16, 42)
+    blocks = P.blocks({k: tuple(v.shape) for k, v in one.init_state.items() if not k.endswith(buffers)}, 16, 42)
     moved_held = held = 0
     for k, b in blocks.items():
         moved = one.final_state[k] != one.init_state[k]
@@ -119,7 +120,7 @@ def test_table4c_counts_a_partition_run_as_its_training_held_it(engine_cfg, fede
     run = federate(cfg, "shuffled")
     buffers = ("running_mean", "running_var", "num_batches_tracked")
     shapes = {k: tuple(v.shape) for k, v in run.init_state.items() if not k.endswith(buffers)}
-    blocks = partition(shapes, 16, 42)
+    blocks = P.blocks(shapes, 16, 42)
     led = run.participation
     counts = {r: {k: sum((b == int(s)).to(torch.int32) for s in g["window_shift"]) for k, b in blocks.items()}
               for r, g in led.groupby("round")}
@@ -175,3 +176,38 @@ def test_one_block_is_fedavg(engine_cfg, federate, one_thread):
     for k, v in fedavg.final_state.items():
         assert torch.equal(one.final_state[k], v), k
     assert one.rounds.equals(fedavg.rounds)
+
+
+def test_a_participants_sub_model_is_its_block_of_the_final_model(engine_cfg, federate, digits, digits_family,
+                                                                  one_thread, tmp_path):
+    """The sub-model accuracy of a shuffled run: each last-round participant's network ``w * m_k`` (the final model's
+    coordinates of its block, the others 0, test-batch statistics), its block the training's own partition; the row
+    is their mean over the participants."""
+    from hasfl.analysis.per_run import submodel_accuracy as sa
+    from hasfl.analysis.per_run.bn_sensitivity import EVAL_BATCH
+    from hasfl.analysis.stale import evaluate_accuracy
+    from hasfl.analysis.tables.table4c_coverage_over_time import read_ledger
+    from hasfl.models.bn import batch_statistics, model_at
+
+    cfg = engine_cfg(rounds=3, warmup=1)
+    cfg["method_params"]["shuffled"] = {"partitions": 4}
+    run = federate(cfg, "shuffled")
+    led = read_ledger(_parquet(run.participation, tmp_path / "led"))
+    last = led[led["round"] == led["round"].max()]
+    ids = P.blocks(P.parameter_shapes(digits_family), 4, digits.seed)
+
+    def direct(block: int) -> float:
+        model = batch_statistics(model_at(digits_family, 1.0, run.final_state, "per_width"))
+        with torch.no_grad():
+            for n, w in model.named_parameters():
+                w.mul_(ids[n] == block)
+        return 100.0 * evaluate_accuracy(model, digits.bundle, EVAL_BATCH)
+
+    want = [direct(int(b)) for b in last["window_shift"]]
+    row = sa.run_row("digits", "shuffled", digits.seed, "completed", digits_family, digits.bundle, run.final_state,
+                     led, "batch")
+    assert row["windows"] == "partition/4" and row["n_submodels"] == last["window_shift"].nunique()
+    assert row["bn_used"] == "batch" and row["submodel_acc_pct"] == pytest.approx(np.mean(want), abs=1e-9)
+    assert (row["min_submodel_acc_pct"], row["max_submodel_acc_pct"]) == pytest.approx((min(want), max(want)))
+    full = 100.0 * evaluate_accuracy(model_at(digits_family, 1.0, run.final_state, "batch"), digits.bundle, EVAL_BATCH)
+    assert any(abs(w - full) > 1e-9 for w in want)  # a block is not the whole model

@@ -31,14 +31,30 @@ class CoordinateAggregator:
 
     def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, SliceRule], n_samples: float,
             skip: Iterable[str] = ()) -> None:
-        """Add one participant's update ``delta`` (sub-model shapes) with weight ``n_samples``; the keys in
-        ``skip`` (its batch-norm statistics of widths below full, :mod:`hasfl.fl.bn_stats`) are left out."""
+        """Add one participant's update ``delta`` (sub-model shapes) with weight :meth:`weight` of ``n_samples`` at
+        the coordinates it holds (:meth:`held`); the keys in ``skip`` (its batch-norm statistics of widths below
+        full, :mod:`hasfl.fl.bn_stats`) are left out."""
         left_out = set(skip)
+        alpha = self.weight(float(n_samples))
         for k in self.keys:
             if k in left_out:
                 continue
-            scatter_add_(self._sum[k], rules[k], delta[k], alpha=float(n_samples))
-            add_scalar_(self._weight[k], rules[k], float(n_samples))
+            held = self.held(k, delta[k])
+            if held is None:
+                scatter_add_(self._sum[k], rules[k], delta[k], alpha=alpha)
+                add_scalar_(self._weight[k], rules[k], alpha)
+            else:
+                scatter_add_(self._sum[k], rules[k], delta[k] * held, alpha=alpha)
+                scatter_add_(self._weight[k], rules[k], held, alpha=alpha)
+
+    def weight(self, n_samples: float) -> float:
+        """A participant's weight in the mean: its ``n_samples`` as the server weighs it (Algorithm 1 line 18: n_i)."""
+        return n_samples
+
+    def held(self, key: str, delta: Tensor) -> Tensor | None:
+        """Which coordinates of the participant's slice of ``key`` its update counts at (0 / 1, ``delta``'s shape; a
+        method whose sub-model is not its slice says so), or None: every one (the slice is its m_i)."""
+        return None
 
     def mean(self) -> dict[str, Tensor]:
         """The aggregated update Delta_bar (full shapes); uncovered coordinates are 0."""

@@ -183,15 +183,15 @@ TABLE_ENTRIES: tuple[Artifact, ...] = (
         title="Sub-model accuracy -- the sub-models the last round's participants held (this project's extension)",
         note=("Per run of a method of Table 4 or of Uniform: the mean over the participants of the run's last round "
               "(participation.parquet) of the test accuracy (%) of the sub-model each held -- its trained width "
-              "p_trained and its window (prefix: the leading units; rolling: FedRolex's window at its shift; "
-              "sampled: FedEcover's units replayed from the run's seed) -- cut from the final global model "
-              "(final.pt) and evaluated under the method's declared batch-norm rule (registry eval_bn: per_width "
-              "uses that width's statistics, gathered at the window's channels for a non-nested run; batch the "
-              "test batch's; static recomputes them over the train data of the clients allowed that width). "
-              "bn used: the rule applied (batch where the declared one cannot apply, named below the table). "
-              "Each participant counts once. F9b-F9g's sub-model units read this table (docs/decisions.md, the "
-              "section on F9's sub-model unit); per-run rows, with min / max over the participants, are in "
-              "the Parquet file."),
+              "p_trained and its window (prefix: the leading units; rolling: FedRolex's window at its shift; sampled: "
+              "FedEcover's units replayed from the run's seed; masked: FIARSE's magnitude mask at its share; "
+              "partition/K: its block of the shuffled partition, the other coordinates 0) -- cut from the final global"
+              " model (final.pt) and evaluated under the method's declared batch-norm rule (registry eval_bn: "
+              "per_width uses that width's statistics, gathered at the window's channels for a non-nested run; batch "
+              "the test batch's; static recomputes them over the train data of the clients allowed that width). bn "
+              "used: the rule applied (batch where the declared one cannot apply, named below the table). Each "
+              "participant counts once. F9b-F9g's sub-model units read this table (docs/decisions.md, the section on "
+              "F9's sub-model unit); per-run rows, with min / max over the participants, are in the Parquet file."),
         methods=SUBMODEL_METHODS,
         run_files=("participation.parquet", "final.pt", "run.json"),
         manifests="first",

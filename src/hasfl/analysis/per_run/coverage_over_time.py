@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "block_of", "coverage_counts", "coverage_union",
-           "evaluate_run", "masked_row", "min_coverage", "parameter_shapes", "partition_rows", "partition_sizes",
+           "evaluate_run", "masked_row", "min_coverage", "partition_rows",
            "partitions_of", "read_ledger", "round_coverage", "row_windows", "run_rows", "unit_counts"]
 
 PathLike = str | Path
@@ -103,14 +103,6 @@ def block_of(key: str) -> str:
     if m is not None:
         return f"{module}.l{m.group(1)}{m.group(2) or ''}" if module else f"l{m.group(1)}{m.group(2) or ''}"
     return module or key
-
-
-def parameter_shapes(family: ModelFamily) -> dict[str, tuple[int, ...]]:
-    """Shapes of the full model's parameters (``named_parameters()`` of ``family.build(1.0)``), in order."""
-    import torch
-
-    with torch.random.fork_rng(devices=[]):  # building the model draws its initialization
-        return {k: tuple(v.shape) for k, v in family.build(1.0).named_parameters()}
 
 
 def read_ledger(path: PathLike) -> pd.DataFrame:
@@ -364,22 +356,17 @@ def run_rows(dataset: str, method: str, seed: int, ledger: pd.DataFrame, summary
     return rows
 
 
-def partition_sizes(numel: int, partitions: int) -> np.ndarray:
-    """How many of a tensor's ``numel`` coordinates each of the K blocks of a shuffled partition holds: its
-    coordinates are handed out in turn (:func:`hasfl.fl.methods.shuffled.partition`), so ``numel // K`` each and one
-    more for the first ``numel mod K``."""
-    return np.array([numel // partitions + (k < numel % partitions) for k in range(partitions)], dtype=np.int64)
-
-
 def partition_rows(base: Mapping[str, Any], ledger: pd.DataFrame, shapes: Mapping[str, tuple[int, ...]],
                    partitions: int, used: int, t0: int) -> list[dict[str, Any]]:
     """A shuffled-partition run's rows (ledger window ``partition/K``, ``window_shift`` a participant's block): its
     ``all`` row and one per block, as :func:`run_rows`. Each participant holds every coordinate of its block, and the
-    blocks' sizes per tensor follow from K (:func:`partition_sizes`), so every count is exact from the ledger: a round
-    leaves a coordinate untrained iff no participant held its block, and the fewest holders of a block's coordinates
-    are the participants dealt the least-dealt block it has coordinates of. Which units a block holds is not a
+    blocks' sizes per tensor follow from K (:func:`hasfl.models.partition.block_sizes`), so every count is exact
+    from the ledger: a round leaves a coordinate untrained iff no participant held its block, and the fewest holders
+    of a block's coordinates are the participants dealt the least-dealt block it has coordinates of. Which units a block holds is not a
     question (a block is coordinates, not units): the unit columns are empty."""
-    sizes = {k: partition_sizes(int(np.prod(s, dtype=np.int64)), partitions) for k, s in shapes.items()}
+    from hasfl.models.partition import block_sizes
+
+    sizes = {k: block_sizes(int(np.prod(s, dtype=np.int64)), partitions) for k, s in shapes.items()}
     blocks: dict[str, list[str]] = {ALL_BLOCKS: list(shapes)}
     for k in shapes:
         blocks.setdefault(block_of(k), []).append(k)
@@ -467,6 +454,8 @@ def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:
                 "ledger of every participant's width and window)")
     key = ("shapes", run.dataset)
     if key not in run.cache:
+        from hasfl.models.partition import parameter_shapes
+
         run.cache[key] = parameter_shapes(run.family())
     shapes = run.cache[key]
     f = run.files

@@ -5,7 +5,9 @@ on F9's sub-model unit). No training.
 Per run (every run of a method shown in Table 4, and of Uniform): the participants of the last round of its
 participation.parquet, each with its trained width ``p_trained`` and its window (``prefix``: the leading units;
 ``rolling``: :class:`hasfl.models.slicing.Window` ``("rolling", shift)``; ``sampled``: FedEcover's units replayed
-from the run's seed, :func:`hasfl.analysis.per_run.coverage_over_time.row_windows`). Each participant's
+from the run's seed, :func:`hasfl.analysis.per_run.coverage_over_time.row_windows`; ``masked``: FIARSE's magnitude
+mask at the participant's share, :class:`MaskedShare`; ``partition/K``: its block of the shuffled partition,
+:class:`PartitionBlock`, the other coordinates 0). Each participant's
 sub-model is cut from final.pt at that width and window and evaluated on the full test set with the batch-norm
 statistics of the method's rule (:attr:`hasfl.registry.MethodInfo.eval_bn`):
 
@@ -33,7 +35,7 @@ import pandas as pd
 
 from hasfl.analysis.per_run.base import RunInputs
 from hasfl.analysis.per_run.files import read_json
-from hasfl.registry import MASKED_WINDOW, METHODS
+from hasfl.registry import MASKED_WINDOW, METHODS, PARTITION_WINDOW
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -51,8 +53,8 @@ COLUMNS = ["dataset", "method", "seed", "status", "last_round", "n_participants"
 #: what a model without batch norm is evaluated with (every rule is the same model)
 NO_BN = "none"
 
-__all__ = ["COLUMNS", "NAME", "NO_BN", "MaskedShare", "evaluate_run", "last_round_submodels", "masked_model", "run_row",
-           "submodel_accuracy", "submodel_model"]
+__all__ = ["COLUMNS", "NAME", "NO_BN", "MaskedShare", "PartitionBlock", "evaluate_run", "last_round_submodels",
+           "masked_model", "run_row", "submodel_accuracy", "submodel_model"]
 
 
 @dataclass(frozen=True)
@@ -66,16 +68,38 @@ class MaskedShare:
     nested: bool = False
 
 
+@dataclass(frozen=True)
+class PartitionBlock:
+    """A shuffled-partition participant's sub-model (ledger window ``partition/K``, Deng et al. 2025): the global
+    model's parameter coordinates of block ``block`` of the run's partition into ``partitions`` blocks drawn from
+    ``seed`` (:func:`hasfl.models.partition.blocks`), the others 0, as the participant's network ``w * m_k`` is
+    (:mod:`hasfl.fl.methods.shuffled`)."""
+
+    block: int
+    partitions: int
+    seed: int
+    nested: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The ledger's window (``partition/K``)."""
+        return f"{PARTITION_WINDOW}/{self.partitions}"
+
+
 def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
                          seed: int) -> tuple[int, list[tuple[float, Any]]]:
     """(the ledger's last round, (p_trained, window) of each of its participants in ledger order); ``ledger`` as
     :func:`hasfl.analysis.per_run.coverage_over_time.read_ledger` returns it (sampled windows are replayed
     over the whole ledger, so it must be the run's whole ledger). A masked (FIARSE) row's window is its
-    :class:`MaskedShare`."""
-    from hasfl.analysis.per_run.coverage_over_time import row_windows
+    :class:`MaskedShare`, a shuffled-partition row's its :class:`PartitionBlock`."""
+    from hasfl.analysis.per_run.coverage_over_time import partitions_of, row_windows
 
     last = int(ledger["round"].max())
     sel = [i for i, r in enumerate(ledger["round"].tolist()) if int(r) == last]
+    k = partitions_of(str(ledger["window"].iloc[0]))
+    if k is not None:
+        return last, [(float(ledger["p_trained"].iloc[i]),
+                       PartitionBlock(int(ledger["window_shift"].iloc[i]), k, int(seed))) for i in sel]
     if set(ledger["window"]) == {MASKED_WINDOW}:
         from hasfl.models.magnitude import parameter_shares
 
@@ -86,23 +110,31 @@ def last_round_submodels(family: ModelFamily, ledger: pd.DataFrame,
     return last, [(float(ledger["p_trained"].iloc[i]), windows[i]) for i in sel]
 
 
-def masked_model(family: ModelFamily, state: Mapping[str, Tensor], share: float, rule: str,
+def masked_model(family: ModelFamily, state: Mapping[str, Tensor], held: MaskedShare | PartitionBlock, rule: str,
                  static_batches: Callable[[float], Sequence[Any]] | None = None,
                  device: str = "cpu") -> tuple[nn.Module, str, str]:
-    """The full model of a saved global state masked at ``share`` (:class:`MaskedShare`), under ``rule``: the ranked
-    coordinates below the share's threshold set to 0 (:mod:`hasfl.models.magnitude`), then the batch-norm rule (the
-    ``static`` statistics recomputed on the masked model, on ``device``; ``batch``: the test batch's, at
-    evaluation)."""
+    """The full model of a saved global state masked to the coordinates a participant ``held``, under ``rule``: a
+    :class:`MaskedShare` keeps the ranked coordinates at or above the share's threshold (:mod:`hasfl.models.magnitude`),
+    a :class:`PartitionBlock` its block's, the others set to 0; then the batch-norm rule (the ``static`` statistics
+    recomputed on the masked model, on ``device``; ``batch``: the test batch's, at evaluation)."""
     import torch
 
     from hasfl.analysis.per_run.bn_sensitivity import STATIC, static_statistics
     from hasfl.models.bn import model_at
-    from hasfl.models.magnitude import mask, masked_parameters, threshold
 
     def masked(model: nn.Module) -> nn.Module:
         with torch.no_grad():
+            if isinstance(held, PartitionBlock):
+                from hasfl.models.partition import blocks, parameter_shapes
+
+                ids = blocks(parameter_shapes(family), held.partitions, held.seed)
+                for n, w in model.named_parameters():
+                    w.mul_(ids[n] == held.block)
+                return model
+            from hasfl.models.magnitude import mask, masked_parameters, threshold
+
             ranked = masked_parameters(model)
-            tau = threshold(list(ranked.values()), share)
+            tau = threshold(list(ranked.values()), held.share)
             for w in ranked.values():
                 w.mul_(mask(w, tau))
         return model
@@ -221,8 +253,8 @@ def submodel_accuracy(family: ModelFamily, bundle: Any, state: Mapping[str, Tens
     from hasfl.analysis.per_run.bn_sensitivity import EVAL_BATCH
     from hasfl.analysis.stale import evaluate_accuracy
 
-    if isinstance(window, MaskedShare):
-        model, used, why = masked_model(family, state, window.share, rule, static_batches, device)
+    if isinstance(window, (MaskedShare, PartitionBlock)):
+        model, used, why = masked_model(family, state, window, rule, static_batches, device)
     else:
         model, used, why = submodel_model(family, state, p, window, rule, static_batches, device)
     return 100.0 * evaluate_accuracy(model, bundle, EVAL_BATCH if used == "batch" else None, device), used, why
@@ -238,10 +270,6 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
     """One run's row (:data:`COLUMNS`): its last round's sub-models evaluated on ``device`` (``state`` None: not
     completed, accuracies NaN). A sub-model held by several participants is evaluated once and counted once per
     holder."""
-    from hasfl.analysis.per_run.coverage_over_time import partitions_of
-
-    if partitions_of(str(ledger["window"].iloc[0])) is not None:
-        return _partition_row(dataset, method, seed, status, ledger, rule)
     last, subs = last_round_submodels(family, ledger, seed)
     row: dict[str, Any] = {"dataset": dataset, "method": method, "seed": int(seed), "status": status,
                            "last_round": last, "n_participants": len(subs),
@@ -262,21 +290,6 @@ def run_row(dataset: str, method: str, seed: int, status: str, family: ModelFami
                submodel_acc_pct=float(sum(accs) / len(accs)), min_submodel_acc_pct=float(min(accs)),
                max_submodel_acc_pct=float(max(accs)))
     return row
-
-
-def _partition_row(dataset: str, method: str, seed: int, status: str, ledger: pd.DataFrame, rule: str
-                   ) -> dict[str, Any]:
-    """A shuffled-partition run's row, its accuracies empty: its sub-models are blocks of a partition of the
-    coordinates drawn from the seed by the training code (:mod:`hasfl.fl.methods.shuffled`), which the analysis does
-    not import, so they are not evaluated here; the ledger gives how many were held."""
-    last = int(ledger["round"].max())
-    held = ledger[ledger["round"] == last]
-    return {"dataset": dataset, "method": method, "seed": int(seed), "status": status, "last_round": last,
-            "n_participants": int(len(held)), "n_submodels": int(held["window_shift"].nunique()),
-            "mean_p_trained": float(held["p_trained"].mean()), "windows": "/".join(sorted(set(held["window"]))),
-            "bn_rule": rule, "bn_used": "", "bn_note": "sub-models are blocks of a coordinate partition drawn by the "
-            "training code: not evaluated", "submodel_acc_pct": math.nan, "min_submodel_acc_pct": math.nan,
-            "max_submodel_acc_pct": math.nan}
 
 
 def evaluate_run(run: RunInputs) -> list[dict[str, Any]]:

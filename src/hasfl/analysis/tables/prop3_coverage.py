@@ -41,7 +41,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
         if noise.get(method, 0.0) <= 0.0:
             return ""
         return (f"its server adds noise to every coordinate each round (method_params.{method}."
-                f"{SERVER_NOISE.get(method, 'noise')} = {noise[method]:g}): none keeps its value")
+                f"{SERVER_NOISE[method]} = {noise[method]:g}): none keeps its value")
     families = {}
     rows = []
     runs = group_run_files(run_files)

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis.evaluations import evaluate_runs, gather_rows
-from hasfl.analysis.per_run.submodel_accuracy import (COLUMNS, NAME, NO_BN, MaskedShare, evaluate_run,
-                                                      last_round_submodels, masked_model, run_row,
+from hasfl.analysis.per_run.submodel_accuracy import (COLUMNS, NAME, NO_BN, MaskedShare, PartitionBlock,
+                                                      evaluate_run, last_round_submodels, masked_model, run_row,
                                                       submodel_accuracy, submodel_model)
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import pm, results_root, source_list, write_text
@@ -24,8 +24,8 @@ from hasfl.registry import METHODS
 
 PathLike = str | Path
 
-__all__ = ["COLUMNS", "NAME", "NO_BN", "MaskedShare", "compute", "display", "evaluate_run", "job", "last_round_submodels",
-           "masked_model", "run_row", "submodel_accuracy", "submodel_model", "summary_frame"]
+__all__ = ["COLUMNS", "NAME", "NO_BN", "MaskedShare", "PartitionBlock", "compute", "display", "evaluate_run", "job",
+           "last_round_submodels", "masked_model", "run_row", "submodel_accuracy", "submodel_model", "summary_frame"]
 
 
 def _finish(rows: Sequence[Mapping[str, Any]], out_parquet: PathLike, out_md: PathLike,

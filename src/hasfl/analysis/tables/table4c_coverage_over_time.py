@@ -15,8 +15,7 @@ import pandas as pd
 from hasfl.analysis.evaluations import evaluate_runs, gather_rows
 from hasfl.analysis.per_run.coverage_over_time import (ALL_BLOCKS, COLUMNS, LEDGER_COLUMNS, block_of,
                                                        coverage_counts, coverage_union, evaluate_run, min_coverage,
-                                                       parameter_shapes, read_ledger, row_windows, run_rows,
-                                                       unit_counts)
+                                                       read_ledger, row_windows, run_rows, unit_counts)
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import results_root, source_list, write_text
 from hasfl.analysis.tables.base import table_markdown
@@ -27,7 +26,7 @@ NAME = "table4c_coverage_over_time"
 PathLike = str | Path
 
 __all__ = ["ALL_BLOCKS", "COLUMNS", "LEDGER_COLUMNS", "NAME", "block_of", "compute", "coverage_counts",
-           "coverage_union", "display", "job", "min_coverage", "parameter_shapes", "preamble", "read_ledger",
+           "coverage_union", "display", "job", "min_coverage", "preamble", "read_ledger",
            "row_windows", "run_rows", "summary_frame", "unit_counts"]
 
 

@@ -66,7 +66,6 @@ from hasfl.fl.server import ServerStep
 from hasfl.models.cost import Cost
 from hasfl.models.magnitude import (MASKED, budget_k, coverage_from_kept, mask, masked_numel, masked_parameters,
                                    parameter_shares, threshold)
-from hasfl.models.slicing import scatter_add_
 
 __all__ = ["BN_BUFFERS", "FiarseClient", "FullModelUniform", "MaskedWeight", "NonzeroMean", "aggregate", "budget_k",
            "changed_counts", "coverage_counts", "coverage_from_kept", "fiarse", "mask", "masked", "masked_parameters",
@@ -242,14 +241,11 @@ class NonzeroMean(CoordinateAggregator):
     """``fiarse/server.py:42-90``: per coordinate, the plain mean of the deltas over the participants whose delta
     there is nonzero (no sample weights); 0 where none changed it."""
 
-    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, Any], n_samples: float,
-            skip: Sequence[str] = ()) -> None:
-        left_out = set(skip)
-        for k in self.keys:
-            if k in left_out:
-                continue
-            scatter_add_(self._sum[k], rules[k], delta[k], alpha=1.0)
-            scatter_add_(self._weight[k], rules[k], (delta[k] != 0).to(self._weight[k].dtype), alpha=1.0)
+    def weight(self, n_samples: float) -> float:
+        return 1.0
+
+    def held(self, key: str, delta: Tensor) -> Tensor:
+        return (delta != 0).to(torch.float32)
 
 
 class FiarseServer(ServerStep):

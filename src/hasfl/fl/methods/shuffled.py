@@ -7,14 +7,12 @@ into several sub-models in advance, and the server shuffles those sub-models, se
 round, and by the end of local updating period, clients send back the updated sub-models, and server averages them".
 Here, with ``K = method_params.shuffled.partitions``:
 
-* **The partition** (:func:`partition`), drawn once from the run's seed before round 0: every parameter coordinate
-  of the full model (``named_parameters()``, batch norm's affine ones included: "the full model") belongs to exactly
-  one of K blocks. Per parameter tensor, a permutation of its coordinates (numpy stream :data:`STREAM_PARTITION`, the
-  tensor's place) hands them out in turn, the j-th to block ``j mod K``, so each block holds ``n // K`` or
-  ``n // K + 1`` of a tensor's ``n`` coordinates (the first ``n mod K`` blocks the larger count) and about 1/K of
-  every layer. A sub-model is a block of coordinates, not a set of units: a partition of each layer's units would
-  leave the weights between two pieces in no sub-model past the first layer, and the guarantee the authors prove is
-  for the parameter vector.
+* **The partition** (:func:`hasfl.models.partition.blocks`), drawn once from the run's seed before round 0: every
+  parameter coordinate of the full model (``named_parameters()``, batch norm's affine ones included: "the full
+  model") belongs to exactly one of K blocks. Per parameter tensor, a permutation of its coordinates hands them out in
+  turn, the j-th to block ``j mod K``, so each block holds about 1/K of every layer. A sub-model is a block of
+  coordinates, not a set of units: a partition of each layer's units would leave the weights between two pieces in
+  no sub-model past the first layer, and the guarantee the authors prove is for the parameter vector.
 * **The shuffle** (:func:`deal`): each round t a fresh permutation of the K sub-models (stream :data:`STREAM_SHUFFLE`,
   t) is dealt to the participants in the order of S(t), one sub-model each, and a further permutation follows when
   the round has more participants than sub-models. With at least K participants every sub-model goes out every
@@ -22,8 +20,9 @@ Here, with ``K = method_params.shuffled.partitions``:
 * **A participant** (:class:`ShuffledClient`) holds its sub-model only: its network is ``w * m_k`` (the other
   blocks' coordinates set to 0 before its first step), so the gradient is the sub-network's; its step moves the
   block's coordinates alone (their gradients alone enter clipping, weight decay and momentum) and it uploads the
-  block's float32 values (the server knows the partition: no indices); its update outside the block is 0. Its forward pass is the dense full model's
-  (Table 1's MACs of width 1: a coordinate block saves none), as FIARSE's masks.
+  block's float32 values (the server knows the partition: no indices); its update outside the block is 0. Its
+  forward pass is the dense full model's (Table 1's MACs of width 1: a coordinate block saves none), as FIARSE's
+  masks.
 * **The server** (:class:`HeldMean`) averages each coordinate over the participants whose sub-model holds it,
   weighted by n_i as Algorithm 1 line 18 does for every method (the abstract says "averages"); a coordinate no
   participant held keeps its value. Batch-norm running statistics are averaged over every participant.
@@ -52,30 +51,15 @@ from hasfl.fl.methods import Method, MethodContext
 from hasfl.fl.policies import FullModelPolicy
 from hasfl.fl.server import ServerStep
 from hasfl.models.cost import Cost
-from hasfl.models.slicing import PREFIX, Window, add_scalar_, scatter_add_
+from hasfl.models.partition import blocks, parameter_shapes
+from hasfl.models.slicing import PREFIX, Window
 from hasfl.registry import PARTITION_WINDOW
 
-__all__ = ["STREAM_PARTITION", "STREAM_SHUFFLE", "HeldMean", "PartitionHolding", "ShuffleDealer", "ShuffledClient",
-           "deal", "partition", "shuffled"]
+__all__ = ["STREAM_SHUFFLE", "HeldMean", "PartitionHolding", "ShuffleDealer", "ShuffledClient", "deal", "shuffled"]
 
-#: The numpy streams of a run seed the partition and the per-round shuffles come from (beside hasfl.fl.sampling's
-#: 3-7, FedEcover's 8 and FedLPS's 9)
-STREAM_PARTITION = 10
+#: The numpy stream of a run seed the per-round shuffles come from (the partition's:
+#: :data:`hasfl.models.partition.STREAM`)
 STREAM_SHUFFLE = 11
-
-
-def partition(shapes: Mapping[str, tuple[int, ...]], partitions: int, seed: int) -> dict[str, Tensor]:
-    """The block (0 .. K-1) of every coordinate of each parameter of ``shapes`` (in order): the tensor's coordinates in
-    the order of one permutation per tensor, the j-th to block ``j mod K``."""
-    k = _partitions(partitions)
-    out: dict[str, Tensor] = {}
-    for place, (name, shape) in enumerate(shapes.items()):
-        n = int(np.prod(shape, dtype=np.int64))
-        order = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM_PARTITION, place])).permutation(n)
-        block = np.empty(n, dtype=np.int64)
-        block[order] = np.arange(n, dtype=np.int64) % k
-        out[name] = torch.from_numpy(block).reshape(shape)
-    return out
 
 
 def deal(seed: int, t: int, participants: int, partitions: int) -> list[int]:
@@ -198,19 +182,9 @@ class HeldMean(CoordinateAggregator):
         super().__init__(global_state, keys)
         self.client = client
 
-    def add(self, delta: Mapping[str, Tensor], rules: Mapping[str, Any], n_samples: float,
-            skip: Sequence[str] = ()) -> None:
-        left_out, masks = set(skip), self.client.masks
-        for k in self.keys:
-            if k in left_out:
-                continue
-            if k not in masks:
-                scatter_add_(self._sum[k], rules[k], delta[k], alpha=float(n_samples))
-                add_scalar_(self._weight[k], rules[k], float(n_samples))
-                continue
-            held = masks[k].to(self._sum[k].dtype)
-            scatter_add_(self._sum[k], rules[k], delta[k] * held, alpha=float(n_samples))
-            scatter_add_(self._weight[k], rules[k], held, alpha=float(n_samples))
+    def held(self, key: str, delta: Tensor) -> Tensor | None:
+        mask = self.client.masks.get(key)
+        return None if mask is None else mask.to(torch.float32)
 
 
 class ShuffledServer(ServerStep):
@@ -227,8 +201,7 @@ def shuffled(ctx: MethodContext) -> Method:
     """Deng et al.'s shuffled sub-model partitions (module docstring): K blocks of coordinates fixed from the seed,
     dealt to the participants by a fresh shuffle each round, averaged over their holders."""
     partitions = _partitions(ctx.params.get("partitions"))
-    with torch.random.fork_rng(devices=[]):  # building the model draws its initialization
-        shapes = {n: tuple(q.shape) for n, q in ctx.family.build(1.0).named_parameters()}
-    client = ShuffledClient(ctx.optim, ctx.inputs, partition(shapes, partitions, int(ctx.run_cfg["seed"])), partitions)
+    client = ShuffledClient(ctx.optim, ctx.inputs, blocks(parameter_shapes(ctx.family), partitions,
+                                                          int(ctx.run_cfg["seed"])), partitions)
     return Method(FullModelPolicy(ctx.pmax), client, server=ShuffledServer(client),
                   sampler=ShuffleDealer(client, int(ctx.run_cfg["seed"])))
