@@ -39,7 +39,7 @@ from hasfl.analysis.per_run.base import (EVAL_FILE, EVALS, RunInputs, eval_dir, 
                                          run_inputs)
 
 __all__ = ["EVAL_FILE", "EVALS", "PER_RUN_PARAMS", "RunInputs", "eval_dir", "evaluate_job", "evaluate_runs",
-           "evaluation_specs", "gather_rows", "per_run_params", "run_inputs"]
+           "evaluation_specs", "gather_rows", "job_params", "per_run_params", "run_inputs"]
 
 PathLike = str | Path
 #: The config values (:data:`hasfl.analysis.artifacts.PARAM_KEYS`) a per-run evaluation may take, each narrowed to
@@ -48,6 +48,14 @@ PathLike = str | Path
 PER_RUN_PARAMS = ("models", "data", "atol", "last_rounds")
 
 _EVAL_RE = re.compile(rf"{EVALS}/(?P<dataset>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)/?$")
+
+
+def job_params(models: Mapping[str, Mapping[str, Any]], data_dir: PathLike,
+               dataset_params: Mapping[str, Mapping[str, Any]], **more: Any) -> dict[str, Any]:
+    """A per-run table's ``models`` and ``data`` values (and ``more``) as its in-process ``job(...)`` hands them to
+    :func:`evaluate_runs`: the shape :func:`per_run_params` gives one run in the DAG."""
+    return {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)},
+            **more}
 
 
 def per_run_params(config: Mapping[str, Any], params: Iterable[str], dataset: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pandas as pd
 from hasfl.analysis import findings as findings_mod
 from hasfl.analysis.inputs import read_tables
 from hasfl.analysis.markdown import results_root, source_list, write_text
-from hasfl.analysis.evaluations import evaluate_runs, gather_rows
+from hasfl.analysis.evaluations import evaluate_runs, gather_rows, job_params
 from hasfl.analysis.per_run.bn_sensitivity import evaluate_run
 from hasfl.analysis.specs import resolve_thresholds
 from hasfl.analysis.tables.base import ReportContext
@@ -53,7 +53,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike],
     finding's verdict under the other modes (:mod:`hasfl.analysis.bn_sensitivity`). Needs, per run, final.pt and
     run.json; the finding tables as findings.json reads them; for the ``static`` mode, the data stage's
     partition.parquet and clients.parquet of every dataset x seed (``data_tables``)."""
-    params = {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)}}
+    params = job_params(models, data_dir, dataset_params)
     rows = evaluate_runs(evaluate_run, run_files, manifests, params, data_tables)
     return _finish(rows, table_paths, datasets, thresholds, out_parquet, out_md, out_findings,
                    [*run_files, *manifests, *data_tables, *table_paths.values()])

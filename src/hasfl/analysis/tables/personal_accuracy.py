@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from hasfl.analysis.evaluations import evaluate_runs, gather_rows
+from hasfl.analysis.evaluations import evaluate_runs, gather_rows, job_params
 from hasfl.analysis.labels import dataset_label, method_label
 from hasfl.analysis.markdown import pm, results_root, source_list, write_text
 from hasfl.analysis.per_run.personal_accuracy import COLUMNS, NAME, evaluate_run
@@ -42,7 +42,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
     """The table of every run among ``run_files`` (local_models.pt, final.pt and run.json of each; :func:`evaluate_run`
     in this process), each client's split from the data stage's partition.parquet and clients.parquet
     (``data_tables``)."""
-    params = {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)}}
+    params = job_params(models, data_dir, dataset_params)
     return _finish(evaluate_runs(evaluate_run, run_files, manifests, params, data_tables), out_parquet, out_md,
                    [*run_files, *manifests, *data_tables])
 

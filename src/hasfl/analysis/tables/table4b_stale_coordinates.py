@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from hasfl.analysis import floors as floors_mod
-from hasfl.analysis.evaluations import evaluate_runs, gather_rows
+from hasfl.analysis.evaluations import evaluate_runs, gather_rows, job_params
 from hasfl.analysis.per_run.stale_coordinates import evaluate_run
 from hasfl.analysis.inputs import dataset_floors
 from hasfl.analysis.labels import dataset_label, method_label
@@ -53,8 +53,7 @@ def job(run_files: Sequence[PathLike], manifests: Sequence[PathLike], models: Ma
                 out_parquet: PathLike, out_md: PathLike) -> pd.DataFrame:
     """Table 4b (Section 4.3) of every run among ``run_files`` (:func:`evaluate_run`, in this process)."""
     refuse_unnested(NAME, group_run_files(run_files))
-    params = {"models": dict(models), "data": {"data_dir": str(data_dir), "dataset_params": dict(dataset_params)},
-              "atol": atol}
+    params = job_params(models, data_dir, dataset_params, atol=atol)
     return _finish(evaluate_runs(evaluate_run, run_files, manifests, params), manifests, out_parquet, out_md,
                    [*run_files, *manifests])
 
