@@ -364,7 +364,9 @@ def measure_dataset(config: Mapping[str, Any], dataset: str, test_samples: int, 
 
     # table4c: the replay of the ledger (a run of varied widths and one of full width)
     log(f"{dataset}: table4c_coverage_over_time")
-    shapes = t4c.parameter_shapes(family)
+    from hasfl.models.partition import parameter_shapes
+
+    shapes = parameter_shapes(family)
     summary = {"t0": int(config["hasfl"]["warmup"]), "status": "completed", "rounds_completed": rounds}
     last_k = int(config["analysis"]["table4c_last_rounds"])
     preset_rounds = int(config["federation"]["rounds"])
